@@ -1,0 +1,30 @@
+# parasim: bilingual websites -> labelled multilingual similarity corpus.
+# The whole workflow at a glance; every stage's rules live in workflow/rules/<stage>.smk and
+# every stage's logic in src/parasim/.
+
+
+from snakemake.utils import min_version
+
+min_version("9.0")
+
+
+configfile: "config.yaml"
+
+
+include: "workflow/rules/common.smk"
+
+
+wildcard_constraints:
+    site=SITE_RE,
+    shard=SHARD_RE,
+
+
+include: "workflow/rules/crawl.smk"
+include: "workflow/rules/pair_pages.smk"
+include: "workflow/rules/parse.smk"
+
+
+rule all:
+    default_target: True
+    input:
+        expand("results/lines/{site}.done", site=SITES),

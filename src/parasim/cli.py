@@ -1,0 +1,228 @@
+"""`parasim <stage> ...`: every workflow stage as a command, with or without Snakemake.
+
+Each stage command reads its inputs, calls one function in the stage's module, writes its output
+atomically and a JSON file of counts (``--stats``), and logs progress to stderr. Errors a user can
+fix (bad config, missing input) end with one line naming the culprit and exit status 2.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import logging
+import sys
+import time
+from collections.abc import Callable, Sequence
+from pathlib import Path
+from typing import Any
+
+from parasim.config import (
+    ConfigError,
+    SiteConfig,
+    load_config,
+    site_by_name,
+    validate_config,
+    validate_section,
+)
+
+log = logging.getLogger("parasim")
+
+
+class UsageError(Exception):
+    """A problem the user can fix; reported as one line, exit status 2."""
+
+
+# ---------------------------------------------------------------- helpers
+
+
+def _setup_logging(verbose: bool) -> None:
+    logging.basicConfig(
+        level=logging.DEBUG if verbose else logging.INFO,
+        format="%(asctime)s %(levelname)s %(name)s: %(message)s",
+        stream=sys.stderr,
+    )
+
+
+def _site(args: argparse.Namespace) -> SiteConfig:
+    """The site from --site-json, or from --config + --site."""
+    if getattr(args, "site_json", None):
+        raw = json.loads(args.site_json)
+        cfg = validate_config({"sites": [raw]})
+        return SiteConfig.from_dict(cfg["sites"][0])
+    if getattr(args, "config", None) and getattr(args, "site", None):
+        return site_by_name(load_config(args.config), args.site)
+    raise UsageError("give --site-json, or --config FILE with --site NAME")
+
+
+def _section(args: argparse.Namespace, name: str) -> dict:
+    """A validated top-level config section from --settings-json or --config (defaults filled)."""
+    if getattr(args, "settings_json", None):
+        return validate_section(name, json.loads(args.settings_json))
+    if getattr(args, "config", None):
+        return load_config(args.config)[name]
+    return validate_section(name, {})
+
+
+def _write_stats(path: str | None, stats: dict[str, Any]) -> None:
+    text = json.dumps(stats, indent=2, sort_keys=True, default=str)
+    log.info("stats: %s", json.dumps(stats, sort_keys=True, default=str))
+    if path:
+        p = Path(path)
+        p.parent.mkdir(parents=True, exist_ok=True)
+        tmp = p.with_name(f".{p.name}.tmp")
+        tmp.write_text(text + "\n", encoding="utf-8")
+        tmp.replace(p)
+
+
+def _need(path: str, what: str) -> Path:
+    p = Path(path)
+    if not p.exists():
+        raise UsageError(f"{what} not found: {p}")
+    return p
+
+
+# ---------------------------------------------------------------- stages
+
+
+def cmd_crawl(args: argparse.Namespace) -> None:
+    from parasim.crawl import crawl_site
+
+    site = _site(args)
+    settings = _section(args, "crawl")
+    stats = crawl_site(site, settings, Path(args.out), Path(args.state), log=log)
+    _write_stats(args.stats, {"site": site.name, "stage": "crawl", **stats})
+
+
+def cmd_pair(args: argparse.Namespace) -> None:
+    from parasim.io import read_table, write_table
+    from parasim.pair import pair_pages
+
+    site = _site(args)
+    if len(args.out) != args.shards:
+        raise UsageError(f"--out names {len(args.out)} files but --shards is {args.shards}")
+    pages = read_table(_need(args.pages, "pages dataset"))
+    t0 = time.perf_counter()
+    pairs, stats = pair_pages(pages, site, args.shards, one_to_one=site.one_to_one)
+    for i, out in enumerate(args.out):
+        mask = [s == i for s in pairs.column("shard").to_pylist()]
+        write_table(pairs.filter(mask), out)
+    stats["elapsed_s"] = round(time.perf_counter() - t0, 3)
+    _write_stats(args.stats, {"site": site.name, "stage": "pairs", **stats})
+
+
+def cmd_parse(args: argparse.Namespace) -> None:
+    from parasim.io import read_table, write_table
+    from parasim.parse import parse_pairs
+
+    site = _site(args)
+    settings = _section(args, "parse")
+    pairs = read_table(_need(args.pairs, "pairs shard"))
+    pages = read_table(_need(args.pages, "pages dataset"))
+    lines, stats = parse_pairs(
+        pairs, pages, site, strict=settings["strict"], min_words=settings["min_words"]
+    )
+    write_table(lines, args.out)
+    _write_stats(args.stats, {"site": site.name, "stage": "lines", **stats})
+
+
+def _sum_counts(items: Sequence[dict]) -> dict:
+    """Add up the numeric fields of several stats dicts (nested dicts too)."""
+    out: dict[str, Any] = {}
+    for d in items:
+        for k, v in d.items():
+            if isinstance(v, bool):
+                continue
+            if isinstance(v, (int, float)):
+                out[k] = out.get(k, 0) + v
+            elif isinstance(v, dict):
+                out[k] = _sum_counts([out.get(k, {}), v])
+    return out
+
+
+def cmd_summarize(args: argparse.Namespace) -> None:
+    import pyarrow.parquet as pq
+
+    rows = sum(pq.ParquetFile(_need(p, "shard")).metadata.num_rows for p in args.shards)
+    stats = [json.loads(_need(p, "stats file").read_text()) for p in args.stats]
+    summary = {
+        "stage": args.stage,
+        "site": args.site,
+        "shards": len(args.shards),
+        "rows": rows,
+        "counts": _sum_counts([{k: v for k, v in s.items() if "_per_s" not in k} for s in stats]),
+    }
+    _write_stats(args.out, summary)
+
+
+def cmd_validate(args: argparse.Namespace) -> None:
+    cfg = load_config(args.config)
+    print(
+        f"{args.config}: valid ({len(cfg['sites'])} site(s): "
+        f"{', '.join(s['name'] for s in cfg['sites'])})"
+    )
+
+
+# ---------------------------------------------------------------- parser
+
+
+def build_parser() -> argparse.ArgumentParser:
+    """The `parasim` argument parser."""
+    p = argparse.ArgumentParser(prog="parasim", description=__doc__.splitlines()[0])
+    p.add_argument("-v", "--verbose", action="store_true", help="debug logging")
+    sub = p.add_subparsers(dest="command", required=True)
+
+    def add(name: str, fn: Callable, help_: str) -> argparse.ArgumentParser:
+        sp = sub.add_parser(name, help=help_, description=help_)
+        sp.set_defaults(func=fn)
+        return sp
+
+    def site_opts(sp: argparse.ArgumentParser) -> None:
+        sp.add_argument("--site-json", help="the site's config entry as JSON (Snakemake passes it)")
+        sp.add_argument("--config", help="a config.yaml (with --site)")
+        sp.add_argument("--site", help="site name in --config")
+        sp.add_argument("--settings-json", help="the stage's config section as JSON")
+        sp.add_argument("--stats", help="write counts as JSON here")
+
+    sp = add("crawl", cmd_crawl, "Crawl one site into a pages dataset (Parquet parts).")
+    site_opts(sp)
+    sp.add_argument("--out", required=True, help="output folder of Parquet parts")
+    sp.add_argument("--state", required=True, help="crawl state folder (kept for resuming)")
+
+    sp = add("pair", cmd_pair, "Pair parallel pages of one site; write N shards.")
+    site_opts(sp)
+    sp.add_argument("--pages", required=True, help="pages dataset (folder or file)")
+    sp.add_argument("--shards", type=int, required=True, help="number of shards")
+    sp.add_argument("--out", nargs="+", required=True, help="one output file per shard, in order")
+
+    sp = add("parse", cmd_parse, "HTML of paired pages to lines (one shard).")
+    site_opts(sp)
+    sp.add_argument("--pairs", required=True, help="pairs shard")
+    sp.add_argument("--pages", required=True, help="pages dataset")
+    sp.add_argument("--out", required=True, help="lines shard to write")
+
+    sp = add("summarize", cmd_summarize, "Count a stage's rows and stats for one site (.done).")
+    sp.add_argument("--stage", required=True)
+    sp.add_argument("--site", required=True)
+    sp.add_argument("--shards", nargs="+", required=True)
+    sp.add_argument("--stats", nargs="+", required=True)
+    sp.add_argument("--out", required=True)
+
+    sp = add("validate-config", cmd_validate, "Validate a config file against the schema.")
+    sp.add_argument("config")
+    return p
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Entry point of the `parasim` console script."""
+    args = build_parser().parse_args(argv)
+    _setup_logging(args.verbose)
+    try:
+        args.func(args)
+    except (ConfigError, UsageError, FileNotFoundError) as exc:
+        print(f"parasim {args.command}: error: {exc}", file=sys.stderr)
+        return 2
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

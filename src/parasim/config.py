@@ -1,0 +1,211 @@
+"""Configuration: validation against the JSON schema (with its defaults) and typed site access.
+
+The schema in ``workflow/schemas/config.schema.yaml`` is the single source of defaults. Validation
+errors become one :class:`ConfigError` whose message names the key path and what is allowed.
+"""
+
+from __future__ import annotations
+
+import copy
+import os
+from collections.abc import Iterator, Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+from urllib.parse import urlsplit
+
+import yaml
+from jsonschema import Draft202012Validator, validators
+
+SCHEMA_PATH = Path(__file__).resolve().parents[2] / "workflow" / "schemas" / "config.schema.yaml"
+
+
+class ConfigError(ValueError):
+    """The configuration is invalid; the message names the key path."""
+
+
+def _with_defaults(validator_class: type) -> type:
+    """A validator class that fills in ``default`` values while it validates."""
+    validate_properties = validator_class.VALIDATORS["properties"]
+
+    def set_defaults(validator, properties, instance, schema) -> Iterator:
+        if isinstance(instance, dict):
+            for name, sub in properties.items():
+                if "default" in sub and name not in instance:
+                    instance[name] = copy.deepcopy(sub["default"])
+        yield from validate_properties(validator, properties, instance, schema)
+
+    return validators.extend(validator_class, {"properties": set_defaults})
+
+
+_DefaultingValidator = _with_defaults(Draft202012Validator)
+
+
+def load_schema(path: Path | None = None) -> dict:
+    """Load the config schema (YAML)."""
+    with open(path or SCHEMA_PATH, encoding="utf-8") as fh:
+        return yaml.safe_load(fh)
+
+
+def _key_path(parts: Iterator) -> str:
+    out = ""
+    for p in parts:
+        out += f"[{p}]" if isinstance(p, int) else (f".{p}" if out else str(p))
+    return out or "(top level)"
+
+
+def _describe(error) -> str:
+    """One line: what is wrong at which key, and what the schema allows there."""
+    where = _key_path(error.absolute_path)
+    sch = error.schema if isinstance(error.schema, dict) else {}
+    v = error.validator
+    if v == "additionalProperties":
+        allowed = sorted(sch.get("properties", {}))
+        extra = (
+            sorted(set(error.instance) - set(allowed)) if isinstance(error.instance, dict) else []
+        )
+        return f"{where}: unknown key(s) {extra}; allowed keys: {allowed}"
+    if v == "required":
+        return f"{where}: {error.message}"
+    if v == "pattern" and "start_urls" in where:
+        return f"{where}: {error.instance!r} is not an absolute http(s) URL"
+    if v == "contains" and where.endswith("languages"):
+        return f"{where}: must include the pivot language 'en' (got {error.instance})"
+    hint = sch.get("description", "").strip().split(". ")[0]
+    msg = f"{where}: {error.message}"
+    return f"{msg} ({hint})" if hint else msg
+
+
+def validate_config(config: Mapping[str, Any], schema: dict | None = None) -> dict:
+    """Validate ``config``, fill in the schema's defaults and check cross-field rules.
+
+    Args:
+        config: the raw configuration (e.g. Snakemake's ``config``).
+        schema: the schema; default the shipped one.
+
+    Returns:
+        A new dict with defaults filled in.
+
+    Raises:
+        ConfigError: with one message naming the offending key path(s).
+    """
+    cfg = copy.deepcopy(dict(config))
+    validator = _DefaultingValidator(schema or load_schema())
+    errors = sorted(validator.iter_errors(cfg), key=lambda e: list(e.absolute_path))
+    if errors:
+        lines = [_describe(e) for e in errors]
+        raise ConfigError("invalid configuration:\n  " + "\n  ".join(lines))
+    problems: list[str] = []
+    names = [s["name"] for s in cfg["sites"]]
+    for dup in sorted({n for n in names if names.count(n) > 1}):
+        problems.append(f"sites: the name {dup!r} is used more than once")
+    for i, site in enumerate(cfg["sites"]):
+        if site.get("serve_dir") and not os.path.isdir(site["serve_dir"]):
+            problems.append(
+                f"sites[{i}].serve_dir: {site['serve_dir']!r} is not a folder "
+                f"(relative to {os.getcwd()})"
+            )
+        for j, rw in enumerate(site["pairing"]["rewrites"]):
+            unknown = sorted(set(rw) - set(site["languages"]))
+            if unknown:
+                problems.append(
+                    f"sites[{i}].pairing.rewrites[{j}]: language(s) {unknown} are not among "
+                    f"the site's languages {site['languages']}"
+                )
+    if problems:
+        raise ConfigError("invalid configuration:\n  " + "\n  ".join(problems))
+    return cfg
+
+
+def validate_section(name: str, raw: Mapping[str, Any] | None = None) -> dict:
+    """Validate one top-level section (e.g. ``crawl``) alone and fill in its defaults.
+
+    Raises:
+        ConfigError: naming the key path inside the section.
+    """
+    schema = load_schema()
+    if name not in schema["properties"]:
+        raise ConfigError(f"{name}: not a config section (have {sorted(schema['properties'])})")
+    sub = schema["properties"][name]
+    value = copy.deepcopy(dict(raw or {}))
+    errors = list(_DefaultingValidator(sub).iter_errors(value))
+    if errors:
+        lines = [f"{name}.{_describe(e)}" for e in errors]
+        raise ConfigError("invalid configuration:\n  " + "\n  ".join(lines))
+    return value
+
+
+def load_config(path: str | os.PathLike) -> dict:
+    """Read a YAML config file and validate it."""
+    with open(path, encoding="utf-8") as fh:
+        raw = yaml.safe_load(fh) or {}
+    try:
+        return validate_config(raw)
+    except ConfigError as exc:
+        raise ConfigError(f"{path}: {exc}") from None
+
+
+@dataclass(frozen=True)
+class Rewrite:
+    """Substitutions from the English URL to the URL in another language."""
+
+    by_lang: dict[str, str]
+
+
+@dataclass(frozen=True)
+class SiteConfig:
+    """One site's validated configuration, as the stages use it."""
+
+    name: str
+    domain: str
+    languages: tuple[str, ...]
+    start_urls: tuple[str, ...]
+    allowed_domains: tuple[str, ...]
+    serve_dir: str | None = None
+    main_selector: str | None = None
+    evidence: tuple[str, ...] = ("hreflang", "toggle", "rewrite")
+    rewrites: tuple[Rewrite, ...] = ()
+    one_to_one: bool = False
+    max_pages: int = 5000
+    max_depth: int = 20
+    max_bytes: int = 5_000_000
+    extra: dict = field(default_factory=dict, compare=False)
+
+    @property
+    def other_languages(self) -> tuple[str, ...]:
+        """The site's languages other than the English pivot."""
+        return tuple(lang for lang in self.languages if lang != "en")
+
+    @classmethod
+    def from_dict(cls, d: Mapping[str, Any]) -> SiteConfig:
+        """Build from one validated ``sites[i]`` entry."""
+        allowed = d.get("allowed_domains") or sorted(
+            {urlsplit(u).hostname for u in d["start_urls"]}
+        )
+        pairing = d.get("pairing", {})
+        limits = d.get("limits", {})
+        return cls(
+            name=d["name"],
+            domain=d["domain"],
+            languages=tuple(d["languages"]),
+            start_urls=tuple(d["start_urls"]),
+            allowed_domains=tuple(allowed),
+            serve_dir=d.get("serve_dir"),
+            main_selector=d.get("main_selector"),
+            evidence=tuple(pairing.get("evidence", cls.evidence)),
+            rewrites=tuple(Rewrite(dict(r)) for r in pairing.get("rewrites", [])),
+            one_to_one=pairing.get("one_to_one", cls.one_to_one),
+            max_pages=limits.get("max_pages", cls.max_pages),
+            max_depth=limits.get("max_depth", cls.max_depth),
+            max_bytes=limits.get("max_bytes", cls.max_bytes),
+        )
+
+
+def site_by_name(config: Mapping[str, Any], name: str) -> SiteConfig:
+    """The validated site called ``name``."""
+    for s in config["sites"]:
+        if s["name"] == name:
+            return SiteConfig.from_dict(s)
+    raise ConfigError(
+        f"sites: no site named {name!r} (have {[s['name'] for s in config['sites']]})"
+    )

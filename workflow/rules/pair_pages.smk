@@ -1,0 +1,40 @@
+rule pair_pages:
+    """Find each page's counterpart (hreflang, language toggle, URL rewrites); split into shards."""
+    input:
+        pages="results/pages/{site}",
+        code=code("pair"),
+    output:
+        pairs=expand("results/pairs/{{site}}/{shard}.parquet", shard=SHARDS),
+        stats="results/stats/pair_pages/{site}.json",
+    log:
+        "logs/pair_pages/{site}.log",
+    benchmark:
+        "benchmarks/pair_pages/{site}.tsv"
+    conda:
+        "../../envs/crawl.yaml"
+    threads: 1
+    resources:
+        mem_mb=2000,
+        runtime=30,
+    params:
+        site=site_json,
+        shards=config["shards"],
+    shell:
+        "parasim pair --pages {input.pages} --site-json {params.site:q} --shards {params.shards}"
+        " --out {output.pairs} --stats {output.stats} > {log} 2>&1"
+
+
+rule pairs_done:
+    """Target for the pairing stage of one site: `snakemake results/pairs/<site>.done`."""
+    input:
+        shards=shard_files("pairs"),
+        stats="results/stats/pair_pages/{site}.json",
+    output:
+        "results/pairs/{site}.done",
+    log:
+        "logs/pairs_done/{site}.log",
+    conda:
+        "../../envs/crawl.yaml"
+    shell:
+        "parasim summarize --stage pairs --site {wildcards.site} --stats {input.stats}"
+        " --shards {input.shards} --out {output} > {log} 2>&1"

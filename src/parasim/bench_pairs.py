@@ -1,0 +1,179 @@
+"""Benchmarks for page pairing and parsing on a static site folder (e.g. WET-BOEW from shared data).
+
+Run ``python -m parasim.bench_pairs [DATA_DIR]`` (default ``../shared/data``): it prints pairing
+precision/recall against the gold for each evidence policy, the pairing parse speed, and the
+parse stage's speed and equal-line share with and without a main-content selector.
+"""
+
+from __future__ import annotations
+
+import argparse
+import csv
+import re
+import time
+from dataclasses import replace
+from pathlib import Path
+
+import pyarrow as pa
+
+from parasim.config import Rewrite, SiteConfig
+from parasim.io import PAGES_SCHEMA, rows_to_table
+
+WET_ORIGIN = "https://wet-boew.example"
+_HTML_LANG_RE = re.compile(r"<html\b[^>]*?\blang\s*=\s*[\"']?([A-Za-z][A-Za-z0-9_-]*)", re.I)
+
+
+def pages_from_dir(root: str | Path, origin: str) -> pa.Table:
+    """A pages table (:data:`parasim.io.PAGES_SCHEMA`) from the ``*.html`` files under ``root``.
+
+    Args:
+        root: folder of a static site.
+        origin: URL prefix for the files (``origin + "/" + relative path``).
+
+    Returns:
+        One row per file, sorted by URL, status 200, ``final_url`` = ``url``, ``declared_lang`` from
+        ``<html lang>`` (primary subtag), html decoded as UTF-8 with replacement characters.
+    """
+    from parasim.pair import norm_lang
+
+    root = Path(root)
+    rows = []
+    for path in sorted(root.rglob("*.html")):
+        if not path.is_file():
+            continue
+        html = path.read_bytes().decode("utf-8", errors="replace")
+        url = origin.rstrip("/") + "/" + path.relative_to(root).as_posix()
+        m = _HTML_LANG_RE.search(html[:20_000])
+        rows.append(
+            {
+                "url": url,
+                "final_url": url,
+                "status": 200,
+                "content_type": "text/html",
+                "declared_lang": norm_lang(m.group(1)) if m else None,
+                "encoding": "utf-8",
+                "html": html,
+                "depth": 0,
+            }
+        )
+    rows.sort(key=lambda r: r["url"])
+    return rows_to_table(rows, PAGES_SCHEMA)
+
+
+def read_gold(gold_tsv: str | Path, origin: str) -> set[tuple[str, str]]:
+    """Gold (en_url, other_url) pairs from a TSV of relative paths."""
+    prefix = origin.rstrip("/") + "/"
+    with open(gold_tsv, encoding="utf-8", newline="") as fh:
+        return {
+            (prefix + row[0].strip(), prefix + row[1].strip())
+            for row in csv.reader(fh, delimiter="\t")
+            if len(row) >= 2 and row[0].strip()
+        }
+
+
+def pair_metrics(pairs: pa.Table, gold_tsv: str | Path, origin: str) -> dict:
+    """Precision and recall of page pairs against a gold TSV (``en_path<TAB>other_path``).
+
+    Returns:
+        precision, recall, tp, n_pred, n_gold, and the sorted lists ``fp`` / ``fn`` of
+        (en_url, other_url) pairs.
+    """
+    gold = read_gold(gold_tsv, origin)
+    en, other = pairs.column("en_url").to_pylist(), pairs.column("other_url").to_pylist()
+    pred = set(zip(en, other, strict=True))
+    tp = pred & gold
+    return {
+        "precision": len(tp) / len(pred) if pred else 0.0,
+        "recall": len(tp) / len(gold) if gold else 0.0,
+        "tp": len(tp),
+        "n_pred": len(pred),
+        "n_gold": len(gold),
+        "fp": sorted(pred - gold),
+        "fn": sorted(gold - pred),
+    }
+
+
+def wet_site(evidence: tuple[str, ...], main_selector: str | None = "main") -> SiteConfig:
+    """The WET-BOEW site as configured for the benchmarks."""
+    return SiteConfig(
+        name="wet-boew",
+        domain="government",
+        languages=("en", "fr"),
+        start_urls=(WET_ORIGIN + "/index-en.html",),
+        allowed_domains=("wet-boew.example",),
+        main_selector=main_selector,
+        evidence=evidence,
+        rewrites=(Rewrite({"en": "-en.html", "fr": "-fr.html"}),),
+    )
+
+
+def benchmark_wet(data_dir: str | Path, repeats: int = 3) -> dict:
+    """Print and return pairing and parsing figures on WET-BOEW."""
+    from parasim.pair import pair_pages
+    from parasim.parse import parse_pairs
+
+    site_dir = Path(data_dir) / "sites" / "wet-boew"
+    t0 = time.perf_counter()
+    pages = pages_from_dir(site_dir / "site", WET_ORIGIN)
+    print(f"loaded {pages.num_rows} pages in {time.perf_counter() - t0:.2f}s")
+    out: dict = {"pairing": {}, "parse": {}}
+    pairs_all = None
+    policies = [("hreflang", "toggle", "rewrite"), ("hreflang", "toggle"), ("toggle",)]
+    policies += [("hreflang",), ("rewrite",)]
+    for one_to_one in (True, False):
+        for evidence in policies:
+            site = wet_site(evidence)
+            best = None
+            for _ in range(repeats):
+                t = time.perf_counter()
+                pairs, stats = pair_pages(pages, site, n_shards=2, one_to_one=one_to_one)
+                dt = time.perf_counter() - t
+                best = dt if best is None else min(best, dt)
+            m = pair_metrics(pairs, site_dir / "pairs_en_fr.tsv", WET_ORIGIN)
+            rate = pages.num_rows / best
+            print(
+                f"pairing evidence={list(evidence)} one_to_one={one_to_one}: pairs={m['n_pred']} "
+                f"precision={m['precision']:.4f} recall={m['recall']:.4f} "
+                f"({m['tp']}/{m['n_gold']}) conflicts={stats['conflicts']} "
+                f"unpaired_en={ {k: v for k, v in stats['unpaired_en'].items() if v} } | "
+                f"{rate:.0f} pages/s end-to-end, {stats['pages_per_s']} pages/s link parsing"
+            )
+            for fp in m["fp"]:
+                print(f"  FP {fp[0][len(WET_ORIGIN) + 1 :]} -> {fp[1][len(WET_ORIGIN) + 1 :]}")
+            for fn in m["fn"]:
+                print(f"  FN {fn[0][len(WET_ORIGIN) + 1 :]} -> {fn[1][len(WET_ORIGIN) + 1 :]}")
+            key = ",".join(evidence) + ("" if one_to_one else ",many_to_one")
+            out["pairing"][key] = m | {"pages_per_s": rate}
+            if one_to_one and evidence == ("hreflang", "toggle", "rewrite"):
+                pairs_all = pairs
+    for selector in ("main", None):
+        site = replace(wet_site(("hreflang", "toggle", "rewrite")), main_selector=selector)
+        best = None
+        for _ in range(repeats):
+            t = time.perf_counter()
+            lines, stats = parse_pairs(pairs_all, pages, site)
+            dt = time.perf_counter() - t
+            best = dt if best is None else min(best, dt)
+        n = lines.num_rows
+        eq = sum(lines.column("equal_lines").to_pylist())
+        print(
+            f"parse selector={selector!r}: {n} pairs in {best:.2f}s = {n / best:.1f} pairs/s; "
+            f"equal-line pairs {eq}/{n} = {eq / max(n, 1):.1%}; "
+            f"selector_missed={stats['selector_missed']} lines={stats['lines']}"
+        )
+        out["parse"][str(selector)] = {"pairs_per_s": n / best, "equal": eq, "pairs": n}
+    return out
+
+
+def main(argv: list[str] | None = None) -> None:
+    """Command line: ``python -m parasim.bench_pairs [DATA_DIR] [--repeats N]``."""
+    ap = argparse.ArgumentParser(description=__doc__)
+    default = Path(__file__).resolve().parents[2].parent / "shared" / "data"
+    ap.add_argument("data_dir", nargs="?", default=str(default))
+    ap.add_argument("--repeats", type=int, default=3)
+    args = ap.parse_args(argv)
+    benchmark_wet(args.data_dir, repeats=args.repeats)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,339 @@
+"""Parse page pairs into clean text lines (seed paper, section 2.1.2).
+
+Text comes from inscriptis (no link targets, no image alt texts). It is split into lines; each line
+has its whitespace runs collapsed to one space and inscriptis's ``*`` list bullet removed; blank
+lines are skipped, and, as in the paper, lines without an alphabetic character and lines with fewer
+than ``min_words`` words (default 2: one-word lines) are dropped; an ordered-list number ("3.") is
+kept in the line but not counted as a word. Every dropped line is counted by reason and side.
+
+Main content: when the site has a ``main_selector`` (CSS, e.g. ``main`` or ``div.content``) and it
+matches on BOTH pages of a pair, only the matched elements are read (all outermost matches, in
+document order); otherwise both pages are read whole, so the two sides stay comparable, and the
+pair is counted as ``selector_missed``.
+
+Decisions on bad input:
+
+- a pair whose page is missing from the pages table, or has no html, is skipped and counted
+  (``skipped.missing_en_html`` / ``skipped.missing_other_html``);
+- a page lxml cannot parse at all, or that is too deeply nested for inscriptis, is skipped and
+  counted (``skipped.parse_error``); malformed HTML that lxml recovers is parsed as recovered;
+- an empty page (no kept lines on one or both sides) keeps its row, with empty line lists, and is
+  counted in ``empty_pairs``; ``equal_lines`` is ``n_en == n_other`` as for any pair.
+  ``strict=True`` (the paper's rule) keeps only pairs with equal, non-zero line counts.
+"""
+
+from __future__ import annotations
+
+import logging
+import re
+import time
+from collections import Counter
+from dataclasses import dataclass
+
+import lxml.etree
+import lxml.html
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from parasim.config import SiteConfig
+from parasim.io import LINES_SCHEMA, rows_to_table
+
+log = logging.getLogger(__name__)
+
+DROP_REASONS = ("no_alpha", "few_words")
+_ORDINAL_RE = re.compile(r"\d+\.")
+_PARSER = lxml.html.HTMLParser(encoding="utf-8", remove_comments=True, remove_pis=True)
+
+
+class ParseSkip(Exception):
+    """A page cannot be turned into text; the message says why."""
+
+
+def clean_lines(text: str, min_words: int = 2) -> tuple[list[str], Counter]:
+    """Split extracted text into kept lines and count the dropped ones.
+
+    Args:
+        text: text from inscriptis.
+        min_words: the fewest whitespace-separated words a kept line has.
+
+    Returns:
+        The kept lines (whitespace collapsed) and a Counter with ``kept``, ``blank``, ``no_alpha``,
+        ``few_words``.
+    """
+    kept: list[str] = []
+    counts: Counter = Counter({"kept": 0, "blank": 0, "no_alpha": 0, "few_words": 0})
+    for raw in text.splitlines():
+        words = raw.split()
+        if words and words[0] == "*":  # inscriptis's bullet for <ul> items: markup, not text
+            words = words[1:]
+        if not words:
+            counts["blank"] += 1
+            continue
+        line = " ".join(words)
+        # An <ol> number ("3.") is kept in the text but is not a word of the line.
+        n_words = len(words) - int(bool(_ORDINAL_RE.fullmatch(words[0])))
+        if not any(ch.isalpha() for ch in line):
+            counts["no_alpha"] += 1
+        elif n_words < min_words:
+            counts["few_words"] += 1
+        else:
+            kept.append(line)
+            counts["kept"] += 1
+    return kept, counts
+
+
+def _tree(html: str) -> lxml.html.HtmlElement:
+    if not html.strip():
+        # An empty document: lxml refuses it, but it is a page with no text, not an error.
+        return lxml.html.document_fromstring(b"<html><body></body></html>", parser=_PARSER)
+    try:
+        return lxml.html.document_fromstring(html.encode("utf-8", "replace"), parser=_PARSER)
+    except (lxml.etree.ParserError, ValueError) as exc:
+        raise ParseSkip(f"lxml cannot parse the page ({exc})") from exc
+
+
+def _outermost(elements: list) -> list:
+    """Matches that are not inside another match, in document order."""
+    chosen = set(elements)
+    out = []
+    for el in elements:
+        if not any(anc in chosen for anc in el.iterancestors()):
+            out.append(el)
+    return out
+
+
+def _text(roots: list, config) -> str:
+    from inscriptis import Inscriptis
+
+    parts = []
+    for root in roots:
+        # inscriptis writes an element's tail (text after its end tag, outside the selection).
+        root.tail = None
+        try:
+            parts.append(Inscriptis(root, config).get_text())
+        except RecursionError as exc:
+            raise ParseSkip("page too deeply nested for inscriptis") from exc
+    return "\n".join(parts)
+
+
+def _compile_selector(site: SiteConfig):
+    if not site.main_selector:
+        return None
+    from cssselect import SelectorError
+    from lxml.cssselect import CSSSelector
+
+    try:
+        return CSSSelector(site.main_selector)
+    except SelectorError as exc:
+        raise ValueError(
+            f"site {site.name!r}: main_selector {site.main_selector!r} is not valid CSS ({exc})"
+        ) from None
+
+
+def _parser_config():
+    from inscriptis.css_profiles import CSS_PROFILES
+    from inscriptis.model.config import ParserConfig
+
+    return ParserConfig(
+        css=CSS_PROFILES["strict"].copy(),
+        display_images=False,
+        display_links=False,
+        display_anchors=False,
+    )
+
+
+@dataclass
+class PairText:
+    """Clean lines of one page pair, and how they were found."""
+
+    en_lines: list[str]
+    other_lines: list[str]
+    selector_used: bool  # the selector matched both pages, and only the matches were read
+    en_matched: bool
+    other_matched: bool
+    en_counts: Counter
+    other_counts: Counter
+
+
+def page_pair_lines(
+    en_html: str,
+    other_html: str,
+    selector=None,
+    *,
+    min_words: int = 2,
+    config=None,
+) -> PairText:
+    """Clean lines of one page pair.
+
+    Args:
+        en_html: the English page.
+        other_html: its counterpart.
+        selector: a compiled ``lxml.cssselect.CSSSelector`` or None.
+        min_words: the fewest words a kept line has.
+        config: an inscriptis ParserConfig (default: no links, no images).
+
+    Returns:
+        The pair's lines and line counts.
+
+    Raises:
+        ParseSkip: a page cannot be parsed.
+    """
+    config = config or _parser_config()
+    en_tree, other_tree = _tree(en_html), _tree(other_html)
+    en_roots, other_roots = [en_tree], [other_tree]
+    en_match: list = []
+    other_match: list = []
+    if selector is not None:
+        en_match, other_match = _outermost(selector(en_tree)), _outermost(selector(other_tree))
+        if en_match and other_match:
+            en_roots, other_roots = en_match, other_match
+    en_lines, en_counts = clean_lines(_text(en_roots, config), min_words)
+    other_lines, other_counts = clean_lines(_text(other_roots, config), min_words)
+    return PairText(
+        en_lines,
+        other_lines,
+        bool(en_match and other_match),
+        bool(en_match),
+        bool(other_match),
+        en_counts,
+        other_counts,
+    )
+
+
+def _html_by_url(pages: pa.Table, urls: set[str]) -> dict[str, str]:
+    """html of the wanted pages (the first row with html wins when a URL repeats)."""
+    if not urls or pages.num_rows == 0:
+        return {}
+    sub = pages.select(["url", "html"]).filter(
+        pc.is_in(pages.column("url"), value_set=pa.array(sorted(urls), pa.string()))
+    )
+    out: dict[str, str] = {}
+    urls, htmls = sub.column("url").to_pylist(), sub.column("html").to_pylist()
+    for url, html in zip(urls, htmls, strict=True):
+        if html is not None and url not in out:
+            out[url] = html
+    return out
+
+
+def parse_pairs(
+    pairs: pa.Table,
+    pages: pa.Table,
+    site: SiteConfig,
+    *,
+    strict: bool = False,
+    min_words: int = 2,
+) -> tuple[pa.Table, dict]:
+    """Turn page pairs into line lists (one row per page pair).
+
+    Args:
+        pairs: page pairs (:data:`parasim.io.PAIRS_SCHEMA`), e.g. one shard.
+        pages: the crawl's pages (:data:`parasim.io.PAGES_SCHEMA`; ``url`` and ``html`` are used).
+        site: the site (its ``main_selector``).
+        strict: keep only pairs with equal, non-zero line counts (the paper's rule); by default
+            every parsed pair is kept and flagged with ``equal_lines``.
+        min_words: the fewest words a kept line has (2 drops one-word lines, as the paper does).
+
+    Returns:
+        The lines table (:data:`parasim.io.LINES_SCHEMA`, in the order of ``pairs``) and stats:
+        pairs_in, pairs_out, skipped (by reason), lines (per side: kept, blank, no_alpha,
+        few_words), equal, unequal, empty_pairs, dropped_unequal, dropped_empty, selector_used,
+        selector_missed, selector_missed_one_side, seconds, pairs_per_s.
+
+    Raises:
+        ValueError: ``min_words`` < 1 or an invalid ``main_selector``.
+    """
+    if min_words < 1:
+        raise ValueError(f"parse_pairs: min_words must be >= 1 (got {min_words})")
+    selector = _compile_selector(site)
+    config = _parser_config()
+    t0 = time.perf_counter()
+    rows_in = pairs.to_pylist()
+    html = _html_by_url(pages, {r["en_url"] for r in rows_in} | {r["other_url"] for r in rows_in})
+
+    skipped: Counter = Counter({"missing_en_html": 0, "missing_other_html": 0, "parse_error": 0})
+    lines = {"en": Counter(), "other": Counter()}
+    for side in lines.values():
+        side.update({"kept": 0, "blank": 0, "no_alpha": 0, "few_words": 0})
+    stats: dict = {
+        "site": site.name,
+        "pairs_in": len(rows_in),
+        "equal": 0,
+        "unequal": 0,
+        "empty_pairs": 0,
+        "dropped_unequal": 0,
+        "dropped_empty": 0,
+        "selector_used": 0,
+        "selector_missed": 0,
+        "selector_missed_one_side": 0,
+    }
+    out = []
+    for r in rows_in:
+        en_html, other_html = html.get(r["en_url"]), html.get(r["other_url"])
+        if en_html is None or other_html is None:
+            reason = "missing_en_html" if en_html is None else "missing_other_html"
+            skipped[reason] += 1
+            log.warning("parse: pair %s skipped (%s)", r["pair_id"], reason)
+            continue
+        try:
+            pt = page_pair_lines(en_html, other_html, selector, min_words=min_words, config=config)
+        except ParseSkip as exc:
+            skipped["parse_error"] += 1
+            log.warning("parse: pair %s skipped (%s)", r["pair_id"], exc)
+            continue
+        lines["en"].update(pt.en_counts)
+        lines["other"].update(pt.other_counts)
+        if selector is not None:
+            if pt.selector_used:
+                stats["selector_used"] += 1
+            else:
+                stats["selector_missed"] += 1
+                stats["selector_missed_one_side"] += int(pt.en_matched != pt.other_matched)
+        n_en, n_other = len(pt.en_lines), len(pt.other_lines)
+        equal = n_en == n_other
+        stats["equal" if equal else "unequal"] += 1
+        empty = n_en == 0 or n_other == 0
+        stats["empty_pairs"] += int(empty)
+        if strict and not equal:
+            stats["dropped_unequal"] += 1
+            continue
+        if strict and empty:
+            stats["dropped_empty"] += 1
+            continue
+        out.append(
+            {
+                "pair_id": r["pair_id"],
+                "site": r["site"],
+                "domain": r["domain"],
+                "lang_pair": r["lang_pair"],
+                "en_url": r["en_url"],
+                "other_url": r["other_url"],
+                "other_lang": r["other_lang"],
+                "en_lines": pt.en_lines,
+                "other_lines": pt.other_lines,
+                "n_en": n_en,
+                "n_other": n_other,
+                "equal_lines": equal,
+                "selector_used": pt.selector_used,
+            }
+        )
+    seconds = time.perf_counter() - t0
+    stats.update(
+        {
+            "pairs_out": len(out),
+            "skipped": dict(skipped),
+            "lines": {side: dict(c) for side, c in lines.items()},
+            "seconds": round(seconds, 3),
+            "pairs_per_s": round(len(rows_in) / seconds, 1) if seconds > 0 else None,
+        }
+    )
+    log.info(
+        "parse %s: %d pairs in, %d out, skipped %s, equal %d, unequal %d, selector missed %d",
+        site.name,
+        stats["pairs_in"],
+        stats["pairs_out"],
+        stats["skipped"],
+        stats["equal"],
+        stats["unequal"],
+        stats["selector_missed"],
+    )
+    return rows_to_table(out, LINES_SCHEMA), stats

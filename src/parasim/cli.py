@@ -8,6 +8,7 @@ fix (bad config, missing input) end with one line naming the culprit and exit st
 from __future__ import annotations
 
 import argparse
+import importlib
 import json
 import logging
 import sys
@@ -27,6 +28,14 @@ from parasim.config import (
 
 log = logging.getLogger("parasim")
 
+#: Modules whose ``register(add, site_opts)`` adds a stage's commands to the parser.
+STAGE_COMMANDS = [
+    "parasim.translate.commands",
+    "parasim.align.commands",
+    "parasim.negatives.commands",
+    "parasim.perturb.commands",
+]
+
 
 class UsageError(Exception):
     """A problem the user can fix; reported as one line, exit status 2."""
@@ -43,7 +52,7 @@ def _setup_logging(verbose: bool) -> None:
     )
 
 
-def _site(args: argparse.Namespace) -> SiteConfig:
+def site_from_args(args: argparse.Namespace) -> SiteConfig:
     """The site from --site-json, or from --config + --site."""
     if getattr(args, "site_json", None):
         raw = json.loads(args.site_json)
@@ -54,7 +63,7 @@ def _site(args: argparse.Namespace) -> SiteConfig:
     raise UsageError("give --site-json, or --config FILE with --site NAME")
 
 
-def _section(args: argparse.Namespace, name: str) -> dict:
+def section_from_args(args: argparse.Namespace, name: str) -> dict:
     """A validated top-level config section from --settings-json or --config (defaults filled)."""
     if getattr(args, "settings_json", None):
         return validate_section(name, json.loads(args.settings_json))
@@ -63,7 +72,7 @@ def _section(args: argparse.Namespace, name: str) -> dict:
     return validate_section(name, {})
 
 
-def _write_stats(path: str | None, stats: dict[str, Any]) -> None:
+def write_stats(path: str | None, stats: dict[str, Any]) -> None:
     text = json.dumps(stats, indent=2, sort_keys=True, default=str)
     log.info("stats: %s", json.dumps(stats, sort_keys=True, default=str))
     if path:
@@ -74,7 +83,7 @@ def _write_stats(path: str | None, stats: dict[str, Any]) -> None:
         tmp.replace(p)
 
 
-def _need(path: str, what: str) -> Path:
+def need(path: str, what: str) -> Path:
     p = Path(path)
     if not p.exists():
         raise UsageError(f"{what} not found: {p}")
@@ -87,42 +96,42 @@ def _need(path: str, what: str) -> Path:
 def cmd_crawl(args: argparse.Namespace) -> None:
     from parasim.crawl import crawl_site
 
-    site = _site(args)
-    settings = _section(args, "crawl")
+    site = site_from_args(args)
+    settings = section_from_args(args, "crawl")
     stats = crawl_site(site, settings, Path(args.out), Path(args.state), log=log)
-    _write_stats(args.stats, {"site": site.name, "stage": "crawl", **stats})
+    write_stats(args.stats, {"site": site.name, "stage": "crawl", **stats})
 
 
 def cmd_pair(args: argparse.Namespace) -> None:
     from parasim.io import read_table, write_table
     from parasim.pair import pair_pages
 
-    site = _site(args)
+    site = site_from_args(args)
     if len(args.out) != args.shards:
         raise UsageError(f"--out names {len(args.out)} files but --shards is {args.shards}")
-    pages = read_table(_need(args.pages, "pages dataset"))
+    pages = read_table(need(args.pages, "pages dataset"))
     t0 = time.perf_counter()
     pairs, stats = pair_pages(pages, site, args.shards, one_to_one=site.one_to_one)
     for i, out in enumerate(args.out):
         mask = [s == i for s in pairs.column("shard").to_pylist()]
         write_table(pairs.filter(mask), out)
     stats["elapsed_s"] = round(time.perf_counter() - t0, 3)
-    _write_stats(args.stats, {"site": site.name, "stage": "pairs", **stats})
+    write_stats(args.stats, {"site": site.name, "stage": "pairs", **stats})
 
 
 def cmd_parse(args: argparse.Namespace) -> None:
     from parasim.io import read_table, write_table
     from parasim.parse import parse_pairs
 
-    site = _site(args)
-    settings = _section(args, "parse")
-    pairs = read_table(_need(args.pairs, "pairs shard"))
-    pages = read_table(_need(args.pages, "pages dataset"))
+    site = site_from_args(args)
+    settings = section_from_args(args, "parse")
+    pairs = read_table(need(args.pairs, "pairs shard"))
+    pages = read_table(need(args.pages, "pages dataset"))
     lines, stats = parse_pairs(
         pairs, pages, site, strict=settings["strict"], min_words=settings["min_words"]
     )
     write_table(lines, args.out)
-    _write_stats(args.stats, {"site": site.name, "stage": "lines", **stats})
+    write_stats(args.stats, {"site": site.name, "stage": "lines", **stats})
 
 
 def _sum_counts(items: Sequence[dict]) -> dict:
@@ -142,8 +151,8 @@ def _sum_counts(items: Sequence[dict]) -> dict:
 def cmd_summarize(args: argparse.Namespace) -> None:
     import pyarrow.parquet as pq
 
-    rows = sum(pq.ParquetFile(_need(p, "shard")).metadata.num_rows for p in args.shards)
-    stats = [json.loads(_need(p, "stats file").read_text()) for p in args.stats]
+    rows = sum(pq.ParquetFile(need(p, "shard")).metadata.num_rows for p in args.shards)
+    stats = [json.loads(need(p, "stats file").read_text()) for p in args.stats]
     summary = {
         "stage": args.stage,
         "site": args.site,
@@ -151,7 +160,7 @@ def cmd_summarize(args: argparse.Namespace) -> None:
         "rows": rows,
         "counts": _sum_counts([{k: v for k, v in s.items() if "_per_s" not in k} for s in stats]),
     }
-    _write_stats(args.out, summary)
+    write_stats(args.out, summary)
 
 
 def cmd_validate(args: argparse.Namespace) -> None:
@@ -209,6 +218,10 @@ def build_parser() -> argparse.ArgumentParser:
 
     sp = add("validate-config", cmd_validate, "Validate a config file against the schema.")
     sp.add_argument("config")
+
+    # Later stages register their own commands: parasim/<stage>/commands.py, register().
+    for module in STAGE_COMMANDS:
+        importlib.import_module(module).register(add, site_opts)
     return p
 
 

@@ -1,4 +1,4 @@
-"""The Snakemake workflow: lint, dry-run, config errors, and one end-to-end run on the demo sites."""
+"""The Snakemake workflow: lint, dry-run, config errors, one end-to-end run on the demo sites."""
 
 import json
 import os
@@ -74,7 +74,8 @@ def test_bad_config_stops_before_any_job(tmp_path):
     )
     proc = snakemake("-n", "--configfile", str(bad), check=False)
     assert proc.returncode != 0
-    assert "sites[0].start_urls[0]: 'notaurl' is not an absolute http(s) URL" in proc.stdout + proc.stderr
+    out = proc.stdout + proc.stderr
+    assert "sites[0].start_urls[0]: 'notaurl' is not an absolute http(s) URL" in out
 
 
 @pytest.mark.slow
@@ -87,8 +88,14 @@ def test_end_to_end_demo(tmp_path):
         site["serve_dir"] = str(ROOT / site["serve_dir"])
     (work / "config.yaml").write_text(yaml.safe_dump(cfg))
     snakemake(
-        "--snakefile", str(ROOT / "Snakefile"), "--directory", str(work),
-        "--configfile", str(work / "config.yaml"), "--cores", "2",
+        "--snakefile",
+        str(ROOT / "Snakefile"),
+        "--directory",
+        str(work),
+        "--configfile",
+        str(work / "config.yaml"),
+        "--cores",
+        "2",
     )
     for site in cfg["sites"]:
         name = site["name"]
@@ -98,7 +105,14 @@ def test_end_to_end_demo(tmp_path):
         assert set(pairs.column("site").to_pylist()) <= {name}
     # a second run has nothing to do
     proc = snakemake(
-        "--snakefile", str(ROOT / "Snakefile"), "--directory", str(work),
-        "--configfile", str(work / "config.yaml"), "--cores", "2", "-n",
+        "--snakefile",
+        str(ROOT / "Snakefile"),
+        "--directory",
+        str(work),
+        "--configfile",
+        str(work / "config.yaml"),
+        "--cores",
+        "2",
+        "-n",
     )
     assert "Nothing to be done" in proc.stdout + proc.stderr

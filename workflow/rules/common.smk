@@ -2,7 +2,9 @@
 # input functions). Nothing else lives here.
 
 import json
+import os
 import re
+import sys
 from pathlib import Path
 
 from snakemake.exceptions import WorkflowError
@@ -15,6 +17,10 @@ except ConfigError as exc:
     raise WorkflowError(str(exc)) from None
 config.clear()
 config.update(_validated)
+
+# Jobs call the `parasim` command installed beside this Snakemake (e.g. .venv/bin), also when the
+# environment is not activated; a rule's conda env, when used, is put in front of it.
+os.environ["PATH"] = os.pathsep.join([str(Path(sys.executable).parent), os.environ["PATH"]])
 
 SITES = [s["name"] for s in config["sites"]]
 _width = max(3, len(str(config["shards"] - 1)))

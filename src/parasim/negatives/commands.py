@@ -1,0 +1,282 @@
+"""`parasim fit-topics`, `parasim select-negatives`, `parasim build-corpus`: negatives and corpus.
+
+All three read the positives of every site (several shard files), concatenated and sorted by
+``id`` so that the result does not depend on the order the files are given in. Settings come
+from the ``negatives`` and ``corpus`` config sections as JSON (Snakemake passes them); absent
+sections take the schema's defaults.
+
+The negatives file carries, in its Parquet schema metadata (key ``parasim.selection``), the
+encoder and the cosine band used per partition; ``build-corpus`` writes them into the dataset
+card with the LDA topic count, coherence and passes of every partition.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import logging
+import time
+from collections.abc import Callable, Sequence
+from pathlib import Path
+from typing import Any
+
+import pyarrow as pa
+
+log = logging.getLogger("parasim.negatives")
+
+#: Schema-metadata key of the selection summary in the negatives file.
+SELECTION_KEY = b"parasim.selection"
+
+
+def _sections(args: argparse.Namespace) -> tuple[dict, dict]:
+    """The validated ``negatives`` and ``corpus`` sections (defaults when not given)."""
+    from parasim.config import validate_section
+
+    neg = validate_section("negatives", json.loads(args.negatives_json or "{}"))
+    corpus = validate_section("corpus", json.loads(args.corpus_json or "{}"))
+    return neg, corpus
+
+
+def read_positives(paths: Sequence[str]) -> pa.Table:
+    """All positives shards as one table, sorted by ``id`` (independent of the file order).
+
+    Raises:
+        UsageError: naming the first missing file.
+    """
+    import pyarrow.compute as pc
+
+    from parasim.cli import UsageError, need
+    from parasim.io import POSITIVES_SCHEMA, read_table
+
+    if not paths:
+        raise UsageError("--positives: no files given")
+    tables = []
+    for p in paths:
+        t = read_table(need(p, "positives shard"))
+        missing = sorted(set(POSITIVES_SCHEMA.names) - set(t.column_names))
+        if missing:
+            raise UsageError(f"positives shard {p}: missing column(s) {missing}")
+        tables.append(t.select(POSITIVES_SCHEMA.names).cast(POSITIVES_SCHEMA))
+    table = pa.concat_tables(tables)
+    table = table.take(pc.sort_indices(table, sort_keys=[("id", "ascending")]))
+    log.info("positives: %d rows from %d file(s)", table.num_rows, len(paths))
+    if table.num_rows == 0:
+        log.warning("positives: all %d file(s) are empty", len(paths))
+    return table
+
+
+def _with_threads(section: dict, key: str, threads: int | None) -> dict:
+    out = dict(section)
+    if threads:
+        out[key] = threads
+    return out
+
+
+def encoder_label(enc: dict) -> str:
+    """The encoder as one line for the dataset card."""
+    from parasim.negatives.vectors import EncoderConfig, resolve_model
+
+    cfg = EncoderConfig(**enc)
+    try:
+        _, gguf = resolve_model(cfg)
+    except FileNotFoundError:
+        gguf = cfg.gguf_file
+    pooling = ", mean-pooled last hidden states" if cfg.kind == "causal-lm" else ""
+    file = f" ({gguf})" if gguf else ""
+    return f"{cfg.kind} {cfg.model}{file}{pooling}, max_length {cfg.max_length}"
+
+
+def cmd_fit_topics(args: argparse.Namespace) -> None:
+    """LDA per partition over the topic counts; the most coherent model kept."""
+    from parasim.cli import write_stats
+    from parasim.negatives.topics import fit_topics
+
+    neg, corpus = _sections(args)
+    positives = read_positives(args.positives)
+    t0 = time.perf_counter()
+    topics_cfg = _with_threads(neg["topics"], "workers", args.threads)
+    res = fit_topics(positives, topics_cfg, args.out, partitions=corpus["partitions"])
+    partitions = {
+        p: {k: v.get(k) for k in ("n_documents", "num_topics", "coherence", "passes", "reason")}
+        for p, v in res.partitions.items()
+    }
+    write_stats(
+        args.stats,
+        {
+            "stage": "topics",
+            "positives": positives.num_rows,
+            **res.stats,
+            "topics": partitions,
+            "elapsed_s": round(time.perf_counter() - t0, 3),
+        },
+    )
+
+
+def cmd_select_negatives(args: argparse.Namespace) -> None:
+    """Sentence vectors, the cosine band per partition, and Algorithm 1."""
+    import numpy as np
+
+    from parasim.cli import need, write_stats
+    from parasim.io import write_table
+    from parasim.negatives import calibrate_band, calibration_rows, encode, load_topics
+    from parasim.negatives.vectors import EncoderConfig, model_key
+
+    neg, corpus = _sections(args)
+    positives = read_positives(args.positives)
+    topics_dir = need(args.topics, "topics folder")
+    need(str(topics_dir / "topics.json"), "topics summary")
+    topics = load_topics(topics_dir)
+    enc = _with_threads(neg["encoder"], "threads", args.threads)
+    cache = Path(args.cache_dir) if args.cache_dir else None
+    t0 = time.perf_counter()
+    ven = encode(positives.column("en_text").to_pylist(), enc, cache)
+    t_vec = time.perf_counter() - t0
+    band_info: dict[str, dict[str, Any]] = {}
+    band: Any = None
+    if neg["select"]["band"] == "auto":
+        rows = calibration_rows(positives, neg["calibrate"]).tolist()
+        voe = np.zeros_like(ven) if ven.size else None
+        if rows and voe is not None:
+            oe = positives.column("other_en").to_pylist()
+            voe[rows] = encode([oe[i] for i in rows], enc, cache)
+        band = calibrate_band(positives, ven, voe, neg["calibrate"], corpus)
+        band_info = {p: b.as_dict() for p, b in band.items()}
+    t1 = time.perf_counter()
+    table, st = select_negatives_table(positives, topics, ven, neg["select"], corpus, band)
+    selection = {
+        "encoder": encoder_label(enc),
+        "encoder_key": model_key(EncoderConfig(**enc)),
+        "band": {p: v["band"] for p, v in st["partitions"].items()},
+        "band_method": {p: band_info.get(p, {}).get("method", "config") for p in st["partitions"]},
+        "band_detail": band_info,
+    }
+    meta = dict(table.schema.metadata or {})
+    meta[SELECTION_KEY] = json.dumps(selection, sort_keys=True, default=str).encode()
+    write_table(table.replace_schema_metadata(meta), args.out)
+    write_stats(
+        args.stats,
+        {
+            "stage": "negatives",
+            "positives": positives.num_rows,
+            **st,
+            "selection": selection,
+            "seconds_vectors": round(t_vec, 3),
+            "seconds_calibrate_select": round(time.perf_counter() - t1, 3),
+        },
+    )
+
+
+def select_negatives_table(
+    positives: pa.Table, topics: Any, vectors: Any, select: dict, corpus: dict, band: Any
+) -> tuple[pa.Table, dict[str, Any]]:
+    """:func:`parasim.negatives.select_negatives`, with a logged line per partition."""
+    from parasim.negatives import select_negatives
+
+    table, st = select_negatives(positives, topics, vectors, select, corpus, band=band)
+    for p, info in sorted(st["partitions"].items()):
+        if info["kept"] == 0:
+            log.warning(
+                "partition %s: no negatives (%d positives; band %s): it will have no corpus "
+                "rows (see the stats' sentences_* counts for why)",
+                p,
+                info["positives"],
+                info["band"],
+            )
+        else:
+            log.info(
+                "partition %s: %d negatives for %d positives", p, info["kept"], info["positives"]
+            )
+    return table, st
+
+
+def cmd_build_corpus(args: argparse.Namespace) -> None:
+    """Label, split, balance; Parquet shards and the dataset card."""
+    from parasim.cli import UsageError, need, write_stats
+    from parasim.corpus import build_corpus, partition_column
+    from parasim.io import read_table
+    from parasim.negatives import load_topics
+    from parasim.negatives.select import NEGATIVES_SCHEMA
+
+    neg, corpus = _sections(args)
+    positives = read_positives(args.positives)
+    negatives = read_table(need(args.negatives, "negatives file"))
+    missing = sorted(set(NEGATIVES_SCHEMA.names) - set(negatives.column_names))
+    if missing:
+        raise UsageError(f"negatives file {args.negatives}: missing column(s) {missing}")
+    raw = (negatives.schema.metadata or {}).get(SELECTION_KEY)
+    selection = json.loads(raw) if raw else {}
+    if not selection:
+        log.warning("%s carries no selection summary: encoder/band from the config", args.negatives)
+    topics_dir = need(args.topics, "topics folder")
+    need(str(topics_dir / "topics.json"), "topics summary")
+    topics = load_topics(topics_dir)
+    meta = {
+        "encoder": selection.get("encoder") or encoder_label(neg["encoder"]),
+        "band": selection.get("band") or neg["select"]["band"],
+        "band_method": selection.get("band_method", {}),
+        "topics": {
+            p: {k: v.get(k) for k in ("num_topics", "coherence", "measure", "passes", "reason")}
+            for p, v in topics.partitions.items()
+        },
+    }
+    t0 = time.perf_counter()
+    stats = build_corpus(
+        positives, negatives.select(NEGATIVES_SCHEMA.names), corpus, args.out, meta
+    )
+    pos_parts = set(partition_column(positives, corpus["partitions"]))
+    empty = sorted(p for p in pos_parts if not stats["counts"].get(p))
+    for p in empty:
+        n_pos = sum(1 for q in partition_column(positives, corpus["partitions"]) if q == p)
+        n_neg = sum(1 for q in negatives.column("partition").to_pylist() if q == p)
+        log.warning(
+            "partition %s: nothing to build (%d positives, %d negatives; a class missing in "
+            "every split/fold cell is emptied by balancing)",
+            p,
+            n_pos,
+            n_neg,
+        )
+    out = {
+        "stage": "corpus",
+        **{k: v for k, v in stats.items() if k not in ("meta", "config")},
+        "empty_partitions": empty,
+        "elapsed_s": round(time.perf_counter() - t0, 3),
+    }
+    write_stats(args.stats, out)
+    if stats["rows"] == 0:
+        raise UsageError(
+            f"build-corpus: the corpus is empty (0 rows from {positives.num_rows} positives and "
+            f"{negatives.num_rows} negatives; empty partitions: {empty or 'none'}); see "
+            f"{args.stats or 'the log'} and the select-negatives stats"
+        )
+
+
+def register(add: Callable[..., argparse.ArgumentParser], site_opts: Callable) -> None:
+    """Add the stage's commands to the `parasim` parser."""
+
+    def common(sp: argparse.ArgumentParser) -> None:
+        sp.add_argument(
+            "--positives", nargs="+", required=True, help="positives shards (all sites)"
+        )
+        sp.add_argument("--negatives-json", help="the `negatives` config section as JSON")
+        sp.add_argument("--corpus-json", help="the `corpus` config section as JSON")
+        sp.add_argument("--stats", help="write counts as JSON here")
+
+    sp = add("fit-topics", cmd_fit_topics, "LDA topics per partition (most coherent model kept).")
+    common(sp)
+    sp.add_argument("--out", required=True, help="topics folder to write")
+    sp.add_argument(
+        "--threads", type=int, help="processes across topic counts (overrides topics.workers)"
+    )
+
+    sp = add("select-negatives", cmd_select_negatives, "Hard negatives (Algorithm 1).")
+    common(sp)
+    sp.add_argument("--topics", required=True, help="topics folder (from fit-topics)")
+    sp.add_argument("--out", required=True, help="negatives file to write (.parquet)")
+    sp.add_argument("--cache-dir", help="sentence-vector cache folder")
+    sp.add_argument("--threads", type=int, help="torch threads (overrides encoder.threads)")
+
+    sp = add("build-corpus", cmd_build_corpus, "Labelled corpus shards and dataset card.")
+    common(sp)
+    sp.add_argument("--negatives", required=True, help="negatives file (from select-negatives)")
+    sp.add_argument("--topics", required=True, help="topics folder (from fit-topics)")
+    sp.add_argument("--out", required=True, help="corpus folder to write")

@@ -1,0 +1,152 @@
+"""`parasim divergences` and `parasim divergences-card`: the perturb stage as commands."""
+
+from __future__ import annotations
+
+import argparse
+import copy
+import logging
+from collections.abc import Callable, Sequence
+from typing import Any
+
+log = logging.getLogger("parasim.perturb")
+
+#: Stats that describe the run rather than count anything: taken from the first shard that has
+#: them, never added up.
+_SETTINGS = ("lm", "spacy", "config")
+
+
+def _add(a: Any, b: Any) -> Any:
+    if isinstance(a, dict) and isinstance(b, dict):
+        out = dict(a)
+        for k, v in b.items():
+            out[k] = _add(out[k], v) if k in out else copy.deepcopy(v)
+        return out
+    if isinstance(a, (int, float)) and isinstance(b, (int, float)) and not isinstance(a, bool):
+        return a + b
+    return a
+
+
+def merge_stats(items: Sequence[dict]) -> dict:
+    """Add up per-shard ``make_divergences`` stats into the stats of the whole site.
+
+    Counts are summed; the ratios (``checks.<type>.valid_share``,
+    ``alignment.links_per_en_token``, ``variants_per_second``) are recomputed from the sums;
+    settings (``lm``, ``spacy``, ``config``) come from the first shard that has them (an empty
+    shard loads no model); ``alignment.extra_pairs`` (the same extra corpus for every shard) is
+    taken as the largest per language, not summed.
+    """
+    out: dict[str, Any] = {}
+    for s in items:
+        counts = {
+            k: v
+            for k, v in s.items()
+            if k not in _SETTINGS and k != "variants_per_second" and k != "alignment"
+        }
+        out = _add(out, counts) if out else copy.deepcopy(counts)
+        for k in _SETTINGS:
+            if not out.get(k) and s.get(k):
+                out[k] = copy.deepcopy(s[k])
+        al = s.get("alignment", {})
+        acc = out.setdefault("alignment", {"links": 0, "en_tokens": 0, "extra_pairs": {}})
+        acc["links"] += al.get("links", 0)
+        acc["en_tokens"] += al.get("en_tokens", 0)
+        acc["pairs_without_links"] = acc.get("pairs_without_links", 0) + al.get(
+            "pairs_without_links", 0
+        )
+        for lang, n in al.get("extra_pairs", {}).items():
+            acc["extra_pairs"][lang] = max(n, acc["extra_pairs"].get(lang, 0))
+    for k in _SETTINGS:
+        out.setdefault(k, None)
+    for d in out.get("checks", {}).values():
+        d["valid_share"] = round(d["valid"] / d["rows"], 4) if d.get("rows") else None
+    al = out.setdefault("alignment", {"links": 0, "en_tokens": 0, "extra_pairs": {}})
+    al["links_per_en_token"] = round(al["links"] / max(1, al["en_tokens"]), 4)
+    seconds = out.get("seconds", {})
+    types = (out.get("config") or {}).get("types", [])
+    out["variants_per_second"] = {
+        t: round(out.get("rows_by_type", {}).get(t, 0) / seconds[t], 2)
+        if seconds.get(t)
+        else None
+        for t in types
+    }
+    if "seconds" in out:
+        out["seconds"] = {k: round(v, 3) for k, v in out["seconds"].items()}
+    return out
+
+
+def cmd_divergences(args: argparse.Namespace) -> None:
+    """Perturb one positives shard into one divergences shard (eflomal aligns it at once)."""
+    from parasim.cli import UsageError, need, section_from_args, write_stats
+    from parasim.io import read_table, write_table
+    from parasim.perturb import make_divergences
+
+    cfg = section_from_args(args, "divergences")
+    positives = read_table(need(args.input, "positives shard"))
+    try:
+        table, stats = make_divergences(positives, cfg, log=log)
+    except ValueError as exc:  # missing columns or a bad config: name the file
+        raise UsageError(f"{args.input}: {exc}") from None
+    write_table(table, args.output)
+    write_stats(args.stats, {"stage": "divergences", **stats})
+
+
+def cmd_divergences_card(args: argparse.Namespace) -> None:
+    """Add up the shards' stats; write the dataset card (and the stage's ``.done`` summary)."""
+    import json
+
+    import pyarrow.parquet as pq
+
+    from parasim.cli import UsageError, need, write_stats
+    from parasim.perturb import write_card
+
+    if len(args.shards) != len(args.stats):
+        raise UsageError(
+            f"--shards names {len(args.shards)} files but --stats names {len(args.stats)}"
+        )
+    per_shard = []
+    for shard, path in zip(args.shards, args.stats, strict=True):
+        rows = pq.ParquetFile(need(shard, "divergences shard")).metadata.num_rows
+        s = json.loads(need(path, "stats file").read_text(encoding="utf-8"))
+        if s.get("n_rows") != rows:
+            raise UsageError(
+                f"{path}: says {s.get('n_rows')} rows but {shard} has {rows} (stale stats?)"
+            )
+        per_shard.append(s)
+    stats = {"site": args.site, "shards": len(args.shards), **merge_stats(per_shard)}
+    stats.pop("stage", None)
+    write_card(stats, args.out)
+    log.info("card: %s (%d rows by type %s)", args.out, stats["n_rows"], stats["rows_by_type"])
+    if args.done:
+        write_stats(
+            args.done,
+            {
+                "stage": "divergences",
+                "site": args.site,
+                "shards": len(args.shards),
+                "rows": stats["n_rows"],
+                "counts": stats,
+            },
+        )
+
+
+def register(add: Callable[..., argparse.ArgumentParser], site_opts: Callable) -> None:
+    """Add the stage's commands to the `parasim` parser."""
+    sp = add(
+        "divergences",
+        cmd_divergences,
+        "Synthetic divergences (ranking groups, EQ/DIV tags) of one positives shard.",
+    )
+    site_opts(sp)
+    sp.add_argument("--input", required=True, help="positives shard")
+    sp.add_argument("--output", required=True, help="divergences shard to write")
+
+    sp = add(
+        "divergences-card",
+        cmd_divergences_card,
+        "Dataset card (and .done summary) of a site's divergences, summed over shards.",
+    )
+    sp.add_argument("--shards", nargs="+", required=True, help="divergences shards")
+    sp.add_argument("--stats", nargs="+", required=True, help="their stats files, in order")
+    sp.add_argument("--out", required=True, help="README.md to write")
+    sp.add_argument("--site", help="site name (written into the card and summary)")
+    sp.add_argument("--done", help="also write the stage summary (.done) here")

@@ -1,0 +1,32 @@
+"""`parasim translate`: the translate stage as a command."""
+
+from __future__ import annotations
+
+import argparse
+import logging
+from collections.abc import Callable
+
+log = logging.getLogger("parasim.translate")
+
+
+def cmd_translate(args: argparse.Namespace) -> None:
+    """Translate the other-language lines of one shard to English (cached)."""
+    from parasim.cli import need, section_from_args, write_stats
+    from parasim.translate.stage import translate_file
+
+    cfg = dict(section_from_args(args, "translate"))
+    cache = args.cache or cfg.pop("cache")
+    cfg.pop("cache", None)
+    cfg["threads"] = args.threads
+    stats = translate_file(need(args.input, "lines shard"), args.output, cfg, cache, log=log)
+    write_stats(args.stats, {"stage": "translate", **stats})
+
+
+def register(add: Callable[..., argparse.ArgumentParser], site_opts: Callable) -> None:
+    """Add the stage's commands to the `parasim` parser."""
+    sp = add("translate", cmd_translate, "Translate one lines shard to English (cached).")
+    site_opts(sp)
+    sp.add_argument("--input", required=True, help="lines shard")
+    sp.add_argument("--output", required=True, help="translated shard to write")
+    sp.add_argument("--cache", help="SQLite translation cache (default: translate.cache)")
+    sp.add_argument("--threads", type=int, default=1)

@@ -407,3 +407,27 @@ def test_wet_boew_pairs_are_fetched(tmp_path: Path):
     missing = [(en, fr) for en, fr in pairs if f"{o}/{en}" not in ok or f"{o}/{fr}" not in ok]
     assert {en for en, _ in missing} == unlinked
     assert stats["pages_ok"] > 800
+
+
+def test_aliases_and_extra_link_attributes():
+    """A production-host alias maps onto the site; data-* attributes can hold links."""
+    from parasim.crawl.content import extract_links, parse_html
+    from parasim.crawl.frontier import OriginMap
+
+    om = OriginMap(
+        "https://s.example",
+        aliases=(("https://prod.example.org/site/", "https://s.example/"),),
+        link_attrs=("data-ajax-replace",),
+    )
+    doc = parse_html(
+        '<html><body><nav data-ajax-replace="menu-en.html"></nav>'
+        '<a href="https://prod.example.org/site/docs/a-en.html">a</a>'
+        '<a href="https://prod.example.org/other/b.html">b</a></body></html>'
+    )
+    links = extract_links(doc, "https://s.example/x/p.html", om.normalize, om.link_attrs)
+    assert "https://s.example/docs/a-en.html" in links
+    assert "https://s.example/x/menu-en.html" in links
+    assert "https://prod.example.org/other/b.html" in links  # outside the alias: left alone
+    assert "https://s.example/x/menu-en.html" not in extract_links(
+        doc, "https://s.example/x/p.html", om.normalize
+    )

@@ -295,3 +295,18 @@ def test_wet_template_pages_pair_by_hreflang_only(wet):
     assert template in as_set(both)
     licence = (WET_ORIGIN + "/License-en.html", WET_ORIGIN + "/Licence-fr.html")
     assert licence in as_set(toggle) and licence in as_set(both)
+
+
+def test_byte_identical_pages_are_one_document():
+    """Query-string variants of one page (same content hash) give one pair, by the plain URL."""
+    en = html("en", toggles=[("fr", "a-fr.html")], text="Same page")
+    rows = [
+        page("/a-en.html?debug=true", en, "en"),
+        page("/a-en.html", en, "en"),
+        page("/a-fr.html", html("fr", toggles=[("en", "a-en.html")]), "fr"),
+    ]
+    for r in rows:
+        r["content_hash"] = "h-" + str(hash(r["html"]))
+    pairs, stats = pair_pages(table(*rows), site(), 1, one_to_one=False)
+    assert urlpairs(pairs) == [("/a-en.html", "/a-fr.html")]
+    assert stats["duplicate_content_urls"] == 1

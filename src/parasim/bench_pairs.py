@@ -67,7 +67,7 @@ def read_gold(gold_tsv: str | Path, origin: str) -> set[tuple[str, str]]:
         return {
             (prefix + row[0].strip(), prefix + row[1].strip())
             for row in csv.reader(fh, delimiter="\t")
-            if len(row) >= 2 and row[0].strip()
+            if len(row) >= 2 and row[0].strip() and row[0].strip() != "en_path"  # header
         }
 
 

@@ -163,6 +163,12 @@ def cmd_summarize(args: argparse.Namespace) -> None:
     write_stats(args.out, summary)
 
 
+def cmd_bench(args: argparse.Namespace) -> None:
+    from parasim.bench import main as bench_main
+
+    bench_main(args.rest)
+
+
 def cmd_validate(args: argparse.Namespace) -> None:
     cfg = load_config(args.config)
     print(
@@ -215,6 +221,10 @@ def build_parser() -> argparse.ArgumentParser:
     sp.add_argument("--shards", nargs="+", required=True)
     sp.add_argument("--stats", nargs="+", required=True)
     sp.add_argument("--out", required=True)
+
+    sp = add("bench", cmd_bench, "Benchmarks: `parasim bench site --help`.")
+    sp.add_argument("what", choices=["site"])
+    sp.add_argument("rest", nargs=argparse.REMAINDER)
 
     sp = add("validate-config", cmd_validate, "Validate a config file against the schema.")
     sp.add_argument("config")

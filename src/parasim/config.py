@@ -166,6 +166,8 @@ class SiteConfig:
     evidence: tuple[str, ...] = ("hreflang", "toggle", "rewrite")
     rewrites: tuple[Rewrite, ...] = ()
     one_to_one: bool = False
+    aliases: tuple[str, ...] = ()
+    link_attributes: tuple[str, ...] = ()
     max_pages: int = 5000
     max_depth: int = 20
     max_bytes: int = 5_000_000
@@ -195,6 +197,8 @@ class SiteConfig:
             evidence=tuple(pairing.get("evidence", cls.evidence)),
             rewrites=tuple(Rewrite(dict(r)) for r in pairing.get("rewrites", [])),
             one_to_one=pairing.get("one_to_one", cls.one_to_one),
+            aliases=tuple(d.get("aliases", ())),
+            link_attributes=tuple(d.get("link_attributes", ())),
             max_pages=limits.get("max_pages", cls.max_pages),
             max_depth=limits.get("max_depth", cls.max_depth),
             max_bytes=limits.get("max_bytes", cls.max_bytes),

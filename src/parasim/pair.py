@@ -238,6 +238,25 @@ def pair_pages(
             if ok[i] == want_ok and cf[i] and cf[i] not in lookup:
                 lookup[cf[i]] = i
 
+    # Byte-identical pages are one document (query-string variants such as ?lang=x&page=1, or
+    # the same file at two paths): every URL of such a page leads to one representative, the
+    # URL without a query, then the shortest, then the smallest.
+    hashes = (
+        pages.column("content_hash").to_pylist() if "content_hash" in pages.column_names else []
+    )
+    rep_of_hash: dict[str, int] = {}
+    for i in sorted(
+        range(len(hashes)), key=lambda i: ("?" in (cu[i] or ""), len(cu[i] or ""), cu[i] or "")
+    ):
+        if ok[i] and hashes[i]:
+            rep_of_hash.setdefault(hashes[i], i)
+    same_content = sum(1 for i, h in enumerate(hashes) if ok[i] and h and rep_of_hash[h] != i)
+    if rep_of_hash:
+        lookup = {
+            u: (rep_of_hash.get(hashes[j], j) if ok[j] and hashes[j] else j)
+            for u, j in lookup.items()
+        }
+
     # Documents: one fetched page per final URL (two URLs redirecting to one page are one document).
     docs = sorted({lookup[cf[i]] for i in range(n) if ok[i] and cf[i]}, key=lambda i: cu[i] or "")
     doc_set = set(docs)
@@ -246,6 +265,7 @@ def pair_pages(
         "pages": n,
         "pages_ok": sum(ok),
         "duplicate_pages": sum(ok) - len(docs),
+        "duplicate_content_urls": same_content,
         "parse_errors": 0,
     }
 

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import codecs
 import contextlib
+import functools
 import posixpath
 import re
 from collections.abc import Callable
@@ -205,6 +206,11 @@ _HREFS = etree.XPath(
 _BASE = etree.XPath("(//base[@href])[1]/@href", smart_strings=False)
 
 
+@functools.lru_cache(maxsize=8)
+def _attr_xpath(attrs: tuple[str, ...]) -> etree.XPath:
+    return etree.XPath(" | ".join(f"//@{a}" for a in attrs), smart_strings=False)
+
+
 def _folder(url: str) -> str:
     """``https://h/a/b.html?q`` -> ``https://h/a/``: what a relative path is resolved against."""
     try:
@@ -219,6 +225,7 @@ def extract_links(
     root: etree._Element | None,
     base_url: str,
     normalize: Callable[[str], str] | None = None,
+    extra_attrs: tuple[str, ...] = (),
 ) -> list[str]:
     """Links to pages in a parsed document, canonical, in document order, without duplicates.
 
@@ -229,6 +236,8 @@ def extract_links(
         root: the parsed document (``parse_html``); None gives no links.
         base_url: the page's URL (after redirects).
         normalize: maps a canonical URL to the form used in the crawl (e.g. the served origin).
+        extra_attrs: attributes of any element whose values are links too (after the hrefs),
+            e.g. ``data-ajax-replace`` for menus a site loads with JavaScript.
     """
     if root is None:
         return []
@@ -239,7 +248,10 @@ def extract_links(
     folder = _folder(base)
     out: list[str] = []
     seen: set[str] = set()
-    for href in _HREFS(root):
+    hrefs = _HREFS(root)
+    if extra_attrs:
+        hrefs = list(hrefs) + list(_attr_xpath(extra_attrs)(root))
+    for href in hrefs:
         href = href.strip()
         if not href:
             continue

@@ -35,13 +35,22 @@ class OriginMap:
 
     canonical_origin: str | None = None  # e.g. "https://gov.demo.parasim.example"
     local_origin: str | None = None  # e.g. "http://127.0.0.1:40123"
+    #: (alias prefix, site prefix): other URL prefixes the site's pages link itself by (e.g. its
+    #: production host), rewritten to the site's own prefix before anything else.
+    aliases: tuple[tuple[str, str], ...] = ()
+    #: element attributes besides href whose values are followed (e.g. "data-ajax-replace").
+    link_attrs: tuple[str, ...] = ()
 
     @property
     def active(self) -> bool:
         return bool(self.canonical_origin and self.local_origin)
 
     def normalize(self, url: str) -> str:
-        """Any scheme/port on the canonical host -> the canonical origin (one URL per page)."""
+        """Aliases and any scheme/port on the canonical host -> the canonical origin."""
+        for alias, target in self.aliases:
+            if url.startswith(alias):
+                url = target + url[len(alias) :]
+                break
         if not self.canonical_origin:
             return url
         parts = urlsplit(url)

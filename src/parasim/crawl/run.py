@@ -74,7 +74,9 @@ def replay(frontier: Frontier, stored: pa.Table, origins: OriginMap) -> int:
             if skip[i] is None:
                 c, j = where[i]
                 text = html[c][j].as_py() or ""
-                links = extract_links(parse_html(text), final[i] or url, origins.normalize)
+                links = extract_links(
+                    parse_html(text), final[i] or url, origins.normalize, origins.link_attrs
+                )
             frontier.record(url, final[i], links)
             used += 1
         if frontier.pending() or not frontier.advance():
@@ -212,6 +214,9 @@ def crawl_site(
             raise FileNotFoundError(
                 f"site {site.name!r}: serve_dir is not a folder: {site.serve_dir}"
             )
+    # Aliases stand for the site's own origin (the first start URL's).
+    site_origin = _origin(starts[0]) + "/"
+    aliases = tuple((a if a.endswith("/") else a + "/", site_origin) for a in site.aliases)
     fp_info = {
         "start_urls": starts,
         "allowed_domains": sorted(site.allowed_domains),
@@ -221,10 +226,13 @@ def crawl_site(
         "serve_dir": site.serve_dir,
         "canonical_origin": canonical_origin,
         "obey_robots": bool(settings["obey_robots"]),
+        "aliases": list(site.aliases),
+        "link_attributes": list(site.link_attributes),
     }
     stored, next_part = open_state(state_dir, fingerprint(fp_info), fp_info, log)
     frontier = Frontier(starts, list(site.allowed_domains), site.max_pages, site.max_depth)
-    resumed = replay(frontier, stored, OriginMap(canonical_origin))
+    site_map = {"aliases": aliases, "link_attrs": tuple(site.link_attributes)}
+    resumed = replay(frontier, stored, OriginMap(canonical_origin, **site_map))
     del stored
     if resumed:
         log.info(
@@ -244,7 +252,7 @@ def crawl_site(
         with serving as local_origin:
             if local_origin:
                 log.info("crawl %s: serving %s at %s", site.name, site.serve_dir, local_origin)
-            origins_map = OriginMap(canonical_origin, local_origin)
+            origins_map = OriginMap(canonical_origin, local_origin, **site_map)
             job_stats = _run_scrapy(
                 site, settings, frontier, writer, origins_map, log, log_interval_s
             )

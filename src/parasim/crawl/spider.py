@@ -57,6 +57,7 @@ def page_row(
     depth: int,
     referer: str | None,
     normalize=None,
+    link_attrs: tuple[str, ...] = (),
     stopped: bool = False,
 ) -> tuple[dict, list[str]]:
     """One pages-table row for an HTTP response, and the links to follow from it.
@@ -71,6 +72,7 @@ def page_row(
         depth: link hops from a start URL.
         referer: the canonical URL of the page that linked here first.
         normalize: passed to :func:`extract_links`.
+        link_attrs: passed to :func:`extract_links` (``extra_attrs``).
         stopped: the download was stopped early (a non-HTML content type).
 
     Returns:
@@ -108,7 +110,7 @@ def page_row(
         declared_lang=declared_lang(root, content_language),
         error=decoded.note,
     )
-    return row, extract_links(root, final_url, normalize)
+    return row, extract_links(root, final_url, normalize, link_attrs)
 
 
 def classify_failure(exc: BaseException) -> str:
@@ -339,6 +341,7 @@ class PageSpider(scrapy.Spider):
                 depth=job.frontier.level,
                 referer=job.frontier.referer.get(url),
                 normalize=job.origins.normalize,
+                link_attrs=job.origins.link_attrs,
                 stopped="download_stopped" in response.flags,
             )
         except Exception as exc:  # a bug must cost one page, not the crawl

@@ -1,0 +1,85 @@
+"""`parasim bench site`: crawl -> pair -> parse of one configured site, timed, scored on a gold TSV.
+
+Prints crawl pages/s and peak memory, page-pair precision / recall against the gold, and parse
+page pairs/s. Speed targets live here (and in BENCHMARKS.md), never in tests.
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+from urllib.parse import urlsplit
+
+from parasim.config import load_config, site_by_name
+
+
+def bench_site(config: str, site_name: str, gold: str | None, work: str | None = None) -> dict:
+    """Run the first three stages of ``site_name`` for real and return the figures."""
+    from parasim.bench_pairs import pair_metrics
+    from parasim.io import read_table
+    from parasim.pair import pair_pages
+    from parasim.parse import parse_pairs
+
+    cfg = load_config(config)
+    site = site_by_name(cfg, site_name)
+    work_dir = Path(work or tempfile.mkdtemp(prefix=f"parasim-bench-{site.name}-"))
+    pages_dir, state, stats_file = work_dir / "pages", work_dir / "state", work_dir / "crawl.json"
+    # The crawl runs in its own process, as in the workflow (one Twisted reactor per process).
+    cmd = [sys.executable, "-m", "parasim.cli", "crawl", "--config", config, "--site", site.name,
+           "--out", str(pages_dir), "--state", str(state), "--stats", str(stats_file)]
+    t0 = time.perf_counter()
+    subprocess.run(cmd, check=True, stderr=subprocess.DEVNULL)
+    crawl_wall = time.perf_counter() - t0
+    crawl = json.loads(stats_file.read_text())
+
+    pages = read_table(pages_dir)
+    t0 = time.perf_counter()
+    pairs, pstats = pair_pages(pages, site, cfg["shards"], one_to_one=site.one_to_one)
+    pair_s = time.perf_counter() - t0
+    t0 = time.perf_counter()
+    lines, lstats = parse_pairs(pairs, pages, site, strict=cfg["parse"]["strict"],
+                                min_words=cfg["parse"]["min_words"])
+    parse_s = time.perf_counter() - t0
+    out = {
+        "site": site.name,
+        "pages_ok": crawl["pages_ok"],
+        "pages_skipped": crawl["pages_skipped_by_reason"],
+        "crawl_pages_per_s": crawl["pages_per_s"],
+        "crawl_wall_s": round(crawl_wall, 2),
+        "crawl_peak_rss_mb": crawl["peak_rss_mb"],
+        "pairs": pairs.num_rows,
+        "pair_s": round(pair_s, 3),
+        "parse_pairs_per_s": round(pairs.num_rows / parse_s, 1) if parse_s else None,
+        "equal_line_pairs": int(sum(lines.column("equal_lines").to_pylist())),
+        "lines_en": int(sum(lines.column("n_en").to_pylist())),
+        "work_dir": str(work_dir),
+    }
+    if gold:
+        u = urlsplit(site.start_urls[0])
+        m = pair_metrics(pairs, gold, f"{u.scheme}://{u.netloc}")
+        out |= {k: m[k] for k in ("precision", "recall", "tp", "n_pred", "n_gold")}
+        out["false_positives"] = m["fp"][:20]
+        out["missed"] = m["fn"][:20]
+    return out
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Print the figures of :func:`bench_site` (used by `parasim bench site`)."""
+    import argparse
+
+    ap = argparse.ArgumentParser(prog="parasim bench site", description=__doc__.splitlines()[0])
+    ap.add_argument("--config", required=True)
+    ap.add_argument("--site", required=True)
+    ap.add_argument("--gold", help="TSV of en_path<TAB>other_path relative to the site root")
+    ap.add_argument("--work", help="folder for the crawl (default: a new temp folder)")
+    args = ap.parse_args(argv)
+    print(json.dumps(bench_site(args.config, args.site, args.gold, args.work), indent=2))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

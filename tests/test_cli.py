@@ -95,3 +95,26 @@ def test_stage_help(cmd, capsys):
         main([cmd, "--help"])
     assert e.value.code == 0
     assert "--stats" in capsys.readouterr().out
+
+
+def test_summarize_fails_on_zero_rows_unless_allowed(tmp_path, capsys):
+    write_table(rows_to_table([], PAIRS_SCHEMA), tmp_path / "000.parquet")
+    (tmp_path / "0.json").write_text(json.dumps({"pairs_in": 0}))
+    args = [
+        "summarize",
+        "--stage",
+        "lines",
+        "--site",
+        "demo-x",
+        "--shards",
+        str(tmp_path / "000.parquet"),
+        "--stats",
+        str(tmp_path / "0.json"),
+        "--out",
+        str(tmp_path / "x.done"),
+    ]
+    assert main(args) == 2
+    err = capsys.readouterr().err
+    assert "site 'demo-x': stage 'lines' produced 0 rows" in err
+    assert not (tmp_path / "x.done").exists()
+    assert main([*args, "--allow-empty"]) == 0

@@ -160,6 +160,12 @@ def cmd_summarize(args: argparse.Namespace) -> None:
         "rows": rows,
         "counts": _sum_counts([{k: v for k, v in s.items() if "_per_s" not in k} for s in stats]),
     }
+    if rows == 0 and not args.allow_empty:
+        raise UsageError(
+            f"site {args.site!r}: stage {args.stage!r} produced 0 rows "
+            f"(counts: {json.dumps(summary['counts'], sort_keys=True)}); see its logs, or set "
+            "allow_empty: true in the config if this is wanted"
+        )
     write_stats(args.out, summary)
 
 
@@ -221,6 +227,7 @@ def build_parser() -> argparse.ArgumentParser:
     sp.add_argument("--shards", nargs="+", required=True)
     sp.add_argument("--stats", nargs="+", required=True)
     sp.add_argument("--out", required=True)
+    sp.add_argument("--allow-empty", action="store_true", help="zero rows is not an error")
 
     sp = add("bench", cmd_bench, "Benchmarks: `parasim bench site --help`.")
     sp.add_argument("what", choices=["site"])

@@ -70,3 +70,8 @@ def stats_files(job_name):
         ]
 
     return _files
+
+
+def allow_empty_flag():
+    """`--allow-empty` for `parasim summarize` when the config allows empty stages."""
+    return "--allow-empty" if config["allow_empty"] else ""

@@ -35,6 +35,8 @@ rule pairs_done:
         "logs/pairs_done/{site}.log",
     conda:
         "../../envs/crawl.yaml"
+    params:
+        allow_empty=allow_empty_flag(),
     shell:
         "parasim summarize --stage pairs --site {wildcards.site} --stats {input.stats}"
-        " --shards {input.shards} --out {output} > {log} 2>&1"
+        " --shards {input.shards} --out {output} {params.allow_empty} > {log} 2>&1"

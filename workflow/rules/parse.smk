@@ -36,6 +36,8 @@ rule lines_done:
         "logs/lines_done/{site}.log",
     conda:
         "../../envs/crawl.yaml"
+    params:
+        allow_empty=allow_empty_flag(),
     shell:
         "parasim summarize --stage lines --site {wildcards.site} --stats {input.stats}"
-        " --shards {input.shards} --out {output} > {log} 2>&1"
+        " --shards {input.shards} --out {output} {params.allow_empty} > {log} 2>&1"

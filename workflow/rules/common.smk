@@ -20,7 +20,9 @@ config.update(_validated)
 
 # Jobs call the `parasim` command installed beside this Snakemake (e.g. .venv/bin), also when the
 # environment is not activated; a rule's conda env, when used, is put in front of it.
-os.environ["PATH"] = os.pathsep.join([str(Path(sys.executable).parent), os.environ["PATH"]])
+os.environ.update(
+    PATH=os.pathsep.join([str(Path(sys.executable).parent), os.getenv("PATH", "")])
+)
 
 SITES = [s["name"] for s in config["sites"]]
 _width = max(3, len(str(config["shards"] - 1)))

@@ -24,9 +24,11 @@ include: "workflow/rules/pair_pages.smk"
 include: "workflow/rules/parse.smk"
 include: "workflow/rules/translate.smk"
 include: "workflow/rules/align.smk"
+include: "workflow/rules/report.smk"
 
 
 rule all:
     default_target: True
     input:
         expand("results/positives/{site}.done", site=SITES),
+        "results/report/yield.tsv",

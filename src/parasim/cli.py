@@ -134,22 +134,10 @@ def cmd_parse(args: argparse.Namespace) -> None:
     write_stats(args.stats, {"site": site.name, "stage": "lines", **stats})
 
 
-def _sum_counts(items: Sequence[dict]) -> dict:
-    """Add up the numeric fields of several stats dicts (nested dicts too)."""
-    out: dict[str, Any] = {}
-    for d in items:
-        for k, v in d.items():
-            if isinstance(v, bool):
-                continue
-            if isinstance(v, (int, float)):
-                out[k] = out.get(k, 0) + v
-            elif isinstance(v, dict):
-                out[k] = _sum_counts([out.get(k, {}), v])
-    return out
-
-
 def cmd_summarize(args: argparse.Namespace) -> None:
     import pyarrow.parquet as pq
+
+    from parasim.report import sum_counts
 
     rows = sum(pq.ParquetFile(need(p, "shard")).metadata.num_rows for p in args.shards)
     stats = [json.loads(need(p, "stats file").read_text()) for p in args.stats]
@@ -158,7 +146,7 @@ def cmd_summarize(args: argparse.Namespace) -> None:
         "site": args.site,
         "shards": len(args.shards),
         "rows": rows,
-        "counts": _sum_counts([{k: v for k, v in s.items() if "_per_s" not in k} for s in stats]),
+        "counts": sum_counts([{k: v for k, v in s.items() if "_per_s" not in k} for s in stats]),
     }
     if rows == 0 and not args.allow_empty:
         raise UsageError(
@@ -167,6 +155,13 @@ def cmd_summarize(args: argparse.Namespace) -> None:
             "allow_empty: true in the config if this is wanted"
         )
     write_stats(args.out, summary)
+
+
+def cmd_yield_report(args: argparse.Namespace) -> None:
+    from parasim.report import write_report
+
+    rows = write_report(args.stats_root, args.sites, args.tsv, args.json, args.png)
+    log.info("yield report: %d rows for %d site(s)", len(rows), len(args.sites))
 
 
 def cmd_bench(args: argparse.Namespace) -> None:
@@ -228,6 +223,13 @@ def build_parser() -> argparse.ArgumentParser:
     sp.add_argument("--stats", nargs="+", required=True)
     sp.add_argument("--out", required=True)
     sp.add_argument("--allow-empty", action="store_true", help="zero rows is not an error")
+
+    sp = add("yield-report", cmd_yield_report, "Yield per site and stage: TSV, JSON, funnel plot.")
+    sp.add_argument("--stats-root", default="results/stats")
+    sp.add_argument("--sites", nargs="+", required=True)
+    sp.add_argument("--tsv", required=True)
+    sp.add_argument("--json", required=True)
+    sp.add_argument("--png", required=True)
 
     sp = add("bench", cmd_bench, "Benchmarks: `parasim bench site --help`.")
     sp.add_argument("what", choices=["site"])

@@ -27,6 +27,8 @@ os.environ.update(
 SITES = [s["name"] for s in config["sites"]]
 _width = max(3, len(str(config["shards"] - 1)))
 SHARDS = [f"{i:0{_width}d}" for i in range(config["shards"])]
+#: Per-shard jobs whose stats the yield report reads (a stage added later appends itself).
+REPORTED_SHARD_JOBS = ["parse_pages", "translate_lines", "align_lines"]
 SRC = Path(workflow.basedir) / "src" / "parasim"
 SITE_RE = "|".join(re.escape(s) for s in SITES)
 SHARD_RE = r"\d{%d}" % _width

@@ -24,6 +24,7 @@ include: "workflow/rules/pair_pages.smk"
 include: "workflow/rules/parse.smk"
 include: "workflow/rules/translate.smk"
 include: "workflow/rules/align.smk"
+include: "workflow/rules/negatives.smk"
 include: "workflow/rules/report.smk"
 
 
@@ -31,4 +32,5 @@ rule all:
     default_target: True
     input:
         expand("results/positives/{site}.done", site=SITES),
+        "results/corpus",
         "results/report/yield.tsv",

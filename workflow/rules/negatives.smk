@@ -1,0 +1,91 @@
+rule fit_topics:
+    """LDA topics per partition over the positives of all sites (most coherent count kept)."""
+    input:
+        positives=expand(
+            "results/positives/{site}/{shard}.parquet", site=SITES, shard=SHARDS
+        ),
+        code=code("negatives", "corpus"),
+    output:
+        topics=directory("results/topics"),
+        stats="results/stats/fit_topics.json",
+    log:
+        "logs/fit_topics.log",
+    benchmark:
+        "benchmarks/fit_topics.tsv"
+    conda:
+        "../../envs/nlp.yaml"
+    threads: 2
+    resources:
+        mem_mb=4000,
+        runtime=240,
+    params:
+        negatives=section_json("negatives"),
+        corpus=section_json("corpus"),
+    shell:
+        "parasim fit-topics --positives {input.positives} --out {output.topics}"
+        " --negatives-json {params.negatives:q} --corpus-json {params.corpus:q}"
+        " --threads {threads} --stats {output.stats} > {log} 2>&1"
+
+
+rule select_negatives:
+    """Hard negatives (Algorithm 1): sentence vectors, cosine band per partition, guards."""
+    input:
+        positives=expand(
+            "results/positives/{site}/{shard}.parquet", site=SITES, shard=SHARDS
+        ),
+        topics="results/topics",
+        code=code("negatives", "corpus"),
+    output:
+        negatives="results/negatives/negatives.parquet",
+        stats="results/stats/select_negatives.json",
+    log:
+        "logs/select_negatives.log",
+    benchmark:
+        "benchmarks/select_negatives.tsv"
+    conda:
+        "../../envs/nlp.yaml"
+    threads: 2
+    resources:
+        mem_mb=6000,
+        runtime=240,
+    params:
+        negatives=section_json("negatives"),
+        corpus=section_json("corpus"),
+        cache="results/cache/vectors",
+    shell:
+        "parasim select-negatives --positives {input.positives} --topics {input.topics}"
+        " --out {output.negatives} --cache-dir {params.cache}"
+        " --negatives-json {params.negatives:q} --corpus-json {params.corpus:q}"
+        " --threads {threads} --stats {output.stats} > {log} 2>&1"
+
+
+rule build_corpus:
+    """The labelled corpus: grouped splits and folds, balanced shards, dataset card."""
+    input:
+        positives=expand(
+            "results/positives/{site}/{shard}.parquet", site=SITES, shard=SHARDS
+        ),
+        negatives="results/negatives/negatives.parquet",
+        topics="results/topics",
+        code=code("negatives", "corpus"),
+    output:
+        corpus=directory("results/corpus"),
+        stats="results/stats/build_corpus.json",
+    log:
+        "logs/build_corpus.log",
+    benchmark:
+        "benchmarks/build_corpus.tsv"
+    conda:
+        "../../envs/nlp.yaml"
+    threads: 1
+    resources:
+        mem_mb=4000,
+        runtime=60,
+    params:
+        negatives=section_json("negatives"),
+        corpus=section_json("corpus"),
+    shell:
+        "parasim build-corpus --positives {input.positives} --negatives {input.negatives}"
+        " --topics {input.topics} --out {output.corpus}"
+        " --negatives-json {params.negatives:q} --corpus-json {params.corpus:q}"
+        " --stats {output.stats} > {log} 2>&1"

@@ -31,6 +31,6 @@ include: "workflow/rules/report.smk"
 rule all:
     default_target: True
     input:
-        expand("results/positives/{site}.done", site=SITES),
+        expand("results/{stage}/{site}.done", stage=STAGE_TARGETS, site=SITES),
         "results/corpus",
         "results/report/yield.tsv",

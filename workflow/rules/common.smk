@@ -27,6 +27,8 @@ os.environ.update(
 SITES = [s["name"] for s in config["sites"]]
 _width = max(3, len(str(config["shards"] - 1)))
 SHARDS = [f"{i:0{_width}d}" for i in range(config["shards"])]
+#: Per-site stage summaries `rule all` asks for (each fails on zero rows unless allow_empty).
+STAGE_TARGETS = ["pairs", "lines", "translated", "positives"]
 #: Per-shard jobs whose stats the yield report reads (a stage added later appends itself).
 REPORTED_SHARD_JOBS = ["parse_pages", "translate_lines", "align_lines"]
 SRC = Path(workflow.basedir) / "src" / "parasim"

@@ -24,6 +24,7 @@ include: "workflow/rules/pair_pages.smk"
 include: "workflow/rules/parse.smk"
 include: "workflow/rules/translate.smk"
 include: "workflow/rules/align.smk"
+include: "workflow/rules/divergences.smk"
 include: "workflow/rules/negatives.smk"
 include: "workflow/rules/report.smk"
 
@@ -32,5 +33,6 @@ rule all:
     default_target: True
     input:
         expand("results/{stage}/{site}.done", stage=STAGE_TARGETS, site=SITES),
+        expand("results/divergences/{site}.done", site=SITES),
         "results/corpus",
         "results/report/yield.tsv",

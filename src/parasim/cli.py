@@ -146,7 +146,7 @@ def cmd_summarize(args: argparse.Namespace) -> None:
         "site": args.site,
         "shards": len(args.shards),
         "rows": rows,
-        "counts": sum_counts([{k: v for k, v in s.items() if "_per_s" not in k} for s in stats]),
+        "counts": sum_counts(stats),
     }
     if rows == 0 and not args.allow_empty:
         raise UsageError(

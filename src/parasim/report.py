@@ -19,20 +19,31 @@ STAGES: list[tuple[str, str, str, str]] = [
     ("lines", "parse_pages", "pairs_out", "pairs parsed"),
     ("translate", "translate_lines", "translated", "lines translated"),
     ("positives", "align_lines", "positives", "positives"),
-    ("divergences", "make_divergences", "variants", "divergences"),
+    ("divergences", "make_divergences", "n_rows", "divergence rows"),
 ]
 #: Keys that are not counts (rates, timings, labels) and stay out of the report.
 _SKIP_SUFFIXES = ("_per_s", "_s", "seconds", "_rate", "_mb")
 
 
+def _additive(key: str, value: Any) -> bool:
+    """Counts (integers) and timings add up over shards; rates, shares, ratios and flags do not."""
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        return False
+    if key.endswith(("_per_s", "_rate", "_share", "share", "_ratio", "_mean", "_median")):
+        return False
+    return isinstance(value, int) or key == "seconds" or key.endswith(("_seconds", "_s"))
+
+
 def sum_counts(items: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
-    """Add up the numeric fields of several stats dicts (nested dicts too); drop the rest."""
+    """Add up the additive fields of several stats dicts (nested dicts too); drop the rest.
+
+    Integers (counts) and timings are summed; floats that are not timings (rates, shares, ratios,
+    scores) cannot be summed over shards and are left out, as are flags and text.
+    """
     out: dict[str, Any] = {}
     for d in items:
         for k, v in d.items():
-            if isinstance(v, bool):
-                continue
-            if isinstance(v, (int, float)):
+            if _additive(k, v):
                 out[k] = out.get(k, 0) + v
             elif isinstance(v, Mapping):
                 out[k] = sum_counts([out.get(k, {}), v])

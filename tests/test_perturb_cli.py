@@ -1,0 +1,189 @@
+"""Tests for `parasim divergences` and `parasim divergences-card` (parasim.perturb.commands)."""
+
+from __future__ import annotations
+
+import json
+
+import pyarrow.parquet as pq
+import pytest
+
+from parasim.cli import main
+from parasim.io import POSITIVES_SCHEMA, rows_to_table, stable_id, write_table
+from parasim.perturb import DIVERGENCES_SCHEMA, RANK, TYPES
+from parasim.perturb.commands import merge_stats
+
+PAIRS = [
+    (
+        "The old man sold his small house in the village last year.",
+        "Le vieil homme a vendu sa petite maison du village l'année dernière.",
+    ),
+    (
+        "My brother bought a new car because the old one was broken.",
+        "Mon frère a acheté une nouvelle voiture parce que l'ancienne était en panne.",
+    ),
+    (
+        "The children played with the dog in the garden after school.",
+        "Les enfants ont joué avec le chien dans le jardin après l'école.",
+    ),
+    (
+        "She reads a book about the history of the city every evening.",
+        "Elle lit un livre sur l'histoire de la ville chaque soir.",
+    ),
+    (
+        "The teacher gave the students a difficult exam in the morning.",
+        "Le professeur a donné aux élèves un examen difficile le matin.",
+    ),
+    ("Too short.", "Trop court."),
+]
+
+SETTINGS = json.dumps({"lm": "none", "eflomal_samplers": 1})
+
+
+def positives(pairs) -> object:
+    rows = [
+        {
+            "id": stable_id("cli", str(i)),
+            "pair_id": "cli-pair",
+            "site": "test",
+            "domain": "example.org",
+            "lang_pair": "en-fr",
+            "other_lang": "fr",
+            "en_text": en,
+            "other_text": other,
+            "method": "paper",
+            "en_idx": [i],
+            "other_idx": [i],
+            "en_url": "https://example.org/en",
+            "other_url": "https://example.org/fr",
+        }
+        for i, (en, other) in enumerate(pairs)
+    ]
+    return rows_to_table(rows, POSITIVES_SCHEMA)
+
+
+def run_shard(tmp_path, name, pairs):
+    src, out, stats = (tmp_path / f"{name}{ext}" for ext in (".pos.parquet", ".parquet", ".json"))
+    write_table(positives(pairs), src)
+    argv = ["divergences", "--input", str(src), "--output", str(out)]
+    assert main([*argv, "--settings-json", SETTINGS, "--stats", str(stats)]) == 0
+    return out, stats
+
+
+@pytest.fixture(scope="module")
+def shards(tmp_path_factory):
+    """An empty shard and a real one (one CLI run: loading spaCy and WordNet is the slow part)."""
+    for mod in ("spacy", "wn", "eflomal"):
+        pytest.importorskip(mod)
+    import spacy
+
+    from parasim.perturb.tags import DEFAULT_SPACY
+
+    for lang in ("en", "fr"):
+        if not any(spacy.util.is_package(n) for n in DEFAULT_SPACY[lang]):
+            pytest.skip(f"no spaCy {lang} model installed")
+    tmp = tmp_path_factory.mktemp("div")
+    return [run_shard(tmp, "000", []), run_shard(tmp, "001", PAIRS)], tmp
+
+
+def test_divergences_command_writes_schema_and_stats(shards):
+    (_, (out, stats_path)), _ = shards
+    table = pq.read_table(out)
+    assert table.schema.equals(DIVERGENCES_SCHEMA, check_metadata=False)
+    stats = json.loads(stats_path.read_text())
+    assert stats["stage"] == "divergences"
+    assert stats["n_positives"] == 6 and stats["n_rows"] == table.num_rows > 5
+    assert stats["lm"] == "wordnet-frequency"
+    rows = table.to_pylist()
+    assert {r["type"] for r in rows} <= set(TYPES)
+    assert sum(r["type"] == "equivalent" for r in rows) == stats["n_groups"] == 5
+    assert all(len(r["en_tags"]) == len(r["en_tokens"]) for r in rows)
+    assert stats["rows_by_type"] == {t: sum(r["type"] == t for r in rows) for t in TYPES}
+
+
+def test_short_pair_is_counted_not_dropped_silently(shards):
+    (_, (_, stats_path)), _ = shards
+    stats = json.loads(stats_path.read_text())
+    assert stats["n_seeds"] == 5 and stats["seed_skipped"] == {"too_short": 1}
+
+
+def test_card_sums_shards(shards):
+    (a, b), tmp = shards
+    card, done = tmp / "site" / "README.md", tmp / "site.done"
+    argv = ["divergences-card", "--site", "test", "--shards", str(a[0]), str(b[0])]
+    argv += ["--stats", str(a[1]), str(b[1]), "--out", str(card), "--done", str(done)]
+    assert main(argv) == 0
+    per = [json.loads(p.read_text()) for p in (a[1], b[1])]
+    summary = json.loads(done.read_text())
+    n_rows = sum(pq.ParquetFile(p).metadata.num_rows for p in (a[0], b[0]))
+    assert summary["rows"] == summary["counts"]["n_rows"] == n_rows
+    assert summary["shards"] == 2 and summary["counts"]["n_positives"] == 6
+    # settings come from the shard that loaded models, not from the empty one
+    assert summary["counts"]["lm"] == per[1]["lm"] and summary["counts"]["spacy"]["fr"]
+    text = card.read_text()
+    for t in TYPES:
+        n = sum(s["rows_by_type"][t] for s in per)
+        assert f"| {t} | {RANK[t]} | {n} | " in text
+    checks = summary["counts"]["checks"]["subtree_deletion"]
+    assert checks["valid_share"] == round(checks["valid"] / checks["rows"], 4) <= 1
+
+
+def test_card_rejects_stale_stats(shards):
+    (a, b), tmp = shards
+    argv = ["divergences-card", "--shards", str(a[0]), "--stats", str(b[1])]
+    assert main([*argv, "--out", str(tmp / "x.md")]) == 2
+
+
+def test_empty_shard_gives_empty_table_and_counts(shards):
+    ((out, stats_path), _), tmp = shards
+    table = pq.read_table(out)
+    assert table.num_rows == 0
+    assert table.schema.equals(DIVERGENCES_SCHEMA, check_metadata=False)
+    stats = json.loads(stats_path.read_text())
+    assert stats["n_positives"] == 0 and stats["rows_by_type"]["equivalent"] == 0
+    card = tmp / "empty" / "README.md"
+    argv = ["divergences-card", "--shards", str(out), "--stats", str(stats_path)]
+    assert main([*argv, "--out", str(card)]) == 0
+    assert "| equivalent | 0 | 0 |" in card.read_text()
+
+
+def test_missing_input_exits_2_naming_it(tmp_path, capsys):
+    missing = tmp_path / "nope.parquet"
+    argv = ["divergences", "--input", str(missing), "--output", str(tmp_path / "o.parquet")]
+    assert main(argv) == 2
+    err = capsys.readouterr().err
+    assert "positives shard not found" in err and str(missing) in err
+    assert not (tmp_path / "o.parquet").exists()
+
+
+def test_bad_settings_exit_2(tmp_path, capsys):
+    src = tmp_path / "p.parquet"
+    write_table(positives(PAIRS[:1]), src)
+    argv = ["divergences", "--input", str(src), "--output", str(tmp_path / "o.parquet")]
+    assert main([*argv, "--settings-json", json.dumps({"types": ["shuffle"]})]) == 2
+    assert "divergences.types" in capsys.readouterr().err
+
+
+def test_merge_stats_recomputes_ratios():
+    a = {
+        "n_rows": 4,
+        "lm": None,
+        "config": None,
+        "checks": {"lexical_substitution": {"rows": 2, "valid": 2, "valid_share": 1.0}},
+        "alignment": {"links": 10, "en_tokens": 10, "links_per_en_token": 1.0, "extra_pairs": {}},
+        "seconds": {"lexical_substitution": 1.0},
+        "rows_by_type": {"lexical_substitution": 2},
+    }
+    b = {
+        "n_rows": 2,
+        "lm": "none",
+        "config": {"types": ["lexical_substitution"], "seed": 13},
+        "checks": {"lexical_substitution": {"rows": 2, "valid": 0, "valid_share": 0.0}},
+        "alignment": {"links": 0, "en_tokens": 10, "links_per_en_token": 0.0, "extra_pairs": {}},
+        "seconds": {"lexical_substitution": 1.0},
+        "rows_by_type": {"lexical_substitution": 2},
+    }
+    m = merge_stats([a, b])
+    assert m["n_rows"] == 6 and m["lm"] == "none" and m["config"]["seed"] == 13
+    assert m["checks"]["lexical_substitution"]["valid_share"] == 0.5
+    assert m["alignment"]["links_per_en_token"] == 0.5
+    assert m["variants_per_second"] == {"lexical_substitution": 2.0}

@@ -1,0 +1,43 @@
+rule make_divergences:
+    """Synthetic divergences of one positives shard: ranking groups with EQ/DIV token tags."""
+    input:
+        positives="results/positives/{site}/{shard}.parquet",
+        code=code("perturb"),
+    output:
+        divergences="results/divergences/{site}/{shard}.parquet",
+        stats="results/stats/make_divergences/{site}/{shard}.json",
+    log:
+        "logs/make_divergences/{site}/{shard}.log",
+    benchmark:
+        "benchmarks/make_divergences/{site}/{shard}.tsv"
+    conda:
+        "../../envs/nlp.yaml"
+    threads: 2
+    resources:
+        mem_mb=4000,
+        runtime=120,
+    params:
+        divergences=section_json("divergences"),
+    shell:
+        "parasim divergences --input {input.positives} --output {output.divergences}"
+        " --settings-json {params.divergences:q} --stats {output.stats} > {log} 2>&1"
+
+
+rule divergences_done:
+    """Target for the divergences of one site: `snakemake results/divergences/<site>.done`.
+
+    Also writes the site's dataset card (counts per type summed over shards, validity shares).
+    """
+    input:
+        shards=shard_files("divergences"),
+        stats=stats_files("make_divergences"),
+    output:
+        done="results/divergences/{site}.done",
+        card="results/divergences/{site}/README.md",
+    log:
+        "logs/divergences_done/{site}.log",
+    conda:
+        "../../envs/nlp.yaml"
+    shell:
+        "parasim divergences-card --site {wildcards.site} --shards {input.shards}"
+        " --stats {input.stats} --out {output.card} --done {output.done} > {log} 2>&1"

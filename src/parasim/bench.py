@@ -29,8 +29,22 @@ def bench_site(config: str, site_name: str, gold: str | None, work: str | None =
     work_dir = Path(work or tempfile.mkdtemp(prefix=f"parasim-bench-{site.name}-"))
     pages_dir, state, stats_file = work_dir / "pages", work_dir / "state", work_dir / "crawl.json"
     # The crawl runs in its own process, as in the workflow (one Twisted reactor per process).
-    cmd = [sys.executable, "-m", "parasim.cli", "crawl", "--config", config, "--site", site.name,
-           "--out", str(pages_dir), "--state", str(state), "--stats", str(stats_file)]
+    cmd = [
+        sys.executable,
+        "-m",
+        "parasim.cli",
+        "crawl",
+        "--config",
+        config,
+        "--site",
+        site.name,
+        "--out",
+        str(pages_dir),
+        "--state",
+        str(state),
+        "--stats",
+        str(stats_file),
+    ]
     t0 = time.perf_counter()
     subprocess.run(cmd, check=True, stderr=subprocess.DEVNULL)
     crawl_wall = time.perf_counter() - t0
@@ -41,8 +55,9 @@ def bench_site(config: str, site_name: str, gold: str | None, work: str | None =
     pairs, pstats = pair_pages(pages, site, cfg["shards"], one_to_one=site.one_to_one)
     pair_s = time.perf_counter() - t0
     t0 = time.perf_counter()
-    lines, lstats = parse_pairs(pairs, pages, site, strict=cfg["parse"]["strict"],
-                                min_words=cfg["parse"]["min_words"])
+    lines, lstats = parse_pairs(
+        pairs, pages, site, strict=cfg["parse"]["strict"], min_words=cfg["parse"]["min_words"]
+    )
     parse_s = time.perf_counter() - t0
     out = {
         "site": site.name,

@@ -64,9 +64,7 @@ def merge_stats(items: Sequence[dict]) -> dict:
     seconds = out.get("seconds", {})
     types = (out.get("config") or {}).get("types", [])
     out["variants_per_second"] = {
-        t: round(out.get("rows_by_type", {}).get(t, 0) / seconds[t], 2)
-        if seconds.get(t)
-        else None
+        t: round(out.get("rows_by_type", {}).get(t, 0) / seconds[t], 2) if seconds.get(t) else None
         for t in types
     }
     if "seconds" in out:

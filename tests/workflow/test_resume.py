@@ -1,0 +1,144 @@
+"""Trust: a run killed with SIGKILL mid-stage resumes without recomputing finished jobs and ends
+with the same shards as an uninterrupted run; two clean runs agree; a parameter change reruns
+only the stage it belongs to and what depends on it."""
+
+import hashlib
+import os
+import signal
+import subprocess
+import time
+from base64 import urlsafe_b64decode
+from pathlib import Path
+
+import pyarrow.parquet as pq
+import pytest
+import yaml
+from test_workflow import SNAKEMAKE, demo_args, light_demo, run_demo, snakemake
+
+#: Outputs that must be byte-identical between runs: every stage's shards up to the corpus.
+BYTE_IDENTICAL = ("pairs", "lines", "translated", "positives", "topics", "negatives", "corpus")
+#: Not yet: eflomal (the word aligner behind the divergences' other-side edits and EQ/DIV tags)
+#: seeds its Gibbs sampler from /dev/urandom and has no seed option, so divergence shards can differ
+#: between runs (see test_divergences_are_reproducible, an expected failure until that is fixed).
+
+
+def _hashes(work: Path, stages=BYTE_IDENTICAL) -> dict[str, str]:
+    out = {}
+    for stage in stages:
+        for p in sorted((work / "results" / stage).rglob("*.parquet")):
+            out[str(p.relative_to(work))] = hashlib.sha256(p.read_bytes()).hexdigest()
+    return out
+
+
+def _divergences(work: Path) -> dict:
+    return {
+        str(p.relative_to(work)): pq.read_table(p)
+        for p in sorted((work / "results" / "divergences").rglob("*.parquet"))
+    }
+
+
+def _incomplete(work: Path) -> set[str]:
+    """Outputs Snakemake marked incomplete (jobs that were running when the run died)."""
+    root = work / ".snakemake" / "incomplete"
+    out = set()
+    for dirpath, _, files in os.walk(root):
+        for f in files:
+            if f == "migration_underway":
+                continue
+            rel = Path(dirpath, f).relative_to(root).parts
+            b64 = "".join(part.lstrip("@") for part in rel)
+            out.add(str(Path(urlsafe_b64decode(b64).decode())))
+    return out
+
+
+@pytest.fixture(scope="module")
+def reference(tmp_path_factory):
+    work = tmp_path_factory.mktemp("reference") / "run"
+    light_demo(work)
+    run_demo(work)
+    return work
+
+
+@pytest.fixture(scope="module")
+def second_run(tmp_path_factory):
+    work = tmp_path_factory.mktemp("second") / "run"
+    light_demo(work)
+    run_demo(work)
+    return work
+
+
+@pytest.mark.slow
+def test_two_clean_runs_give_identical_shards(reference, second_run):
+    got, want = _hashes(second_run), _hashes(reference)
+    assert any("corpus" in k for k in want) and any("positives" in k for k in want), want
+    assert got == want
+
+
+@pytest.mark.slow
+@pytest.mark.xfail(
+    reason="eflomal seeds itself from /dev/urandom: word links, hence other-side edits and tags, "
+    "vary between runs",
+    strict=False,
+)
+def test_divergences_are_reproducible(reference, second_run):
+    got, want = _divergences(second_run), _divergences(reference)
+    assert got.keys() == want.keys()
+    for name, table in got.items():
+        assert table.equals(want[name]), name
+
+
+@pytest.mark.slow
+def test_kill_9_mid_run_resumes_and_ends_identical(reference, tmp_path):
+    work = tmp_path / "run"
+    light_demo(work)
+    log = (tmp_path / "killed.log").open("w")
+    proc = subprocess.Popen(
+        [*SNAKEMAKE, *demo_args(work)],
+        stdout=log,
+        stderr=subprocess.STDOUT,
+        start_new_session=True,  # its own process group: kill snakemake and every job at once
+    )
+    # Kill once the translation of some shard is finished: later stages are then mid-way.
+    deadline = time.monotonic() + 600
+    while not list((work / "results" / "translated").rglob("*.parquet")):
+        assert proc.poll() is None, "the run ended before it could be killed"
+        assert time.monotonic() < deadline, "no translated shard after 600 s"
+        time.sleep(0.2)
+    os.killpg(proc.pid, signal.SIGKILL)
+    proc.wait()
+    assert proc.returncode == -signal.SIGKILL
+    assert not (work / "results" / "corpus").exists(), "killed too late to test anything"
+
+    incomplete = _incomplete(work)
+    finished = {
+        p: p.stat().st_mtime_ns
+        for p in (work / "results").rglob("*")
+        if p.is_file()
+        and p.suffix in {".parquet", ".json", ".done"}
+        and "crawl_state" not in p.parts
+        and str(p.relative_to(work)) not in incomplete
+    }
+    assert finished, "nothing had finished before the kill"
+
+    # A killed Snakemake leaves its lock behind: unlock, then the same command again
+    # (profiles/default sets rerun-incomplete, so the interrupted jobs start over).
+    run_demo(work, "--unlock")
+    run_demo(work)
+    changed = [str(p) for p, mtime in finished.items() if p.stat().st_mtime_ns != mtime]
+    assert not changed, f"finished outputs were recomputed: {changed}"
+    assert _hashes(work) == _hashes(reference)
+    assert _divergences(work).keys() == _divergences(reference).keys()
+
+
+def test_parameter_change_reruns_its_stage_and_dependants_only(reference, tmp_path):
+    cfg = yaml.safe_load((reference / "config.yaml").read_text())
+    cfg["divergences"]["per_type"] = 2
+    changed = tmp_path / "changed.yaml"
+    changed.write_text(yaml.safe_dump(cfg))
+    args = demo_args(reference, "-n", "--quiet", "rules")
+    args[args.index("--configfile") + 1] = str(changed)
+    out = snakemake(*args).stdout
+    rules = {
+        ln.split()[0] for ln in out.splitlines() if len(ln.split()) == 2 and ln.split()[1].isdigit()
+    } - {"total"}
+    assert rules == {"make_divergences", "divergences_done", "yield_report", "all"}, out

@@ -6,35 +6,14 @@ import json
 
 import pyarrow.parquet as pq
 import pytest
+from test_perturb import HAND
 
 from parasim.cli import main
 from parasim.io import POSITIVES_SCHEMA, rows_to_table, stable_id, write_table
 from parasim.perturb import DIVERGENCES_SCHEMA, RANK, TYPES
 from parasim.perturb.commands import merge_stats
 
-PAIRS = [
-    (
-        "The old man sold his small house in the village last year.",
-        "Le vieil homme a vendu sa petite maison du village l'année dernière.",
-    ),
-    (
-        "My brother bought a new car because the old one was broken.",
-        "Mon frère a acheté une nouvelle voiture parce que l'ancienne était en panne.",
-    ),
-    (
-        "The children played with the dog in the garden after school.",
-        "Les enfants ont joué avec le chien dans le jardin après l'école.",
-    ),
-    (
-        "She reads a book about the history of the city every evening.",
-        "Elle lit un livre sur l'histoire de la ville chaque soir.",
-    ),
-    (
-        "The teacher gave the students a difficult exam in the morning.",
-        "Le professeur a donné aux élèves un examen difficile le matin.",
-    ),
-    ("Too short.", "Trop court."),
-]
+PAIRS = [*HAND[1:], ("Too short.", "Trop court.")]
 
 SETTINGS = json.dumps({"lm": "none", "eflomal_samplers": 1})
 

@@ -51,20 +51,21 @@ def _incomplete(work: Path) -> set[str]:
     return out
 
 
-@pytest.fixture(scope="module")
-def reference(tmp_path_factory):
-    work = tmp_path_factory.mktemp("reference") / "run"
+def _clean_run(tmp_path_factory, name: str) -> Path:
+    work = tmp_path_factory.mktemp(name) / "run"
     light_demo(work)
     run_demo(work)
     return work
+
+
+@pytest.fixture(scope="module")
+def reference(tmp_path_factory):
+    return _clean_run(tmp_path_factory, "reference")
 
 
 @pytest.fixture(scope="module")
 def second_run(tmp_path_factory):
-    work = tmp_path_factory.mktemp("second") / "run"
-    light_demo(work)
-    run_demo(work)
-    return work
+    return _clean_run(tmp_path_factory, "second")
 
 
 @pytest.mark.slow

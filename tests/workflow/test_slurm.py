@@ -1,0 +1,208 @@
+"""The workflow on a real SLURM cluster: the demo once locally, once through profiles/slurm-local.
+
+Needs a cluster that answers `sinfo`: `bash scripts/slurm_cluster.sh install && bash
+scripts/slurm_cluster.sh start` makes a one-node one on this machine, with the account and
+partition of the profile. Skipped when there is none, unless PARASIM_REQUIRE_SLURM=1 (CI), where
+that is a failure.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import os
+import re
+import shutil
+import subprocess
+from collections import Counter
+from pathlib import Path
+
+import pyarrow as pa
+import pyarrow.compute as pc
+import pyarrow.parquet as pq
+import pytest
+import yaml
+from test_workflow import ROOT, light_demo, snakemake
+
+PROFILE = ROOT / "profiles" / "slurm-local"
+STAGES = ("positives", "divergences", "corpus")
+RUN_TIMEOUT = 2400
+#: What of a divergences shard depends on eflomal's word links: eflomal seeds its sampler from
+#: /dev/urandom (src/parasim/perturb/wordalign.py), so two runs of one shard differ there, on one
+#: machine too. The links are the seed rows' `alignment`; they decide the DIV tags and the tag
+#: check of every variant, and which subtree a subtree deletion removes (one without links is
+#: passed over), so subtree-deletion rows differ in text and side, or are missing, between runs.
+LINK_COLUMNS = ["alignment", "en_tags", "other_tags", "checks_failed"]
+LINK_TYPES = ["subtree_deletion"]
+
+
+def _unavailable(reason: str):
+    if os.environ.get("PARASIM_REQUIRE_SLURM") == "1":
+        pytest.fail(f"PARASIM_REQUIRE_SLURM=1 but {reason}")
+    pytest.skip(reason)
+
+
+@pytest.fixture
+def slurm_cluster() -> None:
+    """Skips (or fails, with PARASIM_REQUIRE_SLURM=1) unless a SLURM cluster answers."""
+    for tool in ("sbatch", "sinfo", "sacct"):
+        if shutil.which(tool) is None:
+            _unavailable(f"`{tool}` not on PATH (bash scripts/slurm_cluster.sh install)")
+    if importlib.util.find_spec("snakemake_executor_plugin_slurm") is None:
+        _unavailable('snakemake-executor-plugin-slurm not installed (pip install -e ".[slurm]")')
+    try:
+        proc = subprocess.run(
+            ["sinfo", "-h", "-o", "%P %a %t"], capture_output=True, text=True, timeout=30
+        )
+    except subprocess.TimeoutExpired:
+        _unavailable("no SLURM cluster answers (`sinfo` timed out)")
+    if proc.returncode != 0 or " up " not in proc.stdout:
+        _unavailable(
+            "no SLURM cluster answers (bash scripts/slurm_cluster.sh start): "
+            f"sinfo: {(proc.stdout + proc.stderr).strip().splitlines()[-1:]}"
+        )
+
+
+def _run(work: Path, *extra: str) -> str:
+    light_demo(work)
+    config = work / "config.yaml"
+    proc = snakemake(
+        "--snakefile",
+        str(ROOT / "Snakefile"),
+        "--directory",
+        str(work),
+        "--configfile",
+        str(config),
+        *extra,
+        cwd=work,  # the SLURM executor puts its logs in .snakemake/slurm_logs of the cwd
+        timeout=RUN_TIMEOUT,
+    )
+    return proc.stdout + proc.stderr
+
+
+def _jobs(log: str) -> tuple[Counter, Counter]:
+    """Jobs per rule that Snakemake submitted (`rule x:`) and that it ran itself (`localrule x:`).
+
+    Without an executor every job is a `localrule`; with SLURM only the rules that are local
+    (`all`: no command) are.
+    """
+    remote = Counter(re.findall(r"^rule (\w+):$", log, re.M))
+    local = Counter(re.findall(r"^localrule (\w+):$", log, re.M))
+    return remote, local
+
+
+def _sacct(run_id: str) -> list[dict[str, str]]:
+    fields = ["JobIDRaw", "State", "Account", "Partition", "Comment", "ExitCode"]
+    proc = subprocess.run(
+        [
+            "sacct",
+            "-X",
+            "--parsable2",
+            "--noheader",
+            "--clusters",
+            "all",
+            "--starttime",
+            "now-1days",
+            "--name",
+            run_id,
+            "--format",
+            ",".join(fields),
+        ],
+        capture_output=True,
+        text=True,
+        check=True,
+    )
+    return [dict(zip(fields, line.split("|"), strict=True)) for line in proc.stdout.splitlines()]
+
+
+def _rule_of(comment: str, rules) -> str | None:
+    """The rule of a job from the comment the executor gives it (rule_<rule>[_wildcards_...])."""
+    for rule in sorted(rules, key=len, reverse=True):
+        if comment == f"rule_{rule}" or comment.startswith(f"rule_{rule}_wildcards_"):
+            return rule
+    return None
+
+
+def _without_links(table: pa.Table) -> pa.Table:
+    keep = pc.invert(pc.is_in(table["type"], value_set=pa.array(LINK_TYPES)))
+    return table.filter(keep).drop_columns(LINK_COLUMNS)
+
+
+def _differing_columns(a: pa.Table, b: pa.Table) -> list[str]:
+    """Columns that differ between rows of the same id (row order aside), and unmatched ids."""
+    if "id" not in a.column_names:
+        return [c for c in a.column_names if a.num_rows != b.num_rows or not a[c].equals(b[c])]
+    ra = {r["id"]: r for r in a.to_pylist()}
+    rb = {r["id"]: r for r in b.to_pylist()}
+    cols = {c for i in ra.keys() & rb.keys() for c in ra[i] if ra[i][c] != rb[i].get(c)}
+    only = len(ra.keys() ^ rb.keys())
+    return sorted(cols) + ([f"{only} ids in one run only"] if only else [])
+
+
+def _compare_shards(local: Path, remote: Path) -> list[dict]:
+    """Per stage and shard: bytes identical, tables equal, and which columns differ."""
+    out = []
+    for stage in STAGES:
+        a_root, b_root = local / "results" / stage, remote / "results" / stage
+        a = sorted(p.relative_to(a_root) for p in a_root.rglob("*.parquet"))
+        b = sorted(p.relative_to(b_root) for p in b_root.rglob("*.parquet"))
+        assert a, f"no shards under {a_root}"
+        assert a == b, (stage, a, b)
+        for rel in a:
+            ta, tb = pq.read_table(a_root / rel), pq.read_table(b_root / rel)
+            row = {
+                "shard": f"{stage}/{rel}",
+                "bytes": (a_root / rel).read_bytes() == (b_root / rel).read_bytes(),
+                "table": ta.equals(tb),
+                "columns": [],
+            }
+            if not row["table"]:
+                row["columns"] = _differing_columns(ta, tb)
+            if stage == "divergences":
+                row["seeds"] = set(ta["group_id"].to_pylist()) == set(tb["group_id"].to_pylist())
+                row["without_links"] = _without_links(ta).equals(_without_links(tb))
+            out.append(row)
+    return out
+
+
+@pytest.mark.slurm
+@pytest.mark.slow
+def test_demo_through_slurm_equals_local_run(tmp_path, slurm_cluster):
+    profile = yaml.safe_load((PROFILE / "config.yaml").read_text())
+    account = str(profile["default-resources"]["slurm_account"])
+    partition = str(profile["default-resources"]["slurm_partition"])
+
+    local_log = _run(tmp_path / "local", "--cores", "2")
+    slurm_log = _run(tmp_path / "slurm", "--workflow-profile", str(PROFILE))
+
+    # Every job Snakemake did not run itself went through SLURM and finished there.
+    remote_jobs, ran_locally = _jobs(slurm_log)
+    assert remote_jobs, slurm_log
+    assert set(ran_locally) <= {"all"}, ran_locally
+    assert remote_jobs + ran_locally == sum(_jobs(local_log), Counter())
+    run_id = re.search(r"SLURM run ID: (\S+)", slurm_log).group(1)
+    records = _sacct(run_id)
+    submitted = re.findall(r"has been submitted with SLURM jobid (\d+)", slurm_log)
+    assert sorted(r["JobIDRaw"] for r in records) == sorted(submitted), (records, slurm_log)
+    for r in records:
+        assert r["State"] == "COMPLETED" and r["ExitCode"] == "0:0", r
+        assert (r["Account"], r["Partition"]) == (account, partition), r
+    by_rule = Counter(_rule_of(r["Comment"], remote_jobs) for r in records)
+    assert by_rule == remote_jobs, (by_rule, remote_jobs)
+    # and each left its SLURM log (slurm-keep-successful-logs in the profile)
+    logs = tmp_path / "slurm" / ".snakemake" / "slurm_logs"
+    log_ids = sorted(p.stem for p in logs.rglob("*.log"))
+    assert log_ids == sorted(submitted), (log_ids, submitted)
+
+    # The same shards out of both runs; divergences up to eflomal's links.
+    report = _compare_shards(tmp_path / "local", tmp_path / "slurm")
+    for r in report:
+        print(
+            f"{r['shard']}: bytes {'identical' if r['bytes'] else 'differ'}, table "
+            + ("equal" if r["table"] else f"differs in {', '.join(r['columns'])}")
+            + ("" if "without_links" not in r else f"; without links equal: {r['without_links']}")
+        )
+    for r in report:
+        if r["shard"].startswith("divergences/"):
+            assert r["seeds"] and r["without_links"], r
+        else:
+            assert r["table"], r

@@ -384,6 +384,31 @@ def test_make_divergences_is_deterministic(small_run, nlp, lexicon):
     )
 
 
+def test_phrase_spares_replace_pos_failures(small_run, nlp):
+    table = small_run[0]
+
+    def run(spares):
+        cfg = {"seed": 7, "types": ["phrase_replacement"], "phrase_spares": spares}
+        out, stats = make_divergences(table, cfg, nlp=nlp, aligner=diagonal_aligner)
+        rows = [r for r in out.to_pylist() if r["type"] == "phrase_replacement"]
+        return (
+            rows,
+            stats,
+            sum(bool(set(r["checks_failed"]) & {"pos_match", "retokenized"}) for r in rows),
+        )
+
+    rows0, stats0, pos_fail0 = run(0)
+    rows3, stats3, pos_fail3 = run(3)
+    assert pos_fail0 > 0, "the sample has no POS failure to repair"
+    assert stats0["phrase_spares_used"] == 0
+    assert len(rows3) == len(rows0)  # same rows, some swapped for a spare
+    assert [r["seed_id"] for r in rows3] == [r["seed_id"] for r in rows0]
+    assert stats3["phrase_spares_used"] > 0 and pos_fail3 < pos_fail0
+    assert len({r["id"] for r in rows3}) == len(rows3)
+    kept = [(a, b) for a, b in zip(rows0, rows3, strict=True) if not a["checks_failed"]]
+    assert all(a["en_text"] == b["en_text"] and a["other_text"] == b["other_text"] for a, b in kept)
+
+
 def test_check_row_catches_wrong_tags(small_run):
     _, out, _ = small_run
     rows = out.to_pylist()

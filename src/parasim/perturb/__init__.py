@@ -105,6 +105,9 @@ DEFAULT_CONFIG: dict = {
     "max_tokens": 80,
     "phrase_min_len": 2,
     "phrase_max_len": 4,
+    # Spare phrase replacements kept per seed: a variant whose re-tagging breaks the POS sequence
+    # (check pos_match / retokenized) is swapped for the next spare that passes.
+    "phrase_spares": 3,
     "lm": "smollm2",  # "smollm2" | "none" | HF name/path, optionally "causal:"/"masked:" prefix
     "lm_max_candidates": 5,  # most frequent WordNet candidates the LM compares
     "lm_window": None,  # causal LM: None scores the whole sentence; n: n tokens after the word
@@ -117,6 +120,8 @@ DEFAULT_CONFIG: dict = {
 }
 
 Aligner = Callable[..., list]
+#: Checks a spare phrase replacement can fix (the re-tagged variant breaks the POS sequence).
+POS_CHECKS = {"pos_match", "retokenized"}
 
 
 def merged_config(cfg: dict | None) -> dict:
@@ -345,6 +350,7 @@ def make_divergences(
     per_type = int(cfg["per_type"])
     n_variants: Counter = Counter()
     row_seed: list[int] = []
+    spares: dict[str, list[Variant]] = {}  # seed id -> spare phrase replacements, in seeded order
     for done, k in enumerate(kept):
         seed, en, other, lk = seeds[k], en_parses[k], other_parses[k], links[k]
         group = [_row(seed, _equivalent(en, other), 0, links=lk)]
@@ -359,7 +365,7 @@ def make_divergences(
                     max_candidates=cfg["lm_max_candidates"], reasons=reasons,
                 )  # fmt: skip
             elif typ == PHRASE:
-                want = per_type
+                want = per_type + int(cfg["phrase_spares"])
                 gen = phrase_replacements(
                     seed["id"], en, other, lk, rng, en_index,
                     other_index.get(seed["other_lang"]), sides=sides, reasons=reasons,
@@ -376,6 +382,9 @@ def make_divergences(
                 if len(got) >= want:
                     break
             seconds[typ] += time.perf_counter() - t0
+            if typ == PHRASE:  # the first per_type are used, the rest are spares
+                got, spares[seed["id"]] = got[:per_type], got[per_type:]
+                want = per_type
             if len(got) < want:
                 for reason in reasons or {"no_more_distinct_variants": 1}:
                     skipped[typ][reason] += 1
@@ -392,35 +401,62 @@ def make_divergences(
             log.info("divergences: %d/%d seeds perturbed", done + 1, len(kept))
 
     # 6. Validity checks.
+    def check_phrase_pos(indices: list[int]) -> None:
+        """Re-tag phrase replacements that passed the other checks (pos_match / retokenized)."""
+        rows_ok = [(i, out_rows[i]) for i in indices if not out_rows[i]["checks_failed"]]
+        for side in ("en", "other"):
+            langs = sorted({r["other_lang"] for _, r in rows_ok}) if side == "other" else ["en"]
+            for lang in langs:
+                sel = [
+                    (i, r)
+                    for i, r in rows_ok
+                    if r["side"] == side and (side == "en" or r["other_lang"] == lang)
+                ]
+                if not sel:
+                    continue
+                seed_p = [
+                    en_parses[row_seed[i]] if side == "en" else other_parses[row_seed[i]]
+                    for i, _ in sel
+                ]
+                reparsed = parse_texts(get_nlp(lang), [r[f"{side}_text"] for _, r in sel])
+                for (_, r), bad in zip(
+                    sel, check_pos([r for _, r in sel], seed_p, reparsed), strict=True
+                ):
+                    r["checks_failed"] = bad
+
+    def next_spare(r: dict) -> Variant | None:
+        pool = spares.get(r["seed_id"]) or []
+        for j, v in enumerate(pool):  # same side keeps the row id unique within its group
+            if v.side == r["side"] or per_type == 1:
+                return pool.pop(j)
+        return None
+
     t0 = time.perf_counter()
-    failures = []
     for row, k in zip(out_rows, row_seed, strict=True):
         row["checks_failed"] = check_row(
             row, en_parses[k].tokens, other_parses[k].tokens, links[k], lexicon=lexicon
         )
-    phrase_rows = [
-        (i, r) for i, r in enumerate(out_rows) if r["type"] == PHRASE and not r["checks_failed"]
-    ]
-    for side in ("en", "other"):
-        for lang in (
-            sorted({r["other_lang"] for _, r in phrase_rows}) if side == "other" else ["en"]
-        ):
-            sel = [
-                (i, r)
-                for i, r in phrase_rows
-                if r["side"] == side and (side == "en" or r["other_lang"] == lang)
-            ]
-            if not sel:
+    todo = [i for i, r in enumerate(out_rows) if r["type"] == PHRASE]
+    swapped = 0
+    while todo:
+        check_phrase_pos(todo)
+        # A row that failed only the POS re-check takes its seed's next spare, checked in turn.
+        todo = []
+        for i in [i for i in range(len(out_rows)) if out_rows[i]["type"] == PHRASE]:
+            r, k = out_rows[i], row_seed[i]
+            if not r["checks_failed"] or not set(r["checks_failed"]) <= POS_CHECKS:
                 continue
-            seed_p = [
-                en_parses[row_seed[i]] if side == "en" else other_parses[row_seed[i]]
-                for i, _ in sel
-            ]
-            reparsed = parse_texts(get_nlp(lang), [r[f"{side}_text"] for _, r in sel])
-            for (_, r), bad in zip(
-                sel, check_pos([r for _, r in sel], seed_p, reparsed), strict=True
-            ):
-                r["checks_failed"] = bad
+            spare = next_spare(r)
+            if spare is None:
+                continue
+            new = _row(seeds[k], spare, r["variant"])
+            new["checks_failed"] = check_row(
+                new, en_parses[k].tokens, other_parses[k].tokens, links[k], lexicon=lexicon
+            )
+            out_rows[i] = new
+            swapped += 1
+            if not new["checks_failed"]:
+                todo.append(i)
     failures = [(r["type"], r["checks_failed"]) for r in out_rows]
     seconds["checks"] = time.perf_counter() - t0
 
@@ -446,6 +482,7 @@ def make_divergences(
             "extra_pairs": n_extra,
         },
         "checks": summarize(failures),
+        "phrase_spares_used": swapped,  # phrase replacements swapped after failing the POS re-check
         "spacy": {lang: p.meta.get("parasim_model") for lang, p in sorted(nlp.items())},
         "lm": lm_name,
         "seconds": {k: round(v, 3) for k, v in seconds.items()},

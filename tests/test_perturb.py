@@ -481,14 +481,19 @@ def test_write_card(small_run, tmp_path):
 # --- eflomal on real data --------------------------------------------------------------------
 
 
-def test_eflomal_intersection_on_tatoeba(nlp, tatoeba_pairs):
-    pytest.importorskip("eflomal")
+@pytest.mark.parametrize("aligner", ["eflomal", "fastalign"])
+def test_word_alignment_intersection_on_tatoeba(nlp, tatoeba_pairs, aligner):
     from parasim.perturb.tags import tokens_only
-    from parasim.perturb.wordalign import align_intersection
+    from parasim.perturb.wordalign import align_fastalign_intersection, align_intersection
 
     en = tokens_only(nlp["en"], [e for e, _ in tatoeba_pairs[:300]])
     fr = tokens_only(nlp["fr"], [f for _, f in tatoeba_pairs[:300]])
-    links = align_intersection(en, fr, n_samplers=1)
+    if aligner == "eflomal":
+        pytest.importorskip("eflomal")
+        links = align_intersection(en, fr, n_samplers=1)
+    else:
+        links = align_fastalign_intersection(en, fr)
+        assert links == align_fastalign_intersection(en, fr)  # deterministic
     assert len(links) == 300
     for lk, s, t in zip(links, en, fr, strict=True):
         assert all(0 <= i < len(s) and 0 <= j < len(t) for i, j in lk)

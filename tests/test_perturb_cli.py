@@ -40,11 +40,11 @@ def positives(pairs) -> object:
     return rows_to_table(rows, POSITIVES_SCHEMA)
 
 
-def run_shard(tmp_path, name, pairs):
+def run_shard(tmp_path, name, pairs, settings=SETTINGS):
     src, out, stats = (tmp_path / f"{name}{ext}" for ext in (".pos.parquet", ".parquet", ".json"))
     write_table(positives(pairs), src)
     argv = ["divergences", "--input", str(src), "--output", str(out)]
-    assert main([*argv, "--settings-json", SETTINGS, "--stats", str(stats)]) == 0
+    assert main([*argv, "--settings-json", settings, "--stats", str(stats)]) == 0
     return out, stats
 
 
@@ -166,3 +166,13 @@ def test_merge_stats_recomputes_ratios():
     assert m["checks"]["lexical_substitution"]["valid_share"] == 0.5
     assert m["alignment"]["links_per_en_token"] == 0.5
     assert m["variants_per_second"] == {"lexical_substitution": 2.0}
+
+
+def test_fastalign_reruns_are_byte_identical(shards):
+    _, tmp = shards
+    settings = json.dumps({"lm": "none", "word_aligner": "fastalign"})
+    a, _ = run_shard(tmp, "fa1", PAIRS, settings)
+    b, _ = run_shard(tmp, "fa2", PAIRS, settings)
+    assert a.read_bytes() == b.read_bytes()
+    rows = pq.read_table(a).to_pylist()
+    assert any(r["alignment"] for r in rows if r["type"] == "equivalent")

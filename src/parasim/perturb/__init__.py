@@ -49,7 +49,7 @@ from .tags import (
     parse_texts,
     tokens_only,
 )
-from .wordalign import align_intersection, read_parallel
+from .wordalign import align_fastalign_intersection, align_intersection, read_parallel
 
 EQUIVALENT = "equivalent"
 #: Ranking order of seed 000 §3.2: finer edits rank higher (0 is the best, the seed itself).
@@ -117,6 +117,9 @@ DEFAULT_CONFIG: dict = {
     "align_extra": {},  # per language: [[en_path, other_path], ...] plain-text parallel corpora
     "align_extra_max": 20000,  # sentence pairs read from align_extra, per language
     "eflomal_samplers": 3,
+    # "eflomal" (best links; its sampler cannot be seeded, so links vary between runs) or
+    # "fastalign" (IBM 1 + diagonal prior by EM: weaker links, byte-identical reruns).
+    "word_aligner": "eflomal",
 }
 
 Aligner = Callable[..., list]
@@ -131,6 +134,10 @@ def merged_config(cfg: dict | None) -> dict:
     if unknown:
         raise ValueError(f"divergences config: unknown keys {sorted(unknown)}")
     out.update(copy.deepcopy(cfg or {}))
+    if out["word_aligner"] not in ("eflomal", "fastalign"):
+        raise ValueError(
+            f"divergences config: word_aligner {out['word_aligner']!r} is not eflomal or fastalign"
+        )
     bad = set(out["types"]) - {LEXICAL, PHRASE, SUBTREE}
     if bad:
         raise ValueError(f"divergences config: unknown types {sorted(bad)}")
@@ -299,7 +306,9 @@ def make_divergences(
     kept_by_lang: dict[str, list[int]] = defaultdict(list)
     for k in kept:
         kept_by_lang[seeds[k]["other_lang"]].append(k)
-    if aligner is None:
+    if aligner is None and cfg["word_aligner"] == "fastalign":
+        aligner = align_fastalign_intersection
+    elif aligner is None:
 
         def aligner(src, trg, extra_src, extra_trg):
             return align_intersection(

@@ -19,7 +19,8 @@ from test_workflow import SNAKEMAKE, demo_args, light_demo, run_demo, snakemake
 BYTE_IDENTICAL = ("pairs", "lines", "translated", "positives", "topics", "negatives", "corpus")
 #: Not yet: eflomal (the word aligner behind the divergences' other-side edits and EQ/DIV tags)
 #: seeds its Gibbs sampler from /dev/urandom and has no seed option, so divergence shards can differ
-#: between runs (see test_divergences_are_reproducible, an expected failure until that is fixed).
+#: between runs (test_divergences_are_reproducible: an expected failure with the default aligner;
+#: `divergences.word_aligner: fastalign` is deterministic, see tests/test_perturb_cli.py).
 
 
 def _hashes(work: Path, stages=BYTE_IDENTICAL) -> dict[str, str]:

@@ -11,6 +11,7 @@ import argparse
 import importlib
 import json
 import logging
+import os
 import sys
 import time
 from collections.abc import Callable, Sequence
@@ -246,6 +247,11 @@ def build_parser() -> argparse.ArgumentParser:
 
 def main(argv: Sequence[str] | None = None) -> int:
     """Entry point of the `parasim` console script."""
+    # Idle OpenMP threads (torch) sleep instead of spinning: when several model jobs share fewer
+    # cores than Snakemake was told (`--cores 8` on a 2-core machine), spinning threads starve the
+    # others (4 divergence jobs on 2 cores: > 420 s spinning, 198 s passive). Set before torch
+    # loads; a value in the environment wins.
+    os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
     args = build_parser().parse_args(argv)
     _setup_logging(args.verbose)
     try:

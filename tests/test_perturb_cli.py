@@ -6,10 +6,10 @@ import json
 
 import pyarrow.parquet as pq
 import pytest
-from test_perturb import HAND
+from test_perturb import HAND, positives
 
 from parasim.cli import main
-from parasim.io import POSITIVES_SCHEMA, rows_to_table, stable_id, write_table
+from parasim.io import write_table
 from parasim.perturb import DIVERGENCES_SCHEMA, RANK, TYPES
 from parasim.perturb.commands import merge_stats
 
@@ -18,31 +18,9 @@ PAIRS = [*HAND[1:], ("Too short.", "Trop court.")]
 SETTINGS = json.dumps({"lm": "none", "eflomal_samplers": 1})
 
 
-def positives(pairs) -> object:
-    rows = [
-        {
-            "id": stable_id("cli", str(i)),
-            "pair_id": "cli-pair",
-            "site": "test",
-            "domain": "example.org",
-            "lang_pair": "en-fr",
-            "other_lang": "fr",
-            "en_text": en,
-            "other_text": other,
-            "method": "paper",
-            "en_idx": [i],
-            "other_idx": [i],
-            "en_url": "https://example.org/en",
-            "other_url": "https://example.org/fr",
-        }
-        for i, (en, other) in enumerate(pairs)
-    ]
-    return rows_to_table(rows, POSITIVES_SCHEMA)
-
-
 def run_shard(tmp_path, name, pairs, settings=SETTINGS):
     src, out, stats = (tmp_path / f"{name}{ext}" for ext in (".pos.parquet", ".parquet", ".json"))
-    write_table(positives(pairs), src)
+    write_table(positives(pairs, prefix="cli"), src)
     argv = ["divergences", "--input", str(src), "--output", str(out)]
     assert main([*argv, "--settings-json", settings, "--stats", str(stats)]) == 0
     return out, stats

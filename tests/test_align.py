@@ -227,6 +227,79 @@ def test_dp_banded_on_long_file_matches_gold():
     assert metrics.score_alignments([gold], [res.links])["f1_strict"] > 0.95
 
 
+def _words(rng, vocab, k):
+    return [str(w) for w in rng.choice(vocab, k, replace=False)]
+
+
+def test_dp_finds_crossing_n_to_m_links():
+    """Links whose sentence boundaries cross (2:2, 2:3, 1:3) inside 1:1 context are found whole."""
+    rng = np.random.default_rng(5)
+    vocab = [f"w{k}" for k in range(2000)]
+    src, tgt, gold = [], [], []
+
+    def one_to_one():
+        w = " ".join(_words(rng, vocab, 12))
+        gold.append(((len(src),), (len(tgt),)))
+        src.append(w)
+        tgt.append(w)
+
+    def crossing(a, b):
+        words = _words(rng, vocab, 12 * max(a, b))
+        cut_s = np.linspace(0, len(words), a + 1).astype(int)
+        shift = len(words) / (2 * b) if a == b else 0  # every boundary falls mid-sentence
+        cut_t = (np.linspace(0, len(words), b + 1) + shift).astype(int)
+        cut_t[0], cut_t[-1] = 0, len(words)
+        s_ids = tuple(range(len(src), len(src) + a))
+        t_ids = tuple(range(len(tgt), len(tgt) + b))
+        src.extend(" ".join(words[cut_s[k] : cut_s[k + 1]]) for k in range(a))
+        tgt.extend(" ".join(words[cut_t[k] : cut_t[k + 1]]) for k in range(b))
+        gold.append((s_ids, t_ids))
+
+    for shape in [(2, 2), (2, 3), (1, 3), (3, 2), (2, 2)]:
+        for _ in range(4):
+            one_to_one()
+        crossing(*shape)
+    for _ in range(4):
+        one_to_one()
+    sc = scoring.WordScorer.from_lines(src, tgt, 5, 5)
+    lengths = (np.array([len(x) for x in src], float), np.array([len(x) for x in tgt], float))
+    links = dp.align(sc, dp.DPParams(), lengths).links
+    n_m = [g for g in gold if len(g[0]) + len(g[1]) > 2]
+    assert [g for g in n_m if g not in links] == []
+    assert metrics.score_alignments([gold], [links])["f1_strict"] == 1.0
+
+
+def test_dp_anchor_step():
+    """Two-step search: 1:1 anchor path, then n:m links within anchor_width cells of it."""
+    src, tgt, gold = _synthetic(150, seed=3)
+    sc = scoring.WordScorer.from_lines(src, tgt, 3, 3)
+    base = dict(max_side=3, del_penalty=0.6)
+    one = dp.align(sc, dp.DPParams(anchor_width=0, **base))
+    two = dp.align(sc, dp.DPParams(anchor_width=2, **base))
+    for res in (one, two):
+        assert metrics.score_alignments([gold], [res.links])["f1_strict"] > 0.95
+    # both passes are counted; the n:m pass over a narrow band is cheaper than over the grid
+    assert one.cells < two.cells < 2 * one.cells
+    # a band wider than the grid is the one-pass search
+    wide = dp.align(sc, dp.DPParams(anchor_width=10_000, **base))
+    assert wide.links == one.links
+
+
+def test_dp_params_defaults_match_config_and_schema():
+    import yaml
+
+    from parasim.align import DEFAULTS
+
+    schema = yaml.safe_load(
+        (Path(__file__).resolve().parents[1] / "workflow/schemas/config.schema.yaml").read_text()
+    )
+    props = schema["properties"]["align"]["properties"]["dp"]["properties"]
+    params = dp.DPParams()
+    assert set(props) == set(DEFAULTS["dp"])
+    for key, value in DEFAULTS["dp"].items():
+        assert props[key]["default"] == value == getattr(params, key), key
+
+
 def test_dp_degenerate_inputs():
     sc = scoring.WordScorer.from_lines(["a b"], [], 2, 2)
     assert dp.align(sc).links == [((0,), ())]

@@ -371,8 +371,10 @@ def test_resume_after_kill_fetches_nothing_twice(tmp_path: Path):
     assert stats["resumed_pages"] == len(persisted)
     assert not {srv.origin + p for p in second_run} & persisted  # nothing stored is refetched
     assert len(set(second_run)) == len(second_run)
-    # at most the requests in flight at the kill are repeated
-    assert len(set(first_run) & set(second_run)) <= settings["concurrency"]
+    # only pages unfinished at the kill are repeated: the requests in flight plus the responses
+    # already downloaded whose items were not yet written (scrapy frees a download slot, and
+    # sends the next request, before the item reaches the state writer)
+    assert len(set(first_run) & set(second_run)) <= 2 * settings["concurrency"]
     # the result is the uninterrupted crawl's: every node once, at its BFS depth, from its parent
     rows = _rows(out)
     assert stats["rows"] == len(rows) == 40 == stats["pages_ok"]

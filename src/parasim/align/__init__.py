@@ -52,13 +52,14 @@ DEFAULTS: dict[str, Any] = {
     "min_score": 0.2,  # DP links with word cosine below this are dropped
     "min_score_emb": 0.0,  # DP links with sentence-vector cosine below this are dropped
     "dp": {  # DP search (parasim.align.dp.DPParams), tuned on the Text+Berg dev set
-        "max_size": 5,  # n + m of the largest n:m link
-        "max_side": 4,  # most lines on one side of a link
+        "max_size": 6,  # n + m of the largest n:m link
+        "max_side": 5,  # most lines on one side of a link
         "del_penalty": 1.0,  # cost of leaving a line unaligned
         "size_penalty": 0.6,  # exponent on n * m in the link cost
         "merge_penalty": 0.3,  # extra cost per line beyond 1:1
         "length_weight": 0.6,  # weight of the character-length mismatch term
         "width": 10,  # band half-width around the coarse path (long files)
+        "anchor_width": 3,  # n:m search within this many cells of a 1:1 anchor path (0: off)
     },
 }
 

@@ -12,7 +12,10 @@ The search follows vecalign (Thompson & Koehn, 2019), written here in numpy:
 * deletion penalty: a percentile (``del_percentile``) of the costs of random 1:1 pairs;
 * search: a full DP when the grid is small (``full_dp_cells``); otherwise both sides are
   downsampled (consecutive lines merged), aligned recursively with 1:1 links, and the path is
-  refined at full resolution inside a band of ``width`` cells around it. Work and memory are
+  refined at full resolution inside a band of ``width`` cells around it;
+* two steps at full resolution (after Bertalign, Liu & Zhu 2023): a DP with 1:1 links and
+  deletions only gives an anchor path, then the DP with every n:m type runs in a band of
+  ``anchor_width`` cells around it (``anchor_width=0``: one n:m pass). Work and memory are
   ``O((n_src + n_tgt) * width * n_types)``: linear in file length.
 
 The DP runs row by row over source positions; every row is a handful of vectorised numpy
@@ -52,11 +55,16 @@ class DPParams:
             added to each link's cost (character lengths of the concatenations, ``r`` the
             file-level length ratio, ``k = length_smooth``); 0 turns it off.
         merge_penalty: added to a link's cost for every line beyond 1:1 (``a + b - 2``).
+        anchor_width: two-step search (as Bertalign): a first DP with 1:1 links and deletions
+            only gives an anchor path; the n:m search then runs within this many cells of it
+            (0: one n:m search over the whole band). An n:m link spans a few cells around the
+            1:1 path, so it stays reachable, while the n:m path cannot drift far from where
+            the reliable 1:1 links put it (Text+Berg dev lax F1 0.979 -> 0.988).
         seed: for the random pairs behind the deletion penalty.
     """
 
-    max_size: int = 5
-    max_side: int = 4
+    max_size: int = 6
+    max_side: int = 5
     del_percentile: float = 0.2
     del_penalty: float | None = 1.0
     size_penalty: float = 0.6
@@ -66,6 +74,7 @@ class DPParams:
     length_weight: float = 0.6
     length_smooth: float = 10.0
     merge_penalty: float = 0.3
+    anchor_width: int = 3
     seed: int = 0
 
     def types(self) -> list[tuple[int, int]]:
@@ -164,12 +173,8 @@ def _dp(
     lo: np.ndarray,
     hi: np.ndarray,
     del_pen: float,
-    size_penalty: float,
-    chunk_cells: int,
+    params: DPParams,
     lengths: tuple[np.ndarray, np.ndarray] | None = None,
-    length_weight: float = 0.0,
-    length_smooth: float = 10.0,
-    merge_penalty: float = 0.0,
 ) -> tuple[list[Link], np.ndarray, int]:
     """Banded DP over nodes (i, j), ``lo[i] <= j <= hi[i]``; returns links, sims, cells."""
     n, m = scorer.n_src, scorer.n_tgt
@@ -182,8 +187,10 @@ def _dp(
     T = len(types)
     ta = np.array([a for a, _ in types], np.int64)
     tb = np.array([b for _, b in types], np.int64)
-    scale = (ta * tb).astype(np.float64) ** size_penalty
-    extra = merge_penalty * (ta + tb - 2)
+    scale = (ta * tb).astype(np.float64) ** params.size_penalty
+    extra = params.merge_penalty * (ta + tb - 2)
+    chunk_cells = params.chunk_cells
+    length_weight, length_smooth = params.length_weight, params.length_smooth
     ns = {a: scorer.src_norm(a) for a in set(ta.tolist())}
     nt = {b: scorer.tgt_norm(b) for b in set(tb.tolist())}
     use_len = lengths is not None and length_weight > 0
@@ -353,17 +360,11 @@ def _align_rec(
         coarse = _align_rec(scorer.downsample(), params, [(1, 1)], half)
         lo, hi = band_from_links(coarse.links, n, m, factor=2, width=params.width)
         levels = coarse.levels + 1
-    links, sims, cells = _dp(
-        scorer,
-        types,
-        lo,
-        hi,
-        pen,
-        params.size_penalty,
-        params.chunk_cells,
-        lengths,
-        params.length_weight,
-        params.length_smooth,
-        params.merge_penalty,
-    )
-    return Alignment(links, sims, del_penalty=pen, levels=levels, cells=cells)
+    cells = 0
+    if params.anchor_width and types != [(1, 1)]:
+        # step 1 (Bertalign-style): 1:1 links and deletions only; its path is the anchor
+        anchors, _, cells = _dp(scorer, [(1, 1)], lo, hi, pen, params, lengths)
+        lo, hi = band_from_links(anchors, n, m, factor=1, width=params.anchor_width)
+    # step 2: every n:m link type, within anchor_width cells of the anchor path
+    links, sims, c = _dp(scorer, types, lo, hi, pen, params, lengths)
+    return Alignment(links, sims, del_penalty=pen, levels=levels, cells=cells + c)

@@ -292,7 +292,8 @@ def test_encode_causal_lm_from_a_saved_model(tmp_path):
     from parasim.negatives.vectors import encode
 
     _tiny_gpt2(tmp_path / "gpt")
-    cfg = {"kind": "causal-lm", "model": str(tmp_path / "gpt"), "batch_size": 2}
+    # float32: exact padding invariance is checked below (bfloat16 has its own test)
+    cfg = {"kind": "causal-lm", "model": str(tmp_path / "gpt"), "batch_size": 2, "dtype": "float32"}
     texts = ["the tax return", "a policy claim is due the park trail", "the tax return"]
     vec = encode(texts, cfg, cache_dir=tmp_path / "cache")
     assert vec.shape == (3, 16) and vec.dtype == np.float32
@@ -307,6 +308,47 @@ def test_encode_causal_lm_from_a_saved_model(tmp_path):
     assert len(cached) == 1
     np.save(cached[0], np.full_like(vec, 7.0))  # the cache is read back as is
     assert (encode(texts, cfg, cache_dir=tmp_path / "cache") == 7.0).all()
+
+
+def test_encode_in_bfloat16_is_close_and_keyed_apart(tmp_path):
+    from parasim.negatives import vectors
+    from parasim.negatives.vectors import encode, model_key, settings_from_dict
+
+    _tiny_gpt2(tmp_path / "gpt")
+    base = {"kind": "causal-lm", "model": str(tmp_path / "gpt"), "device": "cpu"}
+    texts = ["the tax return", "a policy claim is due the park trail"]
+    f32 = encode(texts, {**base, "dtype": "float32"}, cache_dir=tmp_path / "cache")
+    bf16 = encode(texts, {**base, "dtype": "bfloat16"}, cache_dir=tmp_path / "cache")
+    assert bf16.dtype == np.float32 and bf16.shape == f32.shape
+    cos = (f32 * bf16).sum(1) / np.linalg.norm(f32, axis=1) / np.linalg.norm(bf16, axis=1)
+    assert (cos > 0.99).all()
+    assert not np.array_equal(f32, bf16)  # really computed in another precision
+    # one cache file per precision: a bfloat16 run never reads float32 vectors, nor the reverse
+    assert len(list((tmp_path / "cache").glob("*.npy"))) == 2
+    keys = {
+        model_key(settings_from_dict(vectors.EncoderConfig, {**base, "dtype": d}, "e"))
+        for d in ("float32", "bfloat16")
+    }
+    assert len(keys) == 2
+
+
+def test_dtype_auto_follows_the_hardware(monkeypatch):
+    import torch
+
+    from parasim import accel
+
+    monkeypatch.setattr(accel, "cpu_has_native_bf16", lambda: True)
+    assert accel.resolve_dtype("cpu", "auto") == torch.bfloat16
+    monkeypatch.setattr(accel, "cpu_has_native_bf16", lambda: False)
+    assert accel.resolve_dtype("cpu", "auto") == torch.float32
+    assert accel.resolve_dtype("cpu", "float16") == torch.float16
+    with pytest.raises(ValueError, match="dtype"):
+        accel.resolve_dtype("cpu", "double")
+    with pytest.raises(ValueError, match="device"):
+        accel.resolve_device("tpu")
+    if not torch.cuda.is_available():
+        with pytest.raises(ValueError, match="no CUDA"):
+            accel.resolve_device("cuda")
 
 
 def test_encode_sentence_transformers_offline():

@@ -287,7 +287,7 @@ def test_causal_scorer_cache_matches_full_sentences(tmp_path, tiny_tokenizer):
     cfg = GPT2Config(vocab_size=len(tiny_tokenizer), n_embd=16, n_layer=2, n_head=2, n_positions=64)
     GPT2LMHeadModel(cfg).save_pretrained(tmp_path)
     tiny_tokenizer.save_pretrained(tmp_path)
-    scorer = load_scorer(str(tmp_path))
+    scorer = load_scorer(str(tmp_path), dtype="float32")
     assert isinstance(scorer, CausalLMScorer)
     seqs = [scorer._ids(t) for t in TEXTS]
     with torch.inference_mode():
@@ -314,6 +314,28 @@ def test_masked_scorer_loads_by_architecture(tmp_path, tiny_tokenizer):
     assert isinstance(scorer, MaskedLMScorer)
     scores = scorer.score(TEXTS, [(4, 7), (4, 10), (4, 7)])
     assert len(scores) == 3 and all(s < 0 for s in scores)
+
+
+def test_scorer_runs_in_the_dtype_asked_for(tmp_path, tiny_tokenizer):
+    import torch
+    from transformers import GPT2Config, GPT2LMHeadModel
+
+    from parasim.perturb.lexical import load_scorer
+
+    torch.manual_seed(0)
+    cfg = GPT2Config(vocab_size=len(tiny_tokenizer), n_embd=16, n_layer=2, n_head=2, n_positions=64)
+    GPT2LMHeadModel(cfg).save_pretrained(tmp_path)
+    tiny_tokenizer.save_pretrained(tmp_path)
+    f32 = load_scorer(str(tmp_path), dtype="float32", device="cpu")
+    bf16 = load_scorer(str(tmp_path), dtype="bfloat16", device="cpu")
+    assert next(f32.model.parameters()).dtype == torch.float32 and "@" not in f32.name
+    assert next(bf16.model.parameters()).dtype == torch.bfloat16
+    assert bf16.name.endswith("@bfloat16")  # recorded in the dataset card
+    a, b = f32.score(TEXTS), bf16.score(TEXTS)
+    assert all(isinstance(x, float) for x in b)
+    assert b == pytest.approx(a, rel=0.05)  # same model, rounded weights
+    with pytest.raises(ValueError, match="dtype"):
+        load_scorer(str(tmp_path), dtype="int3")
 
 
 @pytest.mark.slow

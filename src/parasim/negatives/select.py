@@ -204,6 +204,10 @@ class _Prepared:
     sq_oe: np.ndarray
     d: dict[str, list]  # the positives' columns
     stats: Counter
+    # word counts summed per hash bucket (dense, float32): an upper bound of the exact dots,
+    # set by the vectorized version to skip most exact near-duplicate checks
+    b_en: np.ndarray | None = None
+    b_oe: np.ndarray | None = None
 
 
 def _codes(values: Sequence[Any]) -> tuple[np.ndarray, list]:
@@ -340,6 +344,39 @@ def _near_dup(dot: np.ndarray, sa: np.ndarray, sb: np.ndarray, t: float) -> np.n
     return (sa > 0) & (sb > 0) & (dot >= t * np.sqrt(sa * sb))
 
 
+_BUCKETS = 64
+
+
+def _bucket_counts(w: Any) -> np.ndarray:
+    """Rows of word counts folded into ``_BUCKETS`` buckets (word id modulo), dense float32.
+
+    Counts are non-negative, so the dot of two folded rows is at least the dot of the rows
+    (it adds the cross terms of words sharing a bucket): a pair whose folded dot is below the
+    near-duplicate threshold is no near-duplicate, without the exact sparse dot.
+    """
+    from scipy import sparse
+
+    coo = w.tocoo()
+    folded = sparse.csr_matrix(
+        (coo.data, (coo.row, coo.col % _BUCKETS)), shape=(w.shape[0], _BUCKETS)
+    )
+    return folded.toarray().astype(np.float32)  # small integers: exact in float32
+
+
+def _near_dup_pairs(
+    w_a: Any, w_b: Any, b_a: Any, b_b: Any, a: np.ndarray, b: np.ndarray, sa, sb, t: float
+) -> np.ndarray:
+    """:func:`_near_dup` of pairs (a, b); the bucket bound first when there is one."""
+    if b_a is None or b_b is None:
+        return _near_dup(_rowdot(w_a, w_b, a, b), sa, sb, t)
+    maybe = _near_dup(np.einsum("ij,ij->i", b_a[a], b_b[b]), sa, sb, t)
+    out = np.zeros(len(a), dtype=bool)
+    k = np.nonzero(maybe)[0]
+    if len(k):
+        out[k] = _near_dup(_rowdot(w_a, w_b, a[k], b[k]), sa[k], sb[k], t)
+    return out
+
+
 def _check(pr: _Prepared, gi: np.ndarray, gj: np.ndarray, t: float, stats: Counter) -> np.ndarray:
     """Whether candidate pairs (S row gi, candidate row gj), all in band, pass the guards.
 
@@ -353,12 +390,14 @@ def _check(pr: _Prepared, gi: np.ndarray, gj: np.ndarray, t: float, stats: Count
     idx = np.nonzero(ok)[0]
     if len(idx):
         a, b = gi[idx], gj[idx]
-        dup = _near_dup(_rowdot(pr.w_en, pr.w_en, a, b), pr.sq_en[a], pr.sq_en[b], t)
+        dup = _near_dup_pairs(pr.w_en, pr.w_en, pr.b_en, pr.b_en, a, b, pr.sq_en[a], pr.sq_en[b], t)
         has = pr.has_oe[gj[idx]]
         if has.any():
             h = idx[has]
             a, b = gi[h], gj[h]
-            dup[has] |= _near_dup(_rowdot(pr.w_en, pr.w_oe, a, b), pr.sq_en[a], pr.sq_oe[b], t)
+            dup[has] |= _near_dup_pairs(
+                pr.w_en, pr.w_oe, pr.b_en, pr.b_oe, a, b, pr.sq_en[a], pr.sq_oe[b], t
+            )
         stats["rejected_near_duplicate"] += int(dup.sum())
         ok[idx[dup]] = False
     return ok
@@ -371,13 +410,15 @@ def _select_block(
     hi: float,
     cfg: SelectConfig,
     stats: Counter,
-) -> list[tuple[int, int, float, int]]:
-    """(i, j, cosine, rank) of the negatives of every row of one (partition, topic, group) block.
+) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """(i, j, cosine, rank) arrays of the negatives of every row of one (partition, topic, group)
+    block.
 
     Per row chunk: one float64 matrix product gives the cosines, every in-band pair of different
     pages gets its seeded hash, ``argpartition`` keeps the lowest ``window`` hashes per row, and
-    only those go through the guards. A row that runs out of its window before it has n
-    negatives continues over all its candidates in hash order (rare).
+    the guards run on the first n of them (on the rest of the window only for rows where one
+    failed). A row that runs out of its window before it has n negatives continues over all its
+    candidates in hash order (rare).
     """
     m = len(rows)
     n = cfg.n_per_sentence
@@ -385,7 +426,8 @@ def _select_block(
     vb = pr.vn[rows]
     docb, ub = pr.doc[rows], pr.ukey[rows]
     step = max(1, cfg.block_elems // max(m, 1))
-    out: list[tuple[int, int, float, int]] = []
+    parts: list[tuple[np.ndarray, ...]] = []
+    extra: list[tuple[int, int, float, int]] = []  # rows continued past their window
     for start in range(0, m, step):
         stop = min(m, start + step)
         c = vb[start:stop] @ vb.T
@@ -406,24 +448,26 @@ def _select_block(
         gi = rows[r_loc + start]
         cj_loc = cand[r_loc, w_pos]
         gj = rows[cj_loc]
-        cos = c[r_loc, cj_loc]
-        ok = _check(pr, gi, gj, cfg.near_dup_cosine, stats)
-        # first n passing per row, in hash order (r_loc is sorted, w_pos ascending per row)
+        # guards on the first n live candidates of each row; on the rest of its window only
+        # where one of those failed (r_loc is sorted, w_pos ascending per row)
+        n_live = np.bincount(r_loc, minlength=stop - start)
+        pos = np.arange(len(r_loc)) - np.concatenate([[0], np.cumsum(n_live)[:-1]])[r_loc]
+        first_n = pos < n
+        ok = np.zeros(len(r_loc), dtype=bool)
+        ok[first_n] = _check(pr, gi[first_n], gj[first_n], cfg.near_dup_cosine, stats)
+        short = np.bincount(r_loc[ok], minlength=stop - start) < np.minimum(n_live, n)
+        more = ~first_n & short[r_loc]
+        if more.any():
+            ok[more] = _check(pr, gi[more], gj[more], cfg.near_dup_cosine, stats)
+        # first n passing per row, in hash order
         acc = np.nonzero(ok)[0]
         racc = r_loc[acc]
         cnt = np.bincount(racc, minlength=stop - start)
         first = np.concatenate([[0], np.cumsum(cnt)[:-1]])
         rank = np.arange(len(acc)) - first[racc]
         keep = rank < n
-        out.extend(
-            zip(
-                gi[acc[keep]].tolist(),
-                gj[acc[keep]].tolist(),
-                cos[acc[keep]].tolist(),
-                rank[keep].tolist(),
-                strict=True,
-            )
-        )
+        sel = acc[keep]
+        parts.append((gi[sel], gj[sel], c[r_loc[sel], cj_loc[sel]], rank[keep]))
         # rows short of n with candidates beyond their window: all candidates, hash order
         for r in np.nonzero((cnt < n) & (n_valid > window))[0]:
             stats["rows_past_window"] += 1
@@ -438,7 +482,7 @@ def _select_block(
                 ok_b = _check(pr, np.full(len(gj_b), gi_r), gj_b, cfg.near_dup_cosine, stats)
                 for j, cv in zip(gj_b[ok_b].tolist(), cos_b[ok_b].tolist(), strict=True):
                     if got < n:
-                        out.append((int(gi_r), j, cv, got))
+                        extra.append((int(gi_r), j, cv, got))
                         got += 1
                 if got >= n:
                     break
@@ -447,29 +491,47 @@ def _select_block(
         stats["sentences_without_in_band_candidate"] += int((n_valid == 0).sum())
         stats["sentences_all_candidates_rejected"] += int(((n_valid > 0) & (cnt == 0)).sum())
         stats["sentences_short_of_n"] += int(((cnt > 0) & (cnt < n)).sum())
-    return out
+    if extra:
+        ei, ej, ec, er = zip(*extra, strict=True)
+        parts.append((np.array(ei), np.array(ej), np.array(ec), np.array(er)))
+    return _concat(parts)
+
+
+def _concat(parts: list[tuple[np.ndarray, ...]]) -> tuple[np.ndarray, ...]:
+    if not parts:
+        return (np.zeros(0, np.int64), np.zeros(0, np.int64), np.zeros(0), np.zeros(0, np.int64))
+    return tuple(np.concatenate(col) for col in zip(*parts, strict=True))
 
 
 def _blocks(pr: _Prepared) -> dict[tuple[int, int, int], np.ndarray]:
-    blocks: dict[tuple[int, int, int], list[int]] = defaultdict(list)
-    for i in range(pr.n):
-        if pr.topic[i] >= 0:
-            blocks[(int(pr.part[i]), int(pr.topic[i]), int(pr.group[i]))].append(i)
-    return {k: np.array(v, dtype=np.int64) for k, v in sorted(blocks.items())}
+    """Rows with a topic, grouped by (partition, topic, group), in ascending row order."""
+    rows = np.nonzero(pr.topic >= 0)[0]
+    keys = np.stack([pr.part[rows], pr.topic[rows], pr.group[rows]], axis=1)
+    order = np.lexsort((rows, keys[:, 2], keys[:, 1], keys[:, 0]))
+    rows, keys = rows[order], keys[order]
+    cut = np.nonzero(np.any(keys[1:] != keys[:-1], axis=1))[0] + 1
+    bounds = np.concatenate([[0], cut, [len(rows)]]) if len(rows) else np.zeros(1, np.int64)
+    return {
+        tuple(int(x) for x in keys[a]): rows[a:b]
+        for a, b in zip(bounds[:-1].tolist(), bounds[1:].tolist(), strict=True)
+    }
 
 
 def _run_vectorized(
     pr: _Prepared, bands: dict[int, tuple[float, float]], cfg: SelectConfig
-) -> list[tuple[int, int, float, int]]:
-    out = []
+) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """(i, j, cosine, rank) arrays of every negative, ordered by (i, j)."""
+    pr.b_en, pr.b_oe = _bucket_counts(pr.w_en), _bucket_counts(pr.w_oe)
+    parts = []
     for (p, _t, _g), rows in _blocks(pr).items():
         if len(np.unique(pr.doc[rows])) < 2:
             pr.stats["sentences_alone_in_topic"] += len(rows)
             continue
         lo, hi = bands[p]
-        out += _select_block(rows, pr, lo, hi, cfg, pr.stats)
-    out.sort()
-    return out
+        parts.append(_select_block(rows, pr, lo, hi, cfg, pr.stats))
+    gi, gj, cos, rank = _concat(parts)
+    order = np.lexsort((gj, gi))  # (i, j) is unique: the order of the reference's sorted tuples
+    return gi[order], gj[order], cos[order], rank[order]
 
 
 # ------------------------------------------------------------------ reference loop
@@ -558,12 +620,15 @@ def select_negatives(
     bands = {p: _band_of(band, name, cfg) for p, name in enumerate(pr.part_names)}
     t1 = time.perf_counter()
     if method == "vectorized":
-        chosen = _run_vectorized(pr, bands, cfg)
+        cols = _run_vectorized(pr, bands, cfg)
+        t2 = time.perf_counter()
+        # rows are built in Python below either way; both methods hand over the same tuples
+        chosen = list(zip(*(c.tolist() for c in cols), strict=True))
     elif method == "reference":
         chosen = _run_reference(pr, bands, cfg)
+        t2 = time.perf_counter()
     else:
         raise ValueError(f"method: 'vectorized' or 'reference', not {method!r}")
-    t2 = time.perf_counter()
     d = pr.d
     stats = pr.stats
     stats["negatives_selected"] = len(chosen)

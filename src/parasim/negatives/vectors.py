@@ -28,6 +28,7 @@ from typing import Any
 
 import numpy as np
 
+from parasim.accel import dtype_name, resolve_device, resolve_dtype
 from parasim.corpus import settings_from_dict
 
 log = logging.getLogger(__name__)
@@ -51,6 +52,8 @@ class EncoderConfig:
         batch_size: sentences per forward pass.
         max_length: tokens kept per sentence.
         device: "auto" (CUDA when present), "cpu" or "cuda".
+        dtype: "auto" (bfloat16 where the hardware has it natively, else float32; see
+            :mod:`parasim.accel`), "float32", "bfloat16" or "float16".
         threads: torch CPU threads (0: leave torch's default).
     """
 
@@ -60,6 +63,7 @@ class EncoderConfig:
     batch_size: int = 32
     max_length: int = 128
     device: str = "auto"
+    dtype: str = "auto"
     threads: int = 0
 
     def __post_init__(self) -> None:
@@ -98,7 +102,9 @@ def resolve_model(cfg: EncoderConfig) -> tuple[str, str | None]:
 def model_key(cfg: EncoderConfig) -> str:
     """A short id of the encoder and the settings that change its vectors."""
     path, gguf = resolve_model(cfg)
-    ident = f"{cfg.kind}|{cfg.model}|{gguf}|{cfg.max_length}"
+    device = _device(cfg)
+    dtype = dtype_name(resolve_dtype(device, cfg.dtype))
+    ident = f"{cfg.kind}|{cfg.model}|{gguf}|{cfg.max_length}|{dtype}"
     if os.path.exists(path):
         target = Path(path) / gguf if gguf else Path(path)
         if target.exists():
@@ -118,11 +124,7 @@ def texts_hash(texts: Sequence[str]) -> str:
 
 
 def _device(cfg: EncoderConfig) -> str:
-    import torch
-
-    if cfg.device == "auto":
-        return "cuda" if torch.cuda.is_available() else "cpu"
-    return cfg.device
+    return resolve_device(cfg.device)
 
 
 _LOADED: dict[tuple, Any] = {}
@@ -134,7 +136,8 @@ def load_causal_lm(cfg: EncoderConfig) -> tuple[Any, Any, str]:
     """(tokenizer, base model, device) of a causal LM, loaded once per process."""
     path, gguf = resolve_model(cfg)
     device = _device(cfg)
-    key = ("causal-lm", path, gguf, device)
+    dtype = resolve_dtype(device, cfg.dtype)
+    key = ("causal-lm", path, gguf, device, dtype)
     if key not in _LOADED:
         from transformers import AutoModelForCausalLM, AutoTokenizer
 
@@ -151,9 +154,15 @@ def load_causal_lm(cfg: EncoderConfig) -> tuple[Any, Any, str]:
             else:
                 tok.pad_token = tok.convert_ids_to_tokens(0)
         tok.padding_side = "right"
-        model = model.base_model.to(device).eval()  # no LM head: only hidden states needed
+        # no LM head: only hidden states needed
+        model = model.base_model.to(device=device, dtype=dtype).eval()
         log.info(
-            "loaded %s (%s) on %s in %.1fs", path, gguf or "", device, time.perf_counter() - t0
+            "loaded %s (%s) on %s in %s in %.1fs",
+            path,
+            gguf or "",
+            device,
+            dtype_name(dtype),
+            time.perf_counter() - t0,
         )
         _LOADED[key] = (tok, model, device)
     return _LOADED[key]
@@ -181,7 +190,7 @@ def _encode_causal(texts: list[str], cfg: EncoderConfig) -> np.ndarray:
             ).to(device)
             hidden = model(
                 input_ids=batch["input_ids"], attention_mask=batch["attention_mask"]
-            ).last_hidden_state
+            ).last_hidden_state.float()  # pool in float32 whatever the model ran in
             mask = batch["attention_mask"].unsqueeze(-1).to(hidden.dtype)
             pooled = (hidden * mask).sum(1) / mask.sum(1).clamp(min=1)
             out[idx] = pooled.float().cpu().numpy()
@@ -191,17 +200,18 @@ def _encode_causal(texts: list[str], cfg: EncoderConfig) -> np.ndarray:
 def _encode_st(texts: list[str], cfg: EncoderConfig) -> np.ndarray:
     path, _ = resolve_model(cfg)
     device = _device(cfg)
-    key = ("st", path, device)
+    dtype = resolve_dtype(device, cfg.dtype)
+    key = ("st", path, device, dtype)
     if key not in _LOADED:
         from sentence_transformers import SentenceTransformer
 
-        _LOADED[key] = SentenceTransformer(path, device=device)
+        _LOADED[key] = SentenceTransformer(path, device=device).to(dtype=dtype)
     model = _LOADED[key]
     model.max_seq_length = min(cfg.max_length, model.max_seq_length or cfg.max_length)
     vec = model.encode(
-        texts, batch_size=cfg.batch_size, convert_to_numpy=True, show_progress_bar=False
+        texts, batch_size=cfg.batch_size, convert_to_tensor=True, show_progress_bar=False
     )
-    return np.asarray(vec, dtype=np.float32)
+    return vec.float().cpu().numpy()
 
 
 def encode(

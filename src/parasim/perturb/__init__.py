@@ -112,6 +112,8 @@ DEFAULT_CONFIG: dict = {
     "lm_max_candidates": 5,  # most frequent WordNet candidates the LM compares
     "lm_window": None,  # causal LM: None scores the whole sentence; n: n tokens after the word
     "lm_threads": None,
+    "lm_device": "auto",  # "auto" (CUDA when present) | "cpu" | "cuda"
+    "lm_dtype": "auto",  # "auto": bfloat16 where the hardware has it natively, else float32
     "wordnet_max_senses": 2,
     "spacy": DEFAULT_SPACY,  # per language: spaCy package names, first loadable wins
     "align_extra": {},  # per language: [[en_path, other_path], ...] plain-text parallel corpora
@@ -347,7 +349,13 @@ def make_divergences(
         if scorer is None:
             from .lexical import load_scorer
 
-            scorer = load_scorer(cfg["lm"], threads=cfg["lm_threads"], window=cfg["lm_window"])
+            scorer = load_scorer(
+                cfg["lm"],
+                threads=cfg["lm_threads"],
+                window=cfg["lm_window"],
+                device=cfg["lm_device"],
+                dtype=cfg["lm_dtype"],
+            )
         lm_name = scorer.name
         seconds["load_lexical"] = time.perf_counter() - t0
 

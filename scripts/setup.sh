@@ -10,8 +10,9 @@ cd "$(dirname "$0")/.."
 extras=""
 [ "${1:-}" = "--dev" ] && extras="[dev]"
 
-# Debian packages: apertium (rule-based MT, fr->es->en and es->en), offline.
-debs=(apertium apertium-eng-spa apertium-fr-es)
+# Debian packages: apertium (rule-based MT, fr->es->en and es->en), offline; a C compiler for the
+# small library that seeds eflomal (src/parasim/perturb/urandom_shim.c).
+debs=(apertium apertium-eng-spa apertium-fr-es gcc libc6-dev)
 missing=()
 for p in "${debs[@]}"; do dpkg -s "$p" >/dev/null 2>&1 || missing+=("$p"); done
 if [ ${#missing[@]} -gt 0 ]; then

@@ -154,3 +154,49 @@ def test_fastalign_reruns_are_byte_identical(shards):
     assert a.read_bytes() == b.read_bytes()
     rows = pq.read_table(a).to_pylist()
     assert any(r["alignment"] for r in rows if r["type"] == "equivalent")
+
+
+def test_eflomal_reruns_with_the_seed_are_byte_identical(shards):
+    _, tmp = shards
+    settings = json.dumps({"lm": "none", "word_aligner": "eflomal", "seed": 21})
+    a, stats = run_shard(tmp, "ef1", PAIRS, settings)
+    b, _ = run_shard(tmp, "ef2", PAIRS, settings)
+    assert a.read_bytes() == b.read_bytes()
+    rows = pq.read_table(a).to_pylist()
+    assert any(r["alignment"] for r in rows if r["type"] == "equivalent")
+
+
+def _urandom_via_fopen(env: dict) -> bytes:
+    """8 bytes a C program reading /dev/urandom with fopen would get, in a fresh process."""
+    import os
+    import subprocess
+    import sys
+
+    code = (
+        "import ctypes, sys; c = ctypes.CDLL(None); c.fopen.restype = ctypes.c_void_p;"
+        "f = c.fopen(b'/dev/urandom', b'rb'); b = ctypes.create_string_buffer(8);"
+        "c.fread(b, 1, 8, ctypes.c_void_p(f)); sys.stdout.write(b.raw.hex())"
+    )
+    proc = subprocess.run(
+        [sys.executable, "-c", code], env={**os.environ, **env}, capture_output=True, text=True
+    )
+    assert proc.returncode == 0, proc.stderr
+    return bytes.fromhex(proc.stdout)
+
+
+def test_urandom_shim_gives_fopen_a_fixed_stream_only_when_asked():
+    import sys
+
+    from parasim.perturb.wordalign import urandom_shim
+
+    if not sys.platform.startswith("linux"):
+        pytest.skip("LD_PRELOAD is Linux-only")
+    shim = urandom_shim()
+    assert shim is not None, "no C compiler: eflomal would run unseeded"
+    seeded = {"LD_PRELOAD": shim, "PARASIM_URANDOM_SEED": "13"}
+    a, b = _urandom_via_fopen(seeded), _urandom_via_fopen(seeded)
+    assert a == b and a != bytes(8)
+    assert _urandom_via_fopen({**seeded, "PARASIM_URANDOM_SEED": "14"}) != a
+    # loaded but not asked: the real /dev/urandom
+    plain = {"LD_PRELOAD": shim}
+    assert _urandom_via_fopen(plain) != _urandom_via_fopen(plain)

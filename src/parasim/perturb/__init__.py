@@ -119,8 +119,8 @@ DEFAULT_CONFIG: dict = {
     "align_extra": {},  # per language: [[en_path, other_path], ...] plain-text parallel corpora
     "align_extra_max": 20000,  # sentence pairs read from align_extra, per language
     "eflomal_samplers": 3,
-    # "eflomal" (best links; its sampler cannot be seeded, so links vary between runs) or
-    # "fastalign" (IBM 1 + diagonal prior by EM: weaker links, byte-identical reruns).
+    # "eflomal" (best links; run seeded with `seed`, see wordalign.py) or "fastalign" (IBM 1 +
+    # diagonal prior by EM in Python: weaker links, deterministic without a C compiler).
     "word_aligner": "eflomal",
 }
 
@@ -314,7 +314,12 @@ def make_divergences(
 
         def aligner(src, trg, extra_src, extra_trg):
             return align_intersection(
-                src, trg, extra_src, extra_trg, n_samplers=cfg["eflomal_samplers"]
+                src,
+                trg,
+                extra_src,
+                extra_trg,
+                n_samplers=cfg["eflomal_samplers"],
+                seed=cfg["seed"],
             )
 
     n_extra = {}

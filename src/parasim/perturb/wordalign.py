@@ -5,18 +5,31 @@ optionally together with extra parallel text that only adds statistics. Followin
 (Och & Ney 2003), only links found in both the forward and the reverse direction are kept:
 fewer links, higher precision.
 
-eflomal seeds its sampler from ``/dev/urandom`` and has no seed option, so links can differ
-slightly between runs; everything downstream of the links is deterministic.
-:func:`align_fastalign_intersection` is the deterministic alternative (fast_align's model by EM):
-the same input always gives the same links, at some cost in link quality.
+eflomal seeds its sampler from ``/dev/urandom`` and has no seed option. Given a ``seed``,
+:func:`align_intersection` runs it with a small ``LD_PRELOAD`` library (``urandom_shim.c``, built
+once with the system C compiler and cached) that hands it a fixed stream instead, and with one
+OpenMP thread (its samplers take their seeds in thread-arrival order): the same input and seed
+then give the same links on every run. Where the library cannot be built (no C compiler, not
+Linux) eflomal runs unseeded, with a warning, and links can differ slightly between runs.
+:func:`align_fastalign_intersection` is the pure-Python deterministic alternative (fast_align's
+model by EM), at some cost in link quality.
 """
 
 from __future__ import annotations
 
+import contextlib
+import functools
+import hashlib
 import logging
 import os
+import shlex
+import shutil
+import subprocess
+import sys
+import sysconfig
 import tempfile
-from collections.abc import Sequence
+import threading
+from collections.abc import Iterator, Sequence
 from pathlib import Path
 
 import numpy as np
@@ -41,12 +54,86 @@ def _parse_links(line: str) -> set[tuple[int, int]]:
     return out
 
 
+_SHIM_SRC = Path(__file__).with_name("urandom_shim.c")
+_ENV_LOCK = threading.Lock()
+
+
+def _cache_dir() -> Path:
+    base = os.environ.get("XDG_CACHE_HOME") or os.path.join(Path.home(), ".cache")
+    return Path(base) / "parasim"
+
+
+@functools.cache
+def urandom_shim() -> str | None:
+    """Path of the compiled ``urandom_shim.c`` (built on first use), or None where it cannot be.
+
+    The library is cached as ``~/.cache/parasim/urandom_shim-<source hash>.so`` (or under
+    ``$XDG_CACHE_HOME``); concurrent jobs build it side by side and rename it into place.
+    """
+    if not sys.platform.startswith("linux"):
+        log.warning("eflomal seeding needs LD_PRELOAD (Linux); running eflomal unseeded")
+        return None
+    src = _SHIM_SRC.read_bytes()
+    so = _cache_dir() / f"urandom_shim-{hashlib.sha1(src).hexdigest()[:12]}.so"
+    if so.exists():
+        return str(so)
+    cc = shlex.split(sysconfig.get_config_var("CC") or "")[:1] or []
+    cc = [c for c in (*cc, "cc", "gcc") if shutil.which(c)][:1]
+    if not cc:
+        log.warning("no C compiler to build the eflomal seed library; running eflomal unseeded")
+        return None
+    so.parent.mkdir(parents=True, exist_ok=True)
+    tmp = so.with_name(f".{so.name}.{os.getpid()}.tmp")
+    cmd = [cc[0], "-shared", "-fPIC", "-O2", "-o", str(tmp), str(_SHIM_SRC), "-ldl"]
+    proc = subprocess.run(cmd, capture_output=True, text=True, check=False)
+    if proc.returncode != 0:
+        log.warning(
+            "could not build the eflomal seed library (%s): %s; running eflomal unseeded",
+            " ".join(cmd),
+            proc.stderr.strip()[:300],
+        )
+        tmp.unlink(missing_ok=True)
+        return None
+    os.replace(tmp, so)
+    return str(so)
+
+
+@contextlib.contextmanager
+def _seeded_env(seed: int | None) -> Iterator[bool]:
+    """Environment of the eflomal subprocess: the seed library, its seed, one OpenMP thread.
+
+    Yields whether the run is seeded. (eflomal's Python wrapper starts the binary with this
+    process's environment and takes no ``env=``, hence the temporary change, under a lock.)
+    """
+    shim = urandom_shim() if seed is not None else None
+    if shim is None:
+        yield False
+        return
+    new = {
+        "LD_PRELOAD": " ".join(x for x in (shim, os.environ.get("LD_PRELOAD", "")) if x),
+        "PARASIM_URANDOM_SEED": str(int(seed) & 0xFFFFFFFFFFFFFFFF),
+        "OMP_NUM_THREADS": "1",
+    }
+    with _ENV_LOCK:
+        old = {k: os.environ.get(k) for k in new}
+        os.environ.update(new)
+        try:
+            yield True
+        finally:
+            for k, v in old.items():
+                if v is None:
+                    os.environ.pop(k, None)
+                else:
+                    os.environ[k] = v
+
+
 def align_intersection(
     src: Sequence[Sequence[str]],
     trg: Sequence[Sequence[str]],
     extra_src: Sequence[Sequence[str]] = (),
     extra_trg: Sequence[Sequence[str]] = (),
     n_samplers: int = 3,
+    seed: int | None = None,
 ) -> list[Links]:
     """Align token lists with eflomal in both directions; return the intersection per pair.
 
@@ -56,6 +143,8 @@ def align_intersection(
         extra_src: extra English token lists, aligned with the rest for statistics only.
         extra_trg: their other-language side.
         n_samplers: independent eflomal samplers (more: steadier links, slower).
+        seed: run eflomal seeded (same input and seed, same links; see the module docstring);
+            None: eflomal seeds itself from ``/dev/urandom``.
 
     Returns:
         For each ``src``/``trg`` pair, the set of ``(en_index, other_index)`` links found in both
@@ -79,13 +168,14 @@ def align_intersection(
     with tempfile.TemporaryDirectory(prefix="parasim-eflomal-") as tmp:
         fwd, rev = Path(tmp, "fwd"), Path(tmp, "rev")
         try:
-            eflomal.Aligner(n_samplers=n_samplers).align(
-                src_lines,
-                trg_lines,
-                links_filename_fwd=os.fspath(fwd),
-                links_filename_rev=os.fspath(rev),
-                quiet=True,
-            )
+            with _seeded_env(seed):
+                eflomal.Aligner(n_samplers=n_samplers).align(
+                    src_lines,
+                    trg_lines,
+                    links_filename_fwd=os.fspath(fwd),
+                    links_filename_rev=os.fspath(rev),
+                    quiet=True,
+                )
             fwd_lines = fwd.read_text(encoding="utf-8").splitlines()
             rev_lines = rev.read_text(encoding="utf-8").splitlines()
         except Exception as exc:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from pathlib import Path
 
 import numpy as np
 import pyarrow as pa
@@ -266,3 +267,32 @@ def test_bad_settings_are_named(setup, capsys):
     )
     assert rc == 2
     assert "negatives.topics.passes" in capsys.readouterr().err
+
+
+def test_vectors_are_cached_per_shard(setup, tmp_path):
+    """A changed positives shard is re-encoded; the cached vectors of the others are reused."""
+    import pyarrow.compute as pc
+
+    from parasim.negatives.vectors import EncoderConfig, model_key, texts_hash
+
+    tmp = setup["tmp"]
+    enc = json.loads(setup["common"][1])["encoder"]
+    key = model_key(EncoderConfig(**enc))
+
+    def cache_file(path) -> Path:
+        t = pq.read_table(path)
+        t = t.take(pc.sort_indices(t, sort_keys=[("id", "ascending")]))
+        return tmp / "cache" / f"{key}-{texts_hash(t.column('en_text').to_pylist())}.npy"
+
+    kept = [cache_file(p) for p in setup["pos"][1:]]
+    assert all(f.exists() for f in kept)  # one file per shard from the first run
+    mtimes = [f.stat().st_mtime_ns for f in kept]
+    changed = pq.read_table(setup["pos"][0]).to_pylist()
+    changed[0]["en_text"] = "a sentence that was edited between two runs"
+    new_shard = tmp_path / "000.parquet"
+    write_table(pa.Table.from_pylist(changed, schema=POSITIVES_SCHEMA), new_shard)
+    pos = [str(new_shard), *setup["pos"][1:]]
+    argv = ["select-negatives", "--positives", *pos, "--out", str(tmp_path / "neg.parquet")]
+    assert main([*argv, *setup["neg_args"]]) == 0
+    assert cache_file(new_shard).exists()
+    assert [f.stat().st_mtime_ns for f in kept] == mtimes  # read back, not written again

@@ -112,6 +112,35 @@ def cmd_fit_topics(args: argparse.Namespace) -> None:
     )
 
 
+def encode_by_shard(
+    positives: pa.Table, paths: Sequence[str], enc: dict, cache: Path | None
+) -> Any:
+    """M(en_text) of every row of ``positives`` (as read by :func:`read_positives`), encoded and
+    cached one positives shard at a time: a rerun after one shard changed re-encodes that shard
+    only (the cache key is the encoder and the shard's texts, in id order)."""
+    import numpy as np
+
+    from parasim.io import read_table
+    from parasim.negatives import encode
+
+    shard_of: dict[str, int] = {}
+    for k, p in enumerate(paths):
+        for row_id in read_table(p, columns=["id"]).column("id").to_pylist():
+            shard_of.setdefault(row_id, k)
+    shard = np.array([shard_of[i] for i in positives.column("id").to_pylist()], dtype=np.int64)
+    texts = positives.column("en_text").to_pylist()
+    out = None
+    for k in range(len(paths)):
+        idx = np.nonzero(shard == k)[0]
+        if len(idx) == 0:
+            continue
+        vec = encode([texts[i] for i in idx], enc, cache)
+        if out is None:
+            out = np.zeros((len(texts), vec.shape[1]), dtype=np.float32)
+        out[idx] = vec
+    return out if out is not None else encode([], enc, cache)
+
+
 def cmd_select_negatives(args: argparse.Namespace) -> None:
     """Sentence vectors, the cosine band per partition, and Algorithm 1."""
     import numpy as np
@@ -129,7 +158,7 @@ def cmd_select_negatives(args: argparse.Namespace) -> None:
     enc = _with_threads(neg["encoder"], "threads", args.threads)
     cache = Path(args.cache_dir) if args.cache_dir else None
     t0 = time.perf_counter()
-    ven = encode(positives.column("en_text").to_pylist(), enc, cache)
+    ven = encode_by_shard(positives, args.positives, enc, cache)
     t_vec = time.perf_counter() - t0
     band_info: dict[str, dict[str, Any]] = {}
     band: Any = None

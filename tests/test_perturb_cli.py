@@ -162,6 +162,8 @@ def test_eflomal_reruns_with_the_seed_are_byte_identical(shards):
     a, stats = run_shard(tmp, "ef1", PAIRS, settings)
     b, _ = run_shard(tmp, "ef2", PAIRS, settings)
     assert a.read_bytes() == b.read_bytes()
+    alignment = json.loads(stats.read_text())["alignment"]
+    assert alignment["aligner"] == "eflomal" and alignment["reproducible"] is True
     rows = pq.read_table(a).to_pylist()
     assert any(r["alignment"] for r in rows if r["type"] == "equivalent")
 

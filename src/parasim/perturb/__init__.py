@@ -322,6 +322,13 @@ def make_divergences(
                 seed=cfg["seed"],
             )
 
+    # reproducible links: fastalign always; eflomal when its seed library could be built
+    if cfg["word_aligner"] == "fastalign":
+        reproducible = True
+    else:
+        from .wordalign import urandom_shim
+
+        reproducible = urandom_shim() is not None
     n_extra = {}
     for lang, ks in sorted(kept_by_lang.items()):
         extra_src, extra_trg = _extra_corpus(cfg, lang, get_nlp("en"), get_nlp(lang))
@@ -502,6 +509,8 @@ def make_divergences(
             ),
             "pairs_without_links": sum(1 for k in kept if not links[k]),
             "extra_pairs": n_extra,
+            "aligner": cfg["word_aligner"],
+            "reproducible": reproducible,
         },
         "checks": summarize(failures),
         "phrase_spares_used": swapped,  # phrase replacements swapped after failing the POS re-check

@@ -55,6 +55,10 @@ def merge_stats(items: Sequence[dict]) -> dict:
         )
         for lang, n in al.get("extra_pairs", {}).items():
             acc["extra_pairs"][lang] = max(n, acc["extra_pairs"].get(lang, 0))
+        if "aligner" in al:
+            acc.setdefault("aligner", al["aligner"])
+        if "reproducible" in al:  # reproducible only when every shard is
+            acc["reproducible"] = acc.get("reproducible", True) and al["reproducible"]
     for k in _SETTINGS:
         out.setdefault(k, None)
     for d in out.get("checks", {}).values():

@@ -59,7 +59,12 @@ _ENV_LOCK = threading.Lock()
 
 
 def _cache_dir() -> Path:
-    base = os.environ.get("XDG_CACHE_HOME") or os.path.join(Path.home(), ".cache")
+    base = os.environ.get("XDG_CACHE_HOME")
+    if not base:
+        try:
+            base = os.path.join(Path.home(), ".cache")
+        except RuntimeError:  # no home directory: a per-user folder under the temp dir
+            base = os.path.join(tempfile.gettempdir(), f"parasim-{os.getuid()}")
     return Path(base) / "parasim"
 
 
@@ -82,10 +87,14 @@ def urandom_shim() -> str | None:
     if not cc:
         log.warning("no C compiler to build the eflomal seed library; running eflomal unseeded")
         return None
-    so.parent.mkdir(parents=True, exist_ok=True)
     tmp = so.with_name(f".{so.name}.{os.getpid()}.tmp")
     cmd = [cc[0], "-shared", "-fPIC", "-O2", "-o", str(tmp), str(_SHIM_SRC), "-ldl"]
-    proc = subprocess.run(cmd, capture_output=True, text=True, check=False)
+    try:
+        so.parent.mkdir(parents=True, exist_ok=True)
+        proc = subprocess.run(cmd, capture_output=True, text=True, check=False, timeout=120)
+    except (OSError, subprocess.TimeoutExpired) as exc:
+        log.warning("could not build the eflomal seed library (%s); running eflomal unseeded", exc)
+        return None
     if proc.returncode != 0:
         log.warning(
             "could not build the eflomal seed library (%s): %s; running eflomal unseeded",
@@ -94,7 +103,11 @@ def urandom_shim() -> str | None:
         )
         tmp.unlink(missing_ok=True)
         return None
-    os.replace(tmp, so)
+    try:
+        os.replace(tmp, so)
+    except OSError as exc:
+        log.warning("could not store the eflomal seed library (%s); running eflomal unseeded", exc)
+        return None
     return str(so)
 
 

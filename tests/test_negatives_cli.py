@@ -296,3 +296,17 @@ def test_vectors_are_cached_per_shard(setup, tmp_path):
     assert main([*argv, *setup["neg_args"]]) == 0
     assert cache_file(new_shard).exists()
     assert [f.stat().st_mtime_ns for f in kept] == mtimes  # read back, not written again
+
+
+def test_cuda_asked_for_without_a_gpu_is_named(setup, tmp_path, capsys):
+    import torch
+
+    if torch.cuda.is_available():
+        pytest.skip("a CUDA device is present")
+    negatives = json.loads(setup["common"][1])
+    negatives["encoder"]["device"] = "cuda"
+    argv = ["select-negatives", "--positives", *setup["pos"], "--out", str(tmp_path / "n.parquet")]
+    argv += ["--topics", str(setup["tmp"] / "topics"), "--negatives-json", json.dumps(negatives)]
+    argv += ["--corpus-json", setup["common"][3]]
+    assert main(argv) == 2
+    assert "negatives.encoder.device" in capsys.readouterr().err

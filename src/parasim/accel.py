@@ -13,6 +13,8 @@ from __future__ import annotations
 import functools
 from pathlib import Path
 
+from parasim.config import ConfigError
+
 DEVICES = ("auto", "cpu", "cuda")
 DTYPES = ("auto", "float32", "bfloat16", "float16")
 
@@ -31,33 +33,37 @@ def cpu_has_native_bf16() -> bool:
     return False
 
 
-def resolve_device(device: str) -> str:
+def resolve_device(device: str, key: str = "device") -> str:
     """``"cuda"`` or ``"cpu"`` for a configured device (``"auto"``: CUDA when present).
 
+    Args:
+        device: the configured value.
+        key: its config key path, for messages (e.g. ``negatives.encoder.device``).
+
     Raises:
-        ValueError: an unknown device name, or ``"cuda"`` asked for with no GPU visible.
+        ConfigError: an unknown device name, or ``"cuda"`` asked for with no GPU visible.
     """
     import torch
 
     if device not in DEVICES:
-        raise ValueError(f"device: one of {list(DEVICES)}, not {device!r}")
+        raise ConfigError(f"{key}: one of {list(DEVICES)}, not {device!r}")
     if device == "auto":
         return "cuda" if torch.cuda.is_available() else "cpu"
     if device == "cuda" and not torch.cuda.is_available():
-        raise ValueError("device: 'cuda' was asked for, but torch sees no CUDA device")
+        raise ConfigError(f"{key}: 'cuda' was asked for, but torch sees no CUDA device")
     return device
 
 
-def resolve_dtype(device: str, dtype: str):
+def resolve_dtype(device: str, dtype: str, key: str = "dtype"):
     """The torch dtype to run a model in on ``device`` (``"cpu"`` / ``"cuda"``).
 
     Raises:
-        ValueError: an unknown dtype name.
+        ConfigError: an unknown dtype name (``key``: its config key path, for the message).
     """
     import torch
 
     if dtype not in DTYPES:
-        raise ValueError(f"dtype: one of {list(DTYPES)}, not {dtype!r}")
+        raise ConfigError(f"{key}: one of {list(DTYPES)}, not {dtype!r}")
     if dtype != "auto":
         return getattr(torch, dtype)
     if device == "cuda":

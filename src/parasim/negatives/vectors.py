@@ -103,7 +103,7 @@ def model_key(cfg: EncoderConfig) -> str:
     """A short id of the encoder and the settings that change its vectors."""
     path, gguf = resolve_model(cfg)
     device = _device(cfg)
-    dtype = dtype_name(resolve_dtype(device, cfg.dtype))
+    dtype = dtype_name(resolve_dtype(device, cfg.dtype, "negatives.encoder.dtype"))
     ident = f"{cfg.kind}|{cfg.model}|{gguf}|{cfg.max_length}|{dtype}"
     if os.path.exists(path):
         target = Path(path) / gguf if gguf else Path(path)
@@ -124,7 +124,7 @@ def texts_hash(texts: Sequence[str]) -> str:
 
 
 def _device(cfg: EncoderConfig) -> str:
-    return resolve_device(cfg.device)
+    return resolve_device(cfg.device, "negatives.encoder.device")
 
 
 _LOADED: dict[tuple, Any] = {}
@@ -136,7 +136,7 @@ def load_causal_lm(cfg: EncoderConfig) -> tuple[Any, Any, str]:
     """(tokenizer, base model, device) of a causal LM, loaded once per process."""
     path, gguf = resolve_model(cfg)
     device = _device(cfg)
-    dtype = resolve_dtype(device, cfg.dtype)
+    dtype = resolve_dtype(device, cfg.dtype, "negatives.encoder.dtype")
     key = ("causal-lm", path, gguf, device, dtype)
     if key not in _LOADED:
         from transformers import AutoModelForCausalLM, AutoTokenizer
@@ -200,7 +200,7 @@ def _encode_causal(texts: list[str], cfg: EncoderConfig) -> np.ndarray:
 def _encode_st(texts: list[str], cfg: EncoderConfig) -> np.ndarray:
     path, _ = resolve_model(cfg)
     device = _device(cfg)
-    dtype = resolve_dtype(device, cfg.dtype)
+    dtype = resolve_dtype(device, cfg.dtype, "negatives.encoder.dtype")
     key = ("st", path, device, dtype)
     if key not in _LOADED:
         from sentence_transformers import SentenceTransformer

@@ -312,8 +312,8 @@ def load_scorer(
 
     if threads:
         torch.set_num_threads(threads)
-    dev = resolve_device(device)
-    dt = resolve_dtype(dev, dtype)
+    dev = resolve_device(device, "divergences.lm_device")
+    dt = resolve_dtype(dev, dtype, "divergences.lm_dtype")
     suffix = "" if dt == torch.float32 else f"@{dtype_name(dt)}"
 
     def _place(model):

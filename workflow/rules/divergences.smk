@@ -16,6 +16,7 @@ rule make_divergences:
     resources:
         mem_mb=4000,
         runtime=120,
+        gpu=1,  # LM ranking on CUDA when present; runs on the CPU without one
     params:
         divergences=section_json("divergences"),
     shell:

@@ -48,6 +48,7 @@ rule select_negatives:
     resources:
         mem_mb=6000,
         runtime=240,
+        gpu=1,  # SmolLM2 vectors on CUDA when present; runs on the CPU without one
     params:
         negatives=section_json("negatives"),
         corpus=section_json("corpus"),

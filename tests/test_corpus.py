@@ -82,6 +82,14 @@ def test_splits_are_grouped_by_page_and_folds_cover_train():
     # one page only: it goes to train, never leaving train empty
     one = assign_splits(make_positives(n_docs=1), {"test_fraction": 0.5, "folds": 2})
     assert list(one.values())[0][0] == "train"
+    # a small partition: 10% of the rows is one page, but test holds min_test_pairs (default 2)
+    # so that its hard negatives have another page of the split to come from
+    small = assign_splits(make_positives(n_docs=10), {"test_fraction": 0.1, "folds": 3})
+    assert sum(sp == "test" for sp, _ in small.values()) == 2
+    lone = assign_splits(make_positives(n_docs=10), {"test_fraction": 0.1, "min_test_pairs": 1})
+    assert sum(sp == "test" for sp, _ in lone.values()) == 1
+    two = assign_splits(make_positives(n_docs=2), {"test_fraction": 0.1, "folds": 2})
+    assert sorted(sp for sp, _ in two.values()) == ["test", "train"]  # train keeps a page
 
 
 def test_build_corpus_shards_load_and_are_balanced(tmp_path):

@@ -103,6 +103,10 @@ class CorpusConfig:
         partitions: partition name -> {"lang_pair": "en-fr", "domains": [...]}. Rows matching no
             entry form a partition named ``EN-FR-<domain>`` of their own.
         test_fraction: share of a partition's rows (whole page pairs) held out as test.
+        min_test_pairs: page pairs the test split holds at least (when ``test_fraction`` > 0 and
+            the partition has a page pair more than that for train). Hard negatives are drawn
+            within a split (``negatives.select.within``), from *other* page pairs: a test split
+            of one page pair gets none, and balancing then empties it.
         folds: validation folds over train, grouped by page pair (paper: 10).
         seed: seed of the split and of class balancing.
         balance: "downsample" (majority class down-sampled per partition/split/fold) or "none".
@@ -114,6 +118,7 @@ class CorpusConfig:
         default_factory=lambda: dict(DEFAULT_PARTITIONS)
     )
     test_fraction: float = 0.1
+    min_test_pairs: int = 2
     folds: int = 10
     seed: int = 13
     balance: str = "downsample"
@@ -123,6 +128,8 @@ class CorpusConfig:
     def __post_init__(self) -> None:
         if not 0 <= self.test_fraction < 1:
             raise ValueError(f"corpus.test_fraction: must be in [0, 1), got {self.test_fraction}")
+        if self.min_test_pairs < 1:
+            raise ValueError(f"corpus.min_test_pairs: must be >= 1, got {self.min_test_pairs}")
         if self.folds < 1:
             raise ValueError(f"corpus.folds: must be >= 1, got {self.folds}")
         if self.balance not in ("downsample", "none"):
@@ -160,8 +167,9 @@ def assign_splits(
     """Split and fold of every page pair, grouped, per partition.
 
     Page pairs are ordered by a seeded hash; test takes pairs in that order until it holds
-    ``test_fraction`` of the partition's rows (never the partition's last pair); the rest go to
-    the fold with the fewest rows so far (ties: lowest fold), like scikit-learn's GroupKFold.
+    ``test_fraction`` of the partition's rows and at least ``min_test_pairs`` pairs (never the
+    partition's last pair); the rest go to the fold with the fewest rows so far (ties: lowest
+    fold), like scikit-learn's GroupKFold.
 
     Returns:
         pair_id -> ("test", None) or ("train", fold).
@@ -175,14 +183,17 @@ def assign_splits(
     for part in sorted(sizes):
         pairs = sorted(sizes[part], key=lambda p: _key(cfg.seed, "split", p))
         total = sum(sizes[part].values())
-        n_test_rows = 0
+        n_test_rows = n_test_pairs = 0
         rest = []
         for i, pid in enumerate(pairs):
             last = i == len(pairs) - 1
-            wants_test = cfg.test_fraction > 0 and n_test_rows < cfg.test_fraction * total
+            wants_test = cfg.test_fraction > 0 and (
+                n_test_rows < cfg.test_fraction * total or n_test_pairs < cfg.min_test_pairs
+            )
             if wants_test and not (last and not rest):
                 out[pid] = ("test", None)
                 n_test_rows += sizes[part][pid]
+                n_test_pairs += 1
                 continue
             rest.append(pid)
         fold_rows = [0] * cfg.folds

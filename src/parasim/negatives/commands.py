@@ -37,12 +37,20 @@ def _sections(args: argparse.Namespace) -> tuple[dict, dict]:
     return neg, corpus
 
 
-def read_positives(paths: Sequence[str]) -> pa.Table:
+def read_positives(paths: Sequence[str], with_shards: bool = False) -> Any:
     """All positives shards as one table, sorted by ``id`` (independent of the file order).
+
+    Args:
+        paths: the positives shard files.
+        with_shards: also return, per row, the index in ``paths`` of the file it came from.
+
+    Returns:
+        the table, or ``(table, shard index per row)`` with ``with_shards``.
 
     Raises:
         UsageError: naming the first missing file.
     """
+    import numpy as np
     import pyarrow.compute as pc
 
     from parasim.cli import UsageError, need
@@ -58,10 +66,14 @@ def read_positives(paths: Sequence[str]) -> pa.Table:
             raise UsageError(f"positives shard {p}: missing column(s) {missing}")
         tables.append(t.select(POSITIVES_SCHEMA.names).cast(POSITIVES_SCHEMA))
     table = pa.concat_tables(tables)
-    table = table.take(pc.sort_indices(table, sort_keys=[("id", "ascending")]))
+    order = pc.sort_indices(table, sort_keys=[("id", "ascending")])
+    table = table.take(order)
     log.info("positives: %d rows from %d file(s)", table.num_rows, len(paths))
     if table.num_rows == 0:
         log.warning("positives: all %d file(s) are empty", len(paths))
+    if with_shards:
+        shard = np.repeat(np.arange(len(tables)), [t.num_rows for t in tables])
+        return table, shard[order.to_numpy()]
     return table
 
 
@@ -112,28 +124,19 @@ def cmd_fit_topics(args: argparse.Namespace) -> None:
     )
 
 
-def encode_by_shard(
-    positives: pa.Table, paths: Sequence[str], enc: dict, cache: Path | None
-) -> Any:
-    """M(en_text) of every row of ``positives`` (as read by :func:`read_positives`), encoded and
-    cached one positives shard at a time: a rerun after one shard changed re-encodes that shard
-    only (the cache key is the encoder and the shard's texts, in id order)."""
+def encode_by_shard(positives: pa.Table, shard: Any, enc: dict, cache: Path | None) -> Any:
+    """M(en_text) of every row of ``positives``, encoded and cached one positives shard at a
+    time (``shard``: the file index per row, from ``read_positives(..., with_shards=True)``): a
+    rerun after one shard changed re-encodes that shard only (the cache key is the encoder and
+    the shard's texts, in id order)."""
     import numpy as np
 
-    from parasim.io import read_table
     from parasim.negatives import encode
 
-    shard_of: dict[str, int] = {}
-    for k, p in enumerate(paths):
-        for row_id in read_table(p, columns=["id"]).column("id").to_pylist():
-            shard_of.setdefault(row_id, k)
-    shard = np.array([shard_of[i] for i in positives.column("id").to_pylist()], dtype=np.int64)
     texts = positives.column("en_text").to_pylist()
     out = None
-    for k in range(len(paths)):
+    for k in np.unique(shard).tolist():
         idx = np.nonzero(shard == k)[0]
-        if len(idx) == 0:
-            continue
         vec = encode([texts[i] for i in idx], enc, cache)
         if out is None:
             out = np.zeros((len(texts), vec.shape[1]), dtype=np.float32)
@@ -151,14 +154,14 @@ def cmd_select_negatives(args: argparse.Namespace) -> None:
     from parasim.negatives.vectors import EncoderConfig, model_key
 
     neg, corpus = _sections(args)
-    positives = read_positives(args.positives)
+    positives, shard = read_positives(args.positives, with_shards=True)
     topics_dir = need(args.topics, "topics folder")
     need(str(topics_dir / "topics.json"), "topics summary")
     topics = load_topics(topics_dir)
     enc = _with_threads(neg["encoder"], "threads", args.threads)
     cache = Path(args.cache_dir) if args.cache_dir else None
     t0 = time.perf_counter()
-    ven = encode_by_shard(positives, args.positives, enc, cache)
+    ven = encode_by_shard(positives, shard, enc, cache)
     t_vec = time.perf_counter() - t0
     band_info: dict[str, dict[str, Any]] = {}
     band: Any = None

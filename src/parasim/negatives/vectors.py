@@ -193,7 +193,7 @@ def _encode_causal(texts: list[str], cfg: EncoderConfig) -> np.ndarray:
             ).last_hidden_state.float()  # pool in float32 whatever the model ran in
             mask = batch["attention_mask"].unsqueeze(-1).to(hidden.dtype)
             pooled = (hidden * mask).sum(1) / mask.sum(1).clamp(min=1)
-            out[idx] = pooled.float().cpu().numpy()
+            out[idx] = pooled.cpu().numpy()
     return out
 
 

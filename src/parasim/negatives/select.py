@@ -451,8 +451,7 @@ def _select_block(
         # guards on the first n live candidates of each row; on the rest of its window only
         # where one of those failed (r_loc is sorted, w_pos ascending per row)
         n_live = np.bincount(r_loc, minlength=stop - start)
-        pos = np.arange(len(r_loc)) - np.concatenate([[0], np.cumsum(n_live)[:-1]])[r_loc]
-        first_n = pos < n
+        first_n = _rank_in_group(r_loc, n_live) < n
         ok = np.zeros(len(r_loc), dtype=bool)
         ok[first_n] = _check(pr, gi[first_n], gj[first_n], cfg.near_dup_cosine, stats)
         short = np.bincount(r_loc[ok], minlength=stop - start) < np.minimum(n_live, n)
@@ -463,8 +462,7 @@ def _select_block(
         acc = np.nonzero(ok)[0]
         racc = r_loc[acc]
         cnt = np.bincount(racc, minlength=stop - start)
-        first = np.concatenate([[0], np.cumsum(cnt)[:-1]])
-        rank = np.arange(len(acc)) - first[racc]
+        rank = _rank_in_group(racc, cnt)
         keep = rank < n
         sel = acc[keep]
         parts.append((gi[sel], gj[sel], c[r_loc[sel], cj_loc[sel]], rank[keep]))
@@ -495,6 +493,13 @@ def _select_block(
         ei, ej, ec, er = zip(*extra, strict=True)
         parts.append((np.array(ei), np.array(ej), np.array(ec), np.array(er)))
     return _concat(parts)
+
+
+def _rank_in_group(groups: np.ndarray, sizes: np.ndarray) -> np.ndarray:
+    """0, 1, 2, ... within each run of equal values of the sorted ``groups`` (``sizes``: the
+    bincount of ``groups``)."""
+    starts = np.concatenate([[0], np.cumsum(sizes)[:-1]])
+    return np.arange(len(groups)) - starts[groups]
 
 
 def _concat(parts: list[tuple[np.ndarray, ...]]) -> tuple[np.ndarray, ...]:

@@ -308,9 +308,15 @@ def make_divergences(
     kept_by_lang: dict[str, list[int]] = defaultdict(list)
     for k in kept:
         kept_by_lang[seeds[k]["other_lang"]].append(k)
+    # Whether the links come out the same on every run: fastalign always; eflomal when its seed
+    # library could be built; unknown (None) for an aligner the caller passed in.
+    reproducible = None
     if aligner is None and cfg["word_aligner"] == "fastalign":
-        aligner = align_fastalign_intersection
+        aligner, reproducible = align_fastalign_intersection, True
     elif aligner is None:
+        from .wordalign import urandom_shim
+
+        reproducible = urandom_shim() is not None
 
         def aligner(src, trg, extra_src, extra_trg):
             return align_intersection(
@@ -322,13 +328,6 @@ def make_divergences(
                 seed=cfg["seed"],
             )
 
-    # reproducible links: fastalign always; eflomal when its seed library could be built
-    if cfg["word_aligner"] == "fastalign":
-        reproducible = True
-    else:
-        from .wordalign import urandom_shim
-
-        reproducible = urandom_shim() is not None
     n_extra = {}
     for lang, ks in sorted(kept_by_lang.items()):
         extra_src, extra_trg = _extra_corpus(cfg, lang, get_nlp("en"), get_nlp(lang))

@@ -112,15 +112,16 @@ def urandom_shim() -> str | None:
 
 
 @contextlib.contextmanager
-def _seeded_env(seed: int | None) -> Iterator[bool]:
-    """Environment of the eflomal subprocess: the seed library, its seed, one OpenMP thread.
+def _seeded_env(seed: int | None) -> Iterator[None]:
+    """Environment of the eflomal subprocess: the seed library, its seed, one OpenMP thread
+    (unchanged when ``seed`` is None or the library cannot be built).
 
-    Yields whether the run is seeded. (eflomal's Python wrapper starts the binary with this
-    process's environment and takes no ``env=``, hence the temporary change, under a lock.)
+    eflomal's Python wrapper starts the binary with this process's environment and takes no
+    ``env=``, hence the temporary change, under a lock.
     """
     shim = urandom_shim() if seed is not None else None
     if shim is None:
-        yield False
+        yield
         return
     new = {
         "LD_PRELOAD": " ".join(x for x in (shim, os.environ.get("LD_PRELOAD", "")) if x),
@@ -131,7 +132,7 @@ def _seeded_env(seed: int | None) -> Iterator[bool]:
         old = {k: os.environ.get(k) for k in new}
         os.environ.update(new)
         try:
-            yield True
+            yield
         finally:
             for k, v in old.items():
                 if v is None:

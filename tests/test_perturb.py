@@ -316,6 +316,63 @@ def test_masked_scorer_loads_by_architecture(tmp_path, tiny_tokenizer):
     assert len(scores) == 3 and all(s < 0 for s in scores)
 
 
+@pytest.fixture(scope="module")
+def char_scorer(tmp_path_factory):
+    """A random tiny GPT-2 over characters: every candidate sentence gets a score of its own."""
+    pytest.importorskip("transformers")
+    import torch
+    from tokenizers import Regex, Tokenizer, models, pre_tokenizers
+    from transformers import GPT2Config, GPT2LMHeadModel, PreTrainedTokenizerFast
+
+    from parasim.perturb.lexical import load_scorer
+
+    specials = ["[UNK]", "[PAD]", "<s>"]
+    vocab = {c: i for i, c in enumerate(specials + [chr(c) for c in range(32, 127)])}
+    tk = Tokenizer(models.WordLevel(vocab, unk_token="[UNK]"))
+    tk.pre_tokenizer = pre_tokenizers.Split(Regex("."), behavior="isolated")
+    tok = PreTrainedTokenizerFast(
+        tokenizer_object=tk, unk_token="[UNK]", pad_token="[PAD]", bos_token="<s>"
+    )
+    torch.manual_seed(0)
+    cfg = GPT2Config(vocab_size=len(vocab), n_embd=16, n_layer=2, n_head=2, n_positions=512)
+    path = tmp_path_factory.mktemp("char-gpt2")
+    GPT2LMHeadModel(cfg).save_pretrained(path)
+    tok.save_pretrained(path)
+    return load_scorer(str(path), dtype="float32", device="cpu")
+
+
+def test_score_many_matches_one_list_at_a_time(char_scorer):
+    calls = [TEXTS, TEXTS[:2], ["a dog is on the rug", "a cat is on the mat"], [TEXTS[2]]]
+    one = [char_scorer.score(c) for c in calls]
+    for max_tokens in (1, 40, 10_000):  # one sentence a batch .. all in one batch
+        many = char_scorer.score_many(calls, max_tokens=max_tokens)
+        assert [len(m) for m in many] == [len(c) for c in calls]
+        for a, b in zip(one, many, strict=True):
+            assert b == pytest.approx(a, abs=1e-4)
+    assert len({round(x, 3) for x in one[0]}) == 3  # the scores tell the candidates apart
+
+
+def test_batched_lm_ranking_gives_the_per_word_variants(nlp, lexicon, char_scorer):
+    table = positives(HAND)
+    runs = {}
+    for bt in (0, 256):
+        cfg = {"seed": 7, "types": ["lexical_substitution"], "lm_batch_tokens": bt}
+        runs[bt] = make_divergences(
+            table, cfg, nlp=nlp, lexicon=lexicon, scorer=char_scorer, aligner=diagonal_aligner
+        )
+    (per_word, st0), (batched, st1) = runs[0], runs[256]
+    assert st0["lm_prescore_misses"] is None and st1["lm_prescore_misses"] == 0
+    assert st1["seconds"]["lexical_ranking"] > 0
+    assert st1["rows_by_type"]["lexical_substitution"] >= len(HAND)
+    cols = [c for c in per_word.column_names if c != "lm_score"]
+    assert batched.select(cols).equals(per_word.select(cols))
+    a, b = per_word.column("lm_score").to_pylist(), batched.column("lm_score").to_pylist()
+    assert [x is None for x in a] == [x is None for x in b]
+    assert [x for x in b if x is not None] == pytest.approx([x for x in a if x is not None])
+    with pytest.raises(ValueError, match="lm_batch_tokens"):
+        merged_config({"lm_batch_tokens": -1})
+
+
 def test_scorer_runs_in_the_dtype_asked_for(tmp_path, tiny_tokenizer):
     import torch
     from transformers import GPT2Config, GPT2LMHeadModel

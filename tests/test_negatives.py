@@ -142,7 +142,7 @@ def test_word_cosine_and_normalize():
     assert not is_near_duplicate(Counter(), b, 0.0)
 
 
-def test_vectorized_equals_reference_loop():
+def test_vectorized_equals_reference_loop(monkeypatch):
     pos = make_positives(n_docs=30, per_doc=8, seed=3)
     rows = pos.to_pylist()
     for r in rows[::2]:  # a boilerplate line on every page: the guard rejects many candidates
@@ -159,6 +159,16 @@ def test_vectorized_equals_reference_loop():
     assert vt.schema.equals(NEGATIVES_SCHEMA)
     assert vt.equals(rt)
     assert vs["negatives_selected"] == rs["negatives_selected"]
+    # blocks one after another or several at once; exact word dots from Counters (few pairs)
+    # or from the sparse rows: the same negatives and counts
+    import parasim.negatives.select as select_mod
+
+    for threads, few in ((1, 512), (3, 512), (2, 0)):
+        monkeypatch.setattr(select_mod, "_FEW_PAIRS", few)
+        t, st = select_negatives(pos, topics, vec, {**cfg, "threads": threads})
+        assert t.equals(rt)
+        for key in ("rejected_near_duplicate", "rejected_same_text", "rows_past_window"):
+            assert st[key] == vs[key]
     # Algorithm 1: same topic, other page, cosine in band
     d = vt.to_pydict()
     for p, q, c in zip(d["pair_id"], d["cand_pair_id"], d["cosine"], strict=True):

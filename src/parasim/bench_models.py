@@ -184,7 +184,9 @@ def main(argv: list[str] | None = None) -> None:
     b.add_argument("--limit-sentences", type=int, default=0)
     b.add_argument("--limit-calls", type=int, default=0)
     b.add_argument("--per-word-limit", type=int, default=0, help="per-word ranking: first N")
-    b.add_argument("--batch-sizes", type=int, nargs="+", default=[32], help="vector batches (0: auto)")
+    b.add_argument(
+        "--batch-sizes", type=int, nargs="+", default=[32], help="vector batches (0: auto)"
+    )
     b.add_argument(
         "--max-tokens", type=int, nargs="*", default=[8192], help="batched ranking: tokens a batch"
     )

@@ -174,7 +174,8 @@ def cmd_select_negatives(args: argparse.Namespace) -> None:
         band = calibrate_band(positives, ven, voe, neg["calibrate"], corpus)
         band_info = {p: b.as_dict() for p, b in band.items()}
     t1 = time.perf_counter()
-    table, st = select_negatives_table(positives, topics, ven, neg["select"], corpus, band)
+    sel = _with_threads(neg["select"], "threads", args.threads)
+    table, st = select_negatives_table(positives, topics, ven, sel, corpus, band)
     selection = {
         "encoder": encoder_label(enc),
         "encoder_key": model_key(EncoderConfig(**enc)),
@@ -305,7 +306,11 @@ def register(add: Callable[..., argparse.ArgumentParser], site_opts: Callable) -
     sp.add_argument("--topics", required=True, help="topics folder (from fit-topics)")
     sp.add_argument("--out", required=True, help="negatives file to write (.parquet)")
     sp.add_argument("--cache-dir", help="sentence-vector cache folder")
-    sp.add_argument("--threads", type=int, help="torch threads (overrides encoder.threads)")
+    sp.add_argument(
+        "--threads",
+        type=int,
+        help="torch threads and topic blocks at once (overrides encoder.threads, select.threads)",
+    )
 
     sp = add("build-corpus", cmd_build_corpus, "Labelled corpus shards and dataset card.")
     common(sp)

@@ -26,6 +26,7 @@ Cosines are computed in float64 in both, so the band test agrees.
 from __future__ import annotations
 
 import dataclasses
+import functools
 import hashlib
 import logging
 import math
@@ -33,6 +34,7 @@ import re
 import time
 from collections import Counter, defaultdict
 from collections.abc import Mapping, Sequence
+from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 import numpy as np
@@ -95,6 +97,9 @@ class SelectConfig:
             crosses the test/train line), "fold" (same fold too), or "none".
         balance: sample the negatives down to the number of positives per partition (paper).
         block_elems: matrix elements per row chunk of the vectorized version (memory bound).
+        threads: topic blocks the vectorized version selects at once, each with a one-thread
+            matrix product (1: one block after another, the product on all BLAS threads). The
+            output does not depend on it.
     """
 
     band: Sequence[float] | str = (0.80, 0.90)
@@ -104,6 +109,7 @@ class SelectConfig:
     within: str = "split"
     balance: bool = True
     block_elems: int = 4_000_000
+    threads: int = 2
 
     def __post_init__(self) -> None:
         if self.within not in ("split", "fold", "none"):
@@ -114,6 +120,8 @@ class SelectConfig:
                 raise ValueError(f"negatives.select.band: need -1 <= lo < hi <= 1, got {self.band}")
         if self.n_per_sentence < 1:
             raise ValueError("negatives.select.n_per_sentence: must be >= 1")
+        if self.threads < 1:
+            raise ValueError("negatives.select.threads: must be >= 1")
 
 
 # ------------------------------------------------------------------ shared pieces
@@ -137,12 +145,14 @@ def word_cosine(a: Counter, b: Counter) -> float:
     return dot / math.sqrt(na2 * nb2)
 
 
-def _dot_norms(a: Counter, b: Counter) -> tuple[int, int, int]:
+def _dot(a: Counter, b: Counter) -> int:
     if len(a) > len(b):
-        dot = sum(v * a.get(w, 0) for w, v in b.items())
-    else:
-        dot = sum(v * b.get(w, 0) for w, v in a.items())
-    return dot, sum(v * v for v in a.values()), sum(v * v for v in b.values())
+        a, b = b, a
+    return sum(v * b.get(w, 0) for w, v in a.items())
+
+
+def _dot_norms(a: Counter, b: Counter) -> tuple[int, int, int]:
+    return _dot(a, b), sum(v * v for v in a.values()), sum(v * v for v in b.values())
 
 
 def is_near_duplicate(a: Counter, b: Counter, t: float) -> bool:
@@ -354,25 +364,49 @@ def _bucket_counts(w: Any) -> np.ndarray:
     (it adds the cross terms of words sharing a bucket): a pair whose folded dot is below the
     near-duplicate threshold is no near-duplicate, without the exact sparse dot.
     """
-    from scipy import sparse
-
     coo = w.tocoo()
-    folded = sparse.csr_matrix(
-        (coo.data, (coo.row, coo.col % _BUCKETS)), shape=(w.shape[0], _BUCKETS)
+    flat = np.bincount(
+        coo.row.astype(np.int64) * _BUCKETS + coo.col % _BUCKETS,
+        weights=coo.data,
+        minlength=w.shape[0] * _BUCKETS,
     )
-    return folded.toarray().astype(np.float32)  # small integers: exact in float32
+    return flat.reshape(w.shape[0], _BUCKETS).astype(np.float32)  # small integers: exact
+
+
+#: Up to this many pairs, exact dots come from the word Counters (a sparse row product costs
+#: about 0.3 ms a call whatever its size).
+_FEW_PAIRS = 512
 
 
 def _near_dup_pairs(
-    w_a: Any, w_b: Any, b_a: Any, b_b: Any, a: np.ndarray, b: np.ndarray, sa, sb, t: float
+    w_a: Any,
+    w_b: Any,
+    b_a: Any,
+    b_b: Any,
+    a: np.ndarray,
+    b: np.ndarray,
+    sa,
+    sb,
+    t: float,
+    c_a: Sequence[Counter | None] | None = None,
+    c_b: Sequence[Counter | None] | None = None,
 ) -> np.ndarray:
-    """:func:`_near_dup` of pairs (a, b); the bucket bound first when there is one."""
+    """:func:`_near_dup` of pairs (a, b); the bucket bound first when there is one.
+
+    ``c_a`` / ``c_b``: the same rows as word Counters, used for the exact dots of few pairs.
+    """
     if b_a is None or b_b is None:
         return _near_dup(_rowdot(w_a, w_b, a, b), sa, sb, t)
     maybe = _near_dup(np.einsum("ij,ij->i", b_a[a], b_b[b]), sa, sb, t)
     out = np.zeros(len(a), dtype=bool)
     k = np.nonzero(maybe)[0]
-    if len(k):
+    if len(k) and c_a is not None and c_b is not None and len(k) <= _FEW_PAIRS:
+        dots = [
+            _dot(c_a[i] or Counter(), c_b[j] or Counter())
+            for i, j in zip(a[k].tolist(), b[k].tolist(), strict=True)
+        ]
+        out[k] = _near_dup(np.array(dots, dtype=np.float64), sa[k], sb[k], t)
+    elif len(k):
         out[k] = _near_dup(_rowdot(w_a, w_b, a[k], b[k]), sa[k], sb[k], t)
     return out
 
@@ -390,14 +424,18 @@ def _check(pr: _Prepared, gi: np.ndarray, gj: np.ndarray, t: float, stats: Count
     idx = np.nonzero(ok)[0]
     if len(idx):
         a, b = gi[idx], gj[idx]
-        dup = _near_dup_pairs(pr.w_en, pr.w_en, pr.b_en, pr.b_en, a, b, pr.sq_en[a], pr.sq_en[b], t)
+        dup = _near_dup_pairs(
+            pr.w_en, pr.w_en, pr.b_en, pr.b_en, a, b, pr.sq_en[a], pr.sq_en[b], t,
+            pr.wc_en, pr.wc_en,
+        )  # fmt: skip
         has = pr.has_oe[gj[idx]]
         if has.any():
             h = idx[has]
             a, b = gi[h], gj[h]
             dup[has] |= _near_dup_pairs(
-                pr.w_en, pr.w_oe, pr.b_en, pr.b_oe, a, b, pr.sq_en[a], pr.sq_oe[b], t
-            )
+                pr.w_en, pr.w_oe, pr.b_en, pr.b_oe, a, b, pr.sq_en[a], pr.sq_oe[b], t,
+                pr.wc_en, pr.wc_oe,
+            )  # fmt: skip
         stats["rejected_near_duplicate"] += int(dup.sum())
         ok[idx[dup]] = False
     return ok
@@ -434,8 +472,7 @@ def _select_block(
         valid = (c > lo) & (c < hi)
         valid &= docb[start:stop, None] != docb[None, :]
         n_valid = valid.sum(axis=1)
-        key = pair_hash_np(ub[start:stop, None], ub[None, :])
-        key[~valid] = _NONE
+        key = np.where(valid, pair_hash_np(ub[start:stop, None], ub[None, :]), _NONE)
         if window < m:
             cand = np.argpartition(key, window - 1, axis=1)[:, :window]
         else:
@@ -522,20 +559,48 @@ def _blocks(pr: _Prepared) -> dict[tuple[int, int, int], np.ndarray]:
     }
 
 
+@functools.cache
+def _blas_controller() -> Any:
+    """threadpoolctl's view of the loaded BLAS libraries (built once: ~1 ms a scan)."""
+    from threadpoolctl import ThreadpoolController
+
+    return ThreadpoolController()
+
+
 def _run_vectorized(
     pr: _Prepared, bands: dict[int, tuple[float, float]], cfg: SelectConfig
 ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
-    """(i, j, cosine, rank) arrays of every negative, ordered by (i, j)."""
+    """(i, j, cosine, rank) arrays of every negative, ordered by (i, j).
+
+    With ``cfg.threads > 1`` blocks run in a thread pool, largest first, each with its own
+    counts (merged afterwards) and a one-thread BLAS; numpy releases the GIL in the matrix
+    work, so the selection of one block overlaps the matrix product of another.
+    """
     pr.b_en, pr.b_oe = _bucket_counts(pr.w_en), _bucket_counts(pr.w_oe)
-    parts = []
+    jobs = []
     for (p, _t, _g), rows in _blocks(pr).items():
         if len(np.unique(pr.doc[rows])) < 2:
             pr.stats["sentences_alone_in_topic"] += len(rows)
             continue
-        lo, hi = bands[p]
-        parts.append(_select_block(rows, pr, lo, hi, cfg, pr.stats))
-    gi, gj, cos, rank = _concat(parts)
-    order = np.lexsort((gj, gi))  # (i, j) is unique: the order of the reference's sorted tuples
+        jobs.append((rows, bands[p]))
+
+    def run(job: tuple[np.ndarray, tuple[float, float]]) -> tuple[tuple, Counter]:
+        counts: Counter = Counter()
+        rows, (lo, hi) = job
+        return _select_block(rows, pr, lo, hi, cfg, counts), counts
+
+    if cfg.threads > 1 and len(jobs) > 1:
+        jobs.sort(key=lambda j: -len(j[0]))
+        one_blas_thread = _blas_controller().limit(limits=1, user_api="blas")
+        with one_blas_thread, ThreadPoolExecutor(cfg.threads) as pool:
+            done = list(pool.map(run, jobs))
+    else:
+        done = [run(job) for job in jobs]
+    for _, counts in done:
+        pr.stats.update(counts)
+    gi, gj, cos, rank = _concat([part for part, _ in done])
+    # (i, j) is unique: one int64 key gives the order of the reference's sorted tuples
+    order = np.argsort(gi * np.int64(max(pr.n, 1)) + gj)
     return gi[order], gj[order], cos[order], rank[order]
 
 

@@ -362,7 +362,7 @@ def test_batched_lm_ranking_gives_the_per_word_variants(nlp, lexicon, char_score
         )
     (per_word, st0), (batched, st1) = runs[0], runs[256]
     assert st0["lm_prescore_misses"] is None and st1["lm_prescore_misses"] == 0
-    assert st1["seconds"]["lexical_ranking"] > 0
+    assert st1["seconds"]["lexical_substitution"] > 0
     assert st1["rows_by_type"]["lexical_substitution"] >= len(HAND)
     cols = [c for c in per_word.column_names if c != "lm_score"]
     assert batched.select(cols).equals(per_word.select(cols))

@@ -373,6 +373,59 @@ def test_batched_lm_ranking_gives_the_per_word_variants(nlp, lexicon, char_score
         merged_config({"lm_batch_tokens": -1})
 
 
+def test_lm_batch_tokens_auto_batches_on_cuda_only(nlp, lexicon):
+    torch = pytest.importorskip("torch")
+
+    class Doubled:
+        """A scorer double that says where it runs and records how it was asked."""
+
+        name = "double"
+
+        def __init__(self, device):
+            self.device, self.batched = torch.device(device), []
+
+        def score(self, texts, spans=()):
+            return [float(len(t)) for t in texts]
+
+        def score_many(self, calls, max_tokens=8192):
+            self.batched.append((len(calls), max_tokens))
+            return [self.score(c) for c in calls]
+
+    table = positives(HAND)
+    cfg = {"seed": 7, "types": ["lexical_substitution"]}  # lm_batch_tokens: auto
+    got = {}
+    for device in ("cuda:0", "cpu"):
+        sc = Doubled(device)
+        out, st = make_divergences(
+            table, cfg, nlp=nlp, lexicon=lexicon, scorer=sc, aligner=diagonal_aligner
+        )
+        got[device] = (sc.batched, st["lm_prescore_misses"], out)
+    ((calls, max_tokens),) = got["cuda:0"][0]
+    assert calls > 0 and max_tokens == 32768 and got["cuda:0"][1] == 0
+    assert got["cpu"][0] == [] and got["cpu"][1] is None
+    assert got["cuda:0"][2].equals(got["cpu"][2])  # same scores, same variants
+
+
+def test_bench_models_records_the_ranking_calls(tmp_path, nlp, lexicon, capsys):
+    import json
+
+    import pyarrow.parquet as pq
+
+    from parasim.bench_models import main as bench_main
+
+    (tmp_path / "pos").mkdir()
+    pq.write_table(positives(HAND), tmp_path / "pos" / "000.parquet")
+    out = tmp_path / "calls.jsonl"
+    bench_main(["record", "--positives", str(tmp_path / "pos"), "--out", str(out)])
+    res = json.loads(capsys.readouterr().out)
+    calls = [json.loads(line) for line in out.read_text(encoding="utf-8").splitlines()]
+    assert res["positives"] == len(HAND) and res["lm_calls"] == len(calls) > 0
+    assert res["candidates"] == sum(len(c) for c in calls)
+    # each list: one sentence per candidate word, all from the same English seed
+    for c in calls:
+        assert c and all(isinstance(t, str) and t for t in c) and len(set(c)) == len(c)
+
+
 def test_scorer_runs_in_the_dtype_asked_for(tmp_path, tiny_tokenizer):
     import torch
     from transformers import GPT2Config, GPT2LMHeadModel

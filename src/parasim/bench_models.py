@@ -83,8 +83,9 @@ def _sync() -> None:
 
 
 def cmd_run(args: argparse.Namespace) -> dict:
+    from parasim.negatives import vectors
     from parasim.negatives.vectors import EncoderConfig, encode, load_causal_lm
-    from parasim.perturb.lexical import load_scorer, prescore
+    from parasim.perturb.lexical import best_index, load_scorer, prescore
 
     out: dict = {"device": _device_name()}
     texts = sorted({t for t in _positives(args.positives).column("en_text").to_pylist() if t})
@@ -95,8 +96,6 @@ def cmd_run(args: argparse.Namespace) -> dict:
         t0 = time.perf_counter()
         load_causal_lm(cfg)
         load_s = time.perf_counter() - t0
-        from parasim.negatives import vectors
-
         vectors._MEMO.clear()  # time the encoding, not the in-process memo
         encode(texts[: min(64, len(texts))], cfg)  # warm-up (CUDA context, kernels)
         vectors._MEMO.clear()
@@ -155,7 +154,7 @@ def cmd_run(args: argparse.Namespace) -> dict:
             _sync()
             secs = time.perf_counter() - t0
             pairs = list(zip(per_call, many[: len(per_call)], strict=True))
-            same = sum(_best(a) == _best(b) for a, b in pairs)
+            same = sum(best_index(a) == best_index(b) for a, b in pairs)
             diff = max(abs(x - y) for a, b in pairs for x, y in zip(a, b, strict=True))
             out[f"lexical_ranking_batched_{mt}"] = {
                 **base,
@@ -165,11 +164,6 @@ def cmd_run(args: argparse.Namespace) -> dict:
                 "max_abs_score_difference": round(diff, 4),
             }
     return out
-
-
-def _best(scores: list[float]) -> int:
-    """The candidate ``lexical_substitutions`` picks: highest score, first on ties."""
-    return max(range(len(scores)), key=lambda b: (scores[b], -b))
 
 
 def main(argv: list[str] | None = None) -> None:

@@ -215,7 +215,7 @@ class _Prepared:
     d: dict[str, list]  # the positives' columns
     stats: Counter
     # word counts summed per hash bucket (dense, float32): an upper bound of the exact dots,
-    # set by the vectorized version to skip most exact near-duplicate checks
+    # set by the vectorized version (before its guards run) to skip most exact checks
     b_en: np.ndarray | None = None
     b_oe: np.ndarray | None = None
 
@@ -379,35 +379,30 @@ _FEW_PAIRS = 512
 
 
 def _near_dup_pairs(
-    w_a: Any,
-    w_b: Any,
-    b_a: Any,
-    b_b: Any,
-    a: np.ndarray,
-    b: np.ndarray,
-    sa,
-    sb,
-    t: float,
-    c_a: Sequence[Counter | None] | None = None,
-    c_b: Sequence[Counter | None] | None = None,
+    pr: _Prepared, a: np.ndarray, b: np.ndarray, b_is_oe: bool, t: float
 ) -> np.ndarray:
-    """:func:`_near_dup` of pairs (a, b); the bucket bound first when there is one.
+    """:func:`_near_dup` of pairs (English of row a, English (or ``other_en``) of row b).
 
-    ``c_a`` / ``c_b``: the same rows as word Counters, used for the exact dots of few pairs.
+    The folded-count bound first; exact dots only for the pairs it lets through, from the word
+    Counters when they are few, else from the sparse rows.
     """
-    if b_a is None or b_b is None:
-        return _near_dup(_rowdot(w_a, w_b, a, b), sa, sb, t)
-    maybe = _near_dup(np.einsum("ij,ij->i", b_a[a], b_b[b]), sa, sb, t)
+    w_b, b_b, c_b, sq_b = (
+        (pr.w_oe, pr.b_oe, pr.wc_oe, pr.sq_oe)
+        if b_is_oe
+        else (pr.w_en, pr.b_en, pr.wc_en, pr.sq_en)
+    )
+    sa, sb = pr.sq_en[a], sq_b[b]
+    maybe = _near_dup(np.einsum("ij,ij->i", pr.b_en[a], b_b[b]), sa, sb, t)
     out = np.zeros(len(a), dtype=bool)
     k = np.nonzero(maybe)[0]
-    if len(k) and c_a is not None and c_b is not None and len(k) <= _FEW_PAIRS:
+    if len(k) <= _FEW_PAIRS:
         dots = [
-            _dot(c_a[i] or Counter(), c_b[j] or Counter())
+            _dot(pr.wc_en[i] or Counter(), c_b[j] or Counter())
             for i, j in zip(a[k].tolist(), b[k].tolist(), strict=True)
         ]
         out[k] = _near_dup(np.array(dots, dtype=np.float64), sa[k], sb[k], t)
-    elif len(k):
-        out[k] = _near_dup(_rowdot(w_a, w_b, a[k], b[k]), sa[k], sb[k], t)
+    else:
+        out[k] = _near_dup(_rowdot(pr.w_en, w_b, a[k], b[k]), sa[k], sb[k], t)
     return out
 
 
@@ -424,18 +419,12 @@ def _check(pr: _Prepared, gi: np.ndarray, gj: np.ndarray, t: float, stats: Count
     idx = np.nonzero(ok)[0]
     if len(idx):
         a, b = gi[idx], gj[idx]
-        dup = _near_dup_pairs(
-            pr.w_en, pr.w_en, pr.b_en, pr.b_en, a, b, pr.sq_en[a], pr.sq_en[b], t,
-            pr.wc_en, pr.wc_en,
-        )  # fmt: skip
+        dup = _near_dup_pairs(pr, a, b, False, t)
         has = pr.has_oe[gj[idx]]
         if has.any():
             h = idx[has]
             a, b = gi[h], gj[h]
-            dup[has] |= _near_dup_pairs(
-                pr.w_en, pr.w_oe, pr.b_en, pr.b_oe, a, b, pr.sq_en[a], pr.sq_oe[b], t,
-                pr.wc_en, pr.wc_oe,
-            )  # fmt: skip
+            dup[has] |= _near_dup_pairs(pr, a, b, True, t)
         stats["rejected_near_duplicate"] += int(dup.sum())
         ok[idx[dup]] = False
     return ok

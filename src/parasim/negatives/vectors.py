@@ -108,7 +108,7 @@ def model_key(cfg: EncoderConfig) -> str:
     """A short id of the encoder and the settings that change its vectors."""
     path, gguf = resolve_model(cfg)
     device = _device(cfg)
-    dtype = dtype_name(resolve_dtype(device, cfg.dtype, "negatives.encoder.dtype"))
+    dtype = dtype_name(_dtype(cfg, device))
     ident = f"{cfg.kind}|{cfg.model}|{gguf}|{cfg.max_length}|{dtype}"
     if os.path.exists(path):
         target = Path(path) / gguf if gguf else Path(path)
@@ -132,6 +132,10 @@ def _device(cfg: EncoderConfig) -> str:
     return resolve_device(cfg.device, "negatives.encoder.device")
 
 
+def _dtype(cfg: EncoderConfig, device: str) -> Any:
+    return resolve_dtype(device, cfg.dtype, "negatives.encoder.dtype")
+
+
 def batch_size(cfg: EncoderConfig, device: str) -> int:
     """Sentences per forward pass on ``device`` ("auto": 256 on CUDA, 32 on the CPU)."""
     if cfg.batch_size == "auto":
@@ -148,7 +152,7 @@ def load_causal_lm(cfg: EncoderConfig) -> tuple[Any, Any, str]:
     """(tokenizer, base model, device) of a causal LM, loaded once per process."""
     path, gguf = resolve_model(cfg)
     device = _device(cfg)
-    dtype = resolve_dtype(device, cfg.dtype, "negatives.encoder.dtype")
+    dtype = _dtype(cfg, device)
     key = ("causal-lm", path, gguf, device, dtype)
     if key not in _LOADED:
         from transformers import AutoModelForCausalLM, AutoTokenizer
@@ -213,7 +217,7 @@ def _encode_causal(texts: list[str], cfg: EncoderConfig) -> np.ndarray:
 def _encode_st(texts: list[str], cfg: EncoderConfig) -> np.ndarray:
     path, _ = resolve_model(cfg)
     device = _device(cfg)
-    dtype = resolve_dtype(device, cfg.dtype, "negatives.encoder.dtype")
+    dtype = _dtype(cfg, device)
     key = ("st", path, device, dtype)
     if key not in _LOADED:
         from sentence_transformers import SentenceTransformer

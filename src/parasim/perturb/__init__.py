@@ -385,10 +385,14 @@ def make_divergences(
     sides = tuple(cfg["sides"])
     per_type = int(cfg["per_type"])
 
+    lexical_want = per_type * len(cfg["lexical_relations"])
+
+    def type_rng(k: int, typ: str) -> random.Random:
+        return random.Random(f"{cfg['seed']}:{seeds[k]['id']}:{typ}")
+
     def lexical_gen(k: int, scorer, reasons: dict):
         return lexical_substitutions(
-            en_parses[k], other_parses[k], links[k],
-            random.Random(f"{cfg['seed']}:{seeds[k]['id']}:{LEXICAL}"), lexicon, scorer,
+            en_parses[k], other_parses[k], links[k], type_rng(k, LEXICAL), lexicon, scorer,
             relations=cfg["lexical_relations"], per_relation=per_type,
             max_candidates=cfg["lm_max_candidates"], reasons=reasons,
         )  # fmt: skip
@@ -404,9 +408,8 @@ def make_divergences(
         # on an H100, BENCHMARKS.md); the loop then reads the scores.
         t0 = time.perf_counter()
         rec = RecordingScorer()
-        want = per_type * len(cfg["lexical_relations"])
         for k in kept:
-            for _ in itertools.islice(lexical_gen(k, rec, {}), want):
+            for _ in itertools.islice(lexical_gen(k, rec, {}), lexical_want):
                 pass
         scorer = lm_prescored = prescore(scorer, rec.calls, batch_tokens)
         ranked = time.perf_counter() - t0
@@ -419,20 +422,21 @@ def make_divergences(
         seed, en, other, lk = seeds[k], en_parses[k], other_parses[k], links[k]
         group = [_row(seed, _equivalent(en, other), 0, links=lk)]
         for typ in types:
-            rng = random.Random(f"{cfg['seed']}:{seed['id']}:{typ}")
             reasons: dict[str, int] = {}
             if typ == LEXICAL:
-                want = per_type * len(cfg["lexical_relations"])
+                want = lexical_want
                 gen = lexical_gen(k, scorer, reasons)
             elif typ == PHRASE:
                 want = per_type + int(cfg["phrase_spares"])
                 gen = phrase_replacements(
-                    seed["id"], en, other, lk, rng, en_index,
+                    seed["id"], en, other, lk, type_rng(k, typ), en_index,
                     other_index.get(seed["other_lang"]), sides=sides, reasons=reasons,
                 )  # fmt: skip
             else:
                 want = per_type
-                gen = subtree_deletions(en, other, lk, rng, sides=sides, reasons=reasons)
+                gen = subtree_deletions(
+                    en, other, lk, type_rng(k, typ), sides=sides, reasons=reasons
+                )
             t0 = time.perf_counter()
             got, keys = [], set()
             for v in gen:

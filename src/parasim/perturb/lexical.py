@@ -355,6 +355,11 @@ class MaskedLMScorer:
         return [float(x) for x in (gathered * hit).sum(dim=1)]
 
 
+def best_index(scores: Sequence[float]) -> int:
+    """The candidate a ranking picks: the highest score, the first (most frequent) on ties."""
+    return max(range(len(scores)), key=lambda b: (scores[b], -b))
+
+
 def _model_device(model):
     """The device of a model's weights (CPU for objects without parameters, e.g. test doubles)."""
     import torch
@@ -525,7 +530,7 @@ def lexical_substitutions(
                 spans.append((start, start + len(word)))
                 built.append((toks, ws, word, synset, first))
             scores = scorer.score(texts, spans)
-            best = max(range(len(scores)), key=lambda b: (scores[b], -b))
+            best = best_index(scores)
             toks, ws, word, synset, first = built[best]
             made += 1
             yield Variant(

@@ -16,15 +16,14 @@ import sys
 import time
 from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import Any
 
-from parasim.config import (
-    ConfigError,
-    SiteConfig,
-    load_config,
-    site_by_name,
-    validate_config,
-    validate_section,
+from parasim.config import ConfigError, load_config
+from parasim.stagecli import (
+    UsageError,
+    need,
+    section_from_args,
+    site_from_args,
+    write_stats,
 )
 
 log = logging.getLogger("parasim")
@@ -38,10 +37,6 @@ STAGE_COMMANDS = [
 ]
 
 
-class UsageError(Exception):
-    """A problem the user can fix; reported as one line, exit status 2."""
-
-
 # ---------------------------------------------------------------- helpers
 
 
@@ -51,44 +46,6 @@ def _setup_logging(verbose: bool) -> None:
         format="%(asctime)s %(levelname)s %(name)s: %(message)s",
         stream=sys.stderr,
     )
-
-
-def site_from_args(args: argparse.Namespace) -> SiteConfig:
-    """The site from --site-json, or from --config + --site."""
-    if getattr(args, "site_json", None):
-        raw = json.loads(args.site_json)
-        cfg = validate_config({"sites": [raw]})
-        return SiteConfig.from_dict(cfg["sites"][0])
-    if getattr(args, "config", None) and getattr(args, "site", None):
-        return site_by_name(load_config(args.config), args.site)
-    raise UsageError("give --site-json, or --config FILE with --site NAME")
-
-
-def section_from_args(args: argparse.Namespace, name: str) -> dict:
-    """A validated top-level config section from --settings-json or --config (defaults filled)."""
-    if getattr(args, "settings_json", None):
-        return validate_section(name, json.loads(args.settings_json))
-    if getattr(args, "config", None):
-        return load_config(args.config)[name]
-    return validate_section(name, {})
-
-
-def write_stats(path: str | None, stats: dict[str, Any]) -> None:
-    text = json.dumps(stats, indent=2, sort_keys=True, default=str)
-    log.info("stats: %s", json.dumps(stats, sort_keys=True, default=str))
-    if path:
-        p = Path(path)
-        p.parent.mkdir(parents=True, exist_ok=True)
-        tmp = p.with_name(f".{p.name}.tmp")
-        tmp.write_text(text + "\n", encoding="utf-8")
-        tmp.replace(p)
-
-
-def need(path: str, what: str) -> Path:
-    p = Path(path)
-    if not p.exists():
-        raise UsageError(f"{what} not found: {p}")
-    return p
 
 
 # ---------------------------------------------------------------- stages

@@ -13,8 +13,8 @@ log = logging.getLogger("parasim.align")
 def cmd_align(args: argparse.Namespace) -> None:
     """Align one translated shard into positive sentence pairs."""
     from parasim.align import align_pairs
-    from parasim.cli import need, section_from_args, write_stats
     from parasim.io import read_table, write_table
+    from parasim.stagecli import need, section_from_args, write_stats
 
     cfg = dict(section_from_args(args, "align"))
     review_dir = Path(args.review_dir or cfg.pop("review_dir"))

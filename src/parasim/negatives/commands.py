@@ -53,8 +53,8 @@ def read_positives(paths: Sequence[str], with_shards: bool = False) -> Any:
     import numpy as np
     import pyarrow.compute as pc
 
-    from parasim.cli import UsageError, need
     from parasim.io import POSITIVES_SCHEMA, read_table
+    from parasim.stagecli import UsageError, need
 
     if not paths:
         raise UsageError("--positives: no files given")
@@ -100,8 +100,8 @@ def encoder_label(enc: dict) -> str:
 
 def cmd_fit_topics(args: argparse.Namespace) -> None:
     """LDA per partition over the topic counts; the most coherent model kept."""
-    from parasim.cli import write_stats
     from parasim.negatives.topics import fit_topics
+    from parasim.stagecli import write_stats
 
     neg, corpus = _sections(args)
     positives = read_positives(args.positives)
@@ -148,10 +148,10 @@ def cmd_select_negatives(args: argparse.Namespace) -> None:
     """Sentence vectors, the cosine band per partition, and Algorithm 1."""
     import numpy as np
 
-    from parasim.cli import need, write_stats
     from parasim.io import write_table
     from parasim.negatives import calibrate_band, calibration_rows, encode, load_topics
     from parasim.negatives.vectors import EncoderConfig, model_key
+    from parasim.stagecli import need, write_stats
 
     neg, corpus = _sections(args)
     positives, shard = read_positives(args.positives, with_shards=True)
@@ -224,11 +224,11 @@ def select_negatives_table(
 
 def cmd_build_corpus(args: argparse.Namespace) -> None:
     """Label, split, balance; Parquet shards and the dataset card."""
-    from parasim.cli import UsageError, need, write_stats
     from parasim.corpus import build_corpus, partition_column
     from parasim.io import read_table
     from parasim.negatives import load_topics
     from parasim.negatives.select import NEGATIVES_SCHEMA
+    from parasim.stagecli import UsageError, need, write_stats
 
     neg, corpus = _sections(args)
     positives = read_positives(args.positives)

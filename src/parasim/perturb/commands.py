@@ -78,9 +78,9 @@ def merge_stats(items: Sequence[dict]) -> dict:
 
 def cmd_divergences(args: argparse.Namespace) -> None:
     """Perturb one positives shard into one divergences shard (eflomal aligns it at once)."""
-    from parasim.cli import UsageError, need, section_from_args, write_stats
     from parasim.io import read_table, write_table
     from parasim.perturb import make_divergences
+    from parasim.stagecli import UsageError, need, section_from_args, write_stats
 
     cfg = section_from_args(args, "divergences")
     positives = read_table(need(args.input, "positives shard"))
@@ -98,8 +98,8 @@ def cmd_divergences_card(args: argparse.Namespace) -> None:
 
     import pyarrow.parquet as pq
 
-    from parasim.cli import UsageError, need, write_stats
     from parasim.perturb import write_card
+    from parasim.stagecli import UsageError, need, write_stats
 
     if len(args.shards) != len(args.stats):
         raise UsageError(

@@ -11,7 +11,7 @@ log = logging.getLogger("parasim.translate")
 
 def cmd_translate(args: argparse.Namespace) -> None:
     """Translate the other-language lines of one shard to English (cached)."""
-    from parasim.cli import need, section_from_args, write_stats
+    from parasim.stagecli import need, section_from_args, write_stats
     from parasim.translate.stage import translate_file
 
     cfg = dict(section_from_args(args, "translate"))

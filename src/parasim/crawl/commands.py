@@ -1,0 +1,29 @@
+"""`parasim crawl`: the crawl stage as a command."""
+
+from __future__ import annotations
+
+import argparse
+import logging
+from collections.abc import Callable
+from pathlib import Path
+
+log = logging.getLogger("parasim.crawl")
+
+
+def cmd_crawl(args: argparse.Namespace) -> None:
+    """Crawl one site into a pages dataset."""
+    from parasim.crawl import crawl_site
+    from parasim.stagecli import section_from_args, site_from_args, write_stats
+
+    site = site_from_args(args)
+    settings = section_from_args(args, "crawl")
+    stats = crawl_site(site, settings, Path(args.out), Path(args.state), log=log)
+    write_stats(args.stats, {"site": site.name, "stage": "crawl", **stats})
+
+
+def register(add: Callable[..., argparse.ArgumentParser], site_opts: Callable) -> None:
+    """Add the stage's commands to the `parasim` parser."""
+    sp = add("crawl", cmd_crawl, "Crawl one site into a pages dataset (Parquet parts).")
+    site_opts(sp)
+    sp.add_argument("--out", required=True, help="output folder of Parquet parts")
+    sp.add_argument("--state", required=True, help="crawl state folder (kept for resuming)")

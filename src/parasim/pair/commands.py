@@ -1,0 +1,35 @@
+"""`parasim pair`: the pair stage as a command."""
+
+from __future__ import annotations
+
+import argparse
+import time
+from collections.abc import Callable
+
+
+def cmd_pair(args: argparse.Namespace) -> None:
+    """Pair the pages of one site; write one file per shard."""
+    from parasim.io import read_table, write_table
+    from parasim.pair.stage import pair_pages
+    from parasim.stagecli import UsageError, need, site_from_args, write_stats
+
+    site = site_from_args(args)
+    if len(args.out) != args.shards:
+        raise UsageError(f"--out names {len(args.out)} files but --shards is {args.shards}")
+    pages = read_table(need(args.pages, "pages dataset"))
+    t0 = time.perf_counter()
+    pairs, stats = pair_pages(pages, site, args.shards, one_to_one=site.one_to_one)
+    for i, out in enumerate(args.out):
+        mask = [s == i for s in pairs.column("shard").to_pylist()]
+        write_table(pairs.filter(mask), out)
+    stats["elapsed_s"] = round(time.perf_counter() - t0, 3)
+    write_stats(args.stats, {"site": site.name, "stage": "pairs", **stats})
+
+
+def register(add: Callable[..., argparse.ArgumentParser], site_opts: Callable) -> None:
+    """Add the stage's commands to the `parasim` parser."""
+    sp = add("pair", cmd_pair, "Pair parallel pages of one site; write N shards.")
+    site_opts(sp)
+    sp.add_argument("--pages", required=True, help="pages dataset (folder or file)")
+    sp.add_argument("--shards", type=int, required=True, help="number of shards")
+    sp.add_argument("--out", nargs="+", required=True, help="one output file per shard, in order")

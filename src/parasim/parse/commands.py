@@ -1,0 +1,32 @@
+"""`parasim parse`: the parse stage as a command."""
+
+from __future__ import annotations
+
+import argparse
+from collections.abc import Callable
+
+
+def cmd_parse(args: argparse.Namespace) -> None:
+    """Parse the page pairs of one shard into lines."""
+    from parasim.io import read_table, write_table
+    from parasim.parse.stage import parse_pairs
+    from parasim.stagecli import need, section_from_args, site_from_args, write_stats
+
+    site = site_from_args(args)
+    settings = section_from_args(args, "parse")
+    pairs = read_table(need(args.pairs, "pairs shard"))
+    pages = read_table(need(args.pages, "pages dataset"))
+    lines, stats = parse_pairs(
+        pairs, pages, site, strict=settings["strict"], min_words=settings["min_words"]
+    )
+    write_table(lines, args.out)
+    write_stats(args.stats, {"site": site.name, "stage": "lines", **stats})
+
+
+def register(add: Callable[..., argparse.ArgumentParser], site_opts: Callable) -> None:
+    """Add the stage's commands to the `parasim` parser."""
+    sp = add("parse", cmd_parse, "HTML of paired pages to lines (one shard).")
+    site_opts(sp)
+    sp.add_argument("--pairs", required=True, help="pairs shard")
+    sp.add_argument("--pages", required=True, help="pages dataset")
+    sp.add_argument("--out", required=True, help="lines shard to write")

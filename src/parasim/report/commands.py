@@ -1,0 +1,61 @@
+"""`parasim summarize` and `parasim yield-report`: counting what every stage kept."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import logging
+from collections.abc import Callable
+
+log = logging.getLogger("parasim.report")
+
+
+def cmd_summarize(args: argparse.Namespace) -> None:
+    """Count one stage's rows and sum its stats for one site (the stage's ``.done`` file)."""
+    import pyarrow.parquet as pq
+
+    from parasim.report.stage import sum_counts
+    from parasim.stagecli import UsageError, need, write_stats
+
+    rows = sum(pq.ParquetFile(need(p, "shard")).metadata.num_rows for p in args.shards)
+    stats = [json.loads(need(p, "stats file").read_text()) for p in args.stats]
+    summary = {
+        "stage": args.stage,
+        "site": args.site,
+        "shards": len(args.shards),
+        "rows": rows,
+        "counts": sum_counts(stats),
+    }
+    if rows == 0 and not args.allow_empty:
+        raise UsageError(
+            f"site {args.site!r}: stage {args.stage!r} produced 0 rows "
+            f"(counts: {json.dumps(summary['counts'], sort_keys=True)}); see its logs, or set "
+            "allow_empty: true in the config if this is wanted"
+        )
+    write_stats(args.out, summary)
+
+
+def cmd_yield_report(args: argparse.Namespace) -> None:
+    """Write the yield table (TSV, JSON) and funnel plot of the given sites."""
+    from parasim.report.stage import write_report
+
+    rows = write_report(args.stats_root, args.sites, args.tsv, args.json, args.png)
+    log.info("yield report: %d rows for %d site(s)", len(rows), len(args.sites))
+
+
+def register(add: Callable[..., argparse.ArgumentParser], site_opts: Callable) -> None:
+    """Add the report's commands to the `parasim` parser."""
+    sp = add("summarize", cmd_summarize, "Count a stage's rows and stats for one site (.done).")
+    sp.add_argument("--stage", required=True)
+    sp.add_argument("--site", required=True)
+    sp.add_argument("--shards", nargs="+", required=True)
+    sp.add_argument("--stats", nargs="+", required=True)
+    sp.add_argument("--out", required=True)
+    sp.add_argument("--allow-empty", action="store_true", help="zero rows is not an error")
+
+    sp = add("yield-report", cmd_yield_report, "Yield per site and stage: TSV, JSON, funnel plot.")
+    sp.add_argument("--stats-root", default="results/stats")
+    sp.add_argument("--sites", nargs="+", required=True)
+    sp.add_argument("--tsv", required=True)
+    sp.add_argument("--json", required=True)
+    sp.add_argument("--png", required=True)

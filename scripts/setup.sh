@@ -11,7 +11,7 @@ extras=""
 [ "${1:-}" = "--dev" ] && extras="[dev]"
 
 # Debian packages: apertium (rule-based MT, fr->es->en and es->en), offline; a C compiler for the
-# small library that seeds eflomal (src/parasim/perturb/urandom_shim.c).
+# small library that seeds eflomal (src/parasim/divergences/urandom_shim.c).
 debs=(apertium apertium-eng-spa apertium-fr-es gcc libc6-dev)
 missing=()
 for p in "${debs[@]}"; do dpkg -s "$p" >/dev/null 2>&1 || missing+=("$p"); done

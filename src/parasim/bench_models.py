@@ -2,8 +2,8 @@
 
 The two stages that run SmolLM2-135M are the slow ones of a CPU run: sentence vectors for hard
 negatives (:mod:`parasim.negatives.vectors`) and the LM ranking of lexical substitutes
-(:mod:`parasim.perturb.lexical`). This benchmark times exactly those calls, on a GPU machine or on
-this one, so that the two can be compared on the same inputs:
+(:mod:`parasim.divergences.lexical`). This benchmark times exactly those calls, on a GPU machine
+or on this one, so that the two can be compared on the same inputs:
 
     python -m parasim.bench_models record --positives results/positives/wet-boew \\
         --out lm_calls.jsonl
@@ -47,8 +47,8 @@ def _positives(folder: str):
 
 
 def cmd_record(args: argparse.Namespace) -> dict:
-    from parasim.perturb import LEXICAL, make_divergences
-    from parasim.perturb.lexical import RecordingScorer
+    from parasim.divergences import LEXICAL, make_divergences
+    from parasim.divergences.lexical import RecordingScorer
 
     table = _positives(args.positives)
     rec = RecordingScorer()
@@ -83,9 +83,9 @@ def _sync() -> None:
 
 
 def cmd_run(args: argparse.Namespace) -> dict:
+    from parasim.divergences.lexical import best_index, load_scorer, prescore
     from parasim.negatives import vectors
     from parasim.negatives.vectors import EncoderConfig, encode, load_causal_lm
-    from parasim.perturb.lexical import best_index, load_scorer, prescore
 
     out: dict = {"device": _device_name()}
     texts = sorted({t for t in _positives(args.positives).column("en_text").to_pylist() if t})

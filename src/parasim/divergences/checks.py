@@ -72,7 +72,7 @@ def check_row(
         seed_en: the seed's English tokens.
         seed_other: the seed's other-language tokens.
         links: the seed's intersection alignment.
-        lexicon: a :class:`~parasim.perturb.lexical.WordNetLexicon` (None: skip WordNet check).
+        lexicon: a :class:`~parasim.divergences.lexical.WordNetLexicon` (None: skip WordNet check).
     """
     bad = []
     for side in ("en", "other"):

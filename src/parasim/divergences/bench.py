@@ -1,10 +1,10 @@
 """Benchmarks for synthetic divergences: speed per type, and an untrained REFreSD baseline.
 
-``python -m parasim.perturb.bench speed [--n 200] [--lexical-n 60] [--lm smollm2]``
+``python -m parasim.divergences.bench speed [--n 200] [--lexical-n 60] [--lm smollm2]``
     variants/s per perturbation type on Flores-200 EN-FR (generation only; parsing, alignment
     and model loading are reported separately), plus the validity-check shares.
 
-``python -m parasim.perturb.bench refresd``
+``python -m parasim.divergences.bench refresd``
     scores each REFreSD dev pair by the share of words an eflomal intersection alignment leaves
     unaligned (the words an alignment-based tagger would tag DIV), and reports the weighted F1 of
     equivalent vs divergent with a threshold (a) learnt on synthetic divergences made from
@@ -260,8 +260,8 @@ def refresd_baseline(data: Path = DATA, synthetic_n: int = 600, seed: int = 13) 
 
 
 def main(argv: list[str] | None = None) -> None:
-    """Command line: ``python -m parasim.perturb.bench {speed,refresd}``."""
-    ap = argparse.ArgumentParser(prog="python -m parasim.perturb.bench")
+    """Command line: ``python -m parasim.divergences.bench {speed,refresd}``."""
+    ap = argparse.ArgumentParser(prog="python -m parasim.divergences.bench")
     sub = ap.add_subparsers(dest="cmd", required=True)
     sp = sub.add_parser("speed")
     sp.add_argument("--n", type=int, default=200)

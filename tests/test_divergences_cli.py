@@ -1,4 +1,4 @@
-"""Tests for `parasim divergences` and `parasim divergences-card` (parasim.perturb.commands)."""
+"""Tests for `parasim divergences` and `parasim divergences-card` (parasim.divergences.commands)."""
 
 from __future__ import annotations
 
@@ -6,12 +6,12 @@ import json
 
 import pyarrow.parquet as pq
 import pytest
-from test_perturb import HAND, positives
+from test_divergences import HAND, positives
 
 from parasim.cli import main
+from parasim.divergences import DIVERGENCES_SCHEMA, RANK, TYPES
+from parasim.divergences.commands import merge_stats
 from parasim.io import write_table
-from parasim.perturb import DIVERGENCES_SCHEMA, RANK, TYPES
-from parasim.perturb.commands import merge_stats
 
 PAIRS = [*HAND[1:], ("Too short.", "Trop court.")]
 
@@ -33,7 +33,7 @@ def shards(tmp_path_factory):
         pytest.importorskip(mod)
     import spacy
 
-    from parasim.perturb.tags import DEFAULT_SPACY
+    from parasim.divergences.tags import DEFAULT_SPACY
 
     for lang in ("en", "fr"):
         if not any(spacy.util.is_package(n) for n in DEFAULT_SPACY[lang]):
@@ -189,7 +189,7 @@ def _urandom_via_fopen(env: dict) -> bytes:
 def test_urandom_shim_gives_fopen_a_fixed_stream_only_when_asked():
     import sys
 
-    from parasim.perturb.wordalign import urandom_shim
+    from parasim.divergences.wordalign import urandom_shim
 
     if not sys.platform.startswith("linux"):
         pytest.skip("LD_PRELOAD is Linux-only")

@@ -432,7 +432,8 @@ def test_textberg_dev_dp_words():
     tb = DATA / "textberg"
     if not tb.is_dir():
         pytest.skip("no ../shared/data/alignment/textberg")
-    from parasim.align import DEFAULTS, bench
+    from parasim.align import DEFAULTS
+    from parasim.bench import align as bench
 
     mt = bench.read_lines(tb / "bleualign-dev" / "eval1957.google.fr")
     fr = bench.read_lines(tb / "dev.fr")

@@ -4,7 +4,7 @@ from pathlib import Path
 
 import pytest
 
-from parasim.bench_workflow import make_config
+from parasim.bench.workflow import make_config
 from parasim.config import validate_config
 
 ROOT = Path(__file__).resolve().parents[1]

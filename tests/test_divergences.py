@@ -411,7 +411,7 @@ def test_bench_models_records_the_ranking_calls(tmp_path, nlp, lexicon, capsys):
 
     import pyarrow.parquet as pq
 
-    from parasim.bench_models import main as bench_main
+    from parasim.bench.models import main as bench_main
 
     (tmp_path / "pos").mkdir()
     pq.write_table(positives(HAND), tmp_path / "pos" / "000.parquet")

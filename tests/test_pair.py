@@ -252,7 +252,7 @@ def test_bad_input_is_counted_or_rejected():
 
 @pytest.fixture(scope="module")
 def wet(shared_data):
-    from parasim.bench_pairs import WET_ORIGIN, pages_from_dir
+    from parasim.bench.pairs import WET_ORIGIN, pages_from_dir
 
     root = shared_data / "sites" / "wet-boew"
     if not (root / "site").is_dir():
@@ -262,7 +262,7 @@ def wet(shared_data):
 
 @pytest.mark.shared_data
 def test_wet_toggle_policy_matches_gold(wet):
-    from parasim.bench_pairs import WET_ORIGIN, pair_metrics, wet_site
+    from parasim.bench.pairs import WET_ORIGIN, pair_metrics, wet_site
 
     pages, gold = wet
     # The gold lists each English page's toggle target, several English pages may share one
@@ -282,7 +282,7 @@ def test_wet_toggle_policy_matches_gold(wet):
 
 @pytest.mark.shared_data
 def test_wet_template_pages_pair_by_hreflang_only(wet):
-    from parasim.bench_pairs import WET_ORIGIN, wet_site
+    from parasim.bench.pairs import WET_ORIGIN, wet_site
 
     pages, _ = wet
     template = (

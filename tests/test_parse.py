@@ -149,7 +149,7 @@ def test_invalid_arguments_are_rejected():
 
 @pytest.mark.shared_data
 def test_wet_parse_with_main_selector(shared_data):
-    from parasim.bench_pairs import WET_ORIGIN, pages_from_dir, wet_site
+    from parasim.bench.pairs import WET_ORIGIN, pages_from_dir, wet_site
     from parasim.pair import pair_pages
 
     root = shared_data / "sites" / "wet-boew" / "site"

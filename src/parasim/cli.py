@@ -47,9 +47,11 @@ def _setup_logging(verbose: bool) -> None:
 
 
 def cmd_bench(args: argparse.Namespace) -> None:
-    from parasim.bench import main as bench_main
+    from parasim.bench import run
 
-    bench_main(args.rest)
+    rc = run(args.name, args.rest)
+    if rc:
+        raise SystemExit(rc)
 
 
 def cmd_validate(args: argparse.Namespace) -> None:
@@ -69,8 +71,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("-v", "--verbose", action="store_true", help="debug logging")
     sub = p.add_subparsers(dest="command", required=True)
 
-    def add(name: str, fn: Callable, help_: str) -> argparse.ArgumentParser:
-        sp = sub.add_parser(name, help=help_, description=help_)
+    def add(name: str, fn: Callable, help_: str, **kw) -> argparse.ArgumentParser:
+        kw.setdefault("description", help_)
+        sp = sub.add_parser(name, help=help_, **kw)
         sp.set_defaults(func=fn)
         return sp
 
@@ -85,9 +88,17 @@ def build_parser() -> argparse.ArgumentParser:
     for module in STAGE_COMMANDS:
         importlib.import_module(module).register(add, site_opts)
 
-    sp = add("bench", cmd_bench, "Benchmarks: `parasim bench site --help`.")
-    sp.add_argument("what", choices=["site"])
-    sp.add_argument("rest", nargs=argparse.REMAINDER)
+    from parasim.bench import available, listing
+
+    sp = add(
+        "bench",
+        cmd_bench,
+        "Benchmarks, one per stage: `parasim bench <name> --help`.",
+        description=f"Benchmarks (src/parasim/bench/<name>.py):\n{listing()}",
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    sp.add_argument("name", choices=sorted(available()), metavar="name", help="the benchmark")
+    sp.add_argument("rest", nargs=argparse.REMAINDER, help="its arguments (see its --help)")
 
     sp = add("validate-config", cmd_validate, "Validate a config file against the schema.")
     sp.add_argument("config")

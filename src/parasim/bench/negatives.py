@@ -1,8 +1,8 @@
 """Benchmarks and the real-data check of the negatives stage (prints figures; asserts nothing).
 
-    python -m parasim.bench_negatives flores  # Flores-200: translations among negatives (must be 0)
-    python -m parasim.bench_negatives select  # vectorized vs reference loop on 5,000 sentences
-    python -m parasim.bench_negatives e2e     # a small partition: positives -> corpus shards
+    parasim bench negatives flores  # Flores-200: translations among negatives (must be 0)
+    parasim bench negatives select  # vectorized vs reference loop on 5,000 sentences
+    parasim bench negatives e2e     # a small partition: positives -> corpus shards
 
 Data: ``../shared/data`` relative to the repository root (or ``--data``). Flores-200 devtest is
 three line-parallel files (eng/fra/spa, 1,012 sentences); its sentences come from articles in
@@ -31,9 +31,9 @@ import pyarrow as pa
 
 from parasim.io import POSITIVES_SCHEMA, stable_id
 
-log = logging.getLogger("parasim.bench_negatives")
+log = logging.getLogger("parasim.bench.negatives")
 
-DATA = Path(__file__).resolve().parents[2].parent / "shared" / "data"
+DATA = Path(__file__).resolve().parents[3].parent / "shared" / "data"
 FLORES_LANG = {"fr": "fra_Latn", "es": "spa_Latn"}
 
 
@@ -261,8 +261,12 @@ def run_e2e(args: argparse.Namespace) -> dict[str, Any]:
 
 
 def main(argv: list[str] | None = None) -> int:
-    """Command line: ``python -m parasim.bench_negatives {flores,select,e2e}``."""
-    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawTextHelpFormatter)
+    """Command line: ``parasim bench negatives {flores,select,e2e}``."""
+    p = argparse.ArgumentParser(
+        prog="parasim bench negatives",
+        description=__doc__,
+        formatter_class=argparse.RawTextHelpFormatter,
+    )
     p.add_argument("what", choices=["flores", "select", "e2e"])
     p.add_argument("--data", type=Path, default=DATA)
     p.add_argument("--work", default=None, help="folder for models/caches (default: a temp dir)")

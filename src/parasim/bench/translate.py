@@ -4,8 +4,8 @@ Sets (from ``../shared/data/parallel``): Flores-200 devtest (1,012 sentences, fr
 and Tatoeba (1,000 pairs each, fr->en and es->en). Each set is translated twice through a fresh
 cache: cold (every line goes to the backend) and again (every line should come from the cache).
 
-    python -m parasim.translate.bench                       # apertium
-    python -m parasim.translate.bench --backend marian --model '{"fr": "Helsinki-NLP/opus-mt-fr-en",
+    parasim bench translate                       # apertium
+    parasim bench translate --backend marian --model '{"fr": "Helsinki-NLP/opus-mt-fr-en",
         "es": "Helsinki-NLP/opus-mt-es-en"}'
 """
 
@@ -98,7 +98,7 @@ def benchmark(
         cold_lines_per_s, cold_cpu_s, cold_lines_per_cpu_s (load-independent), rerun_s,
         rerun_lines_per_s, rerun_translated (0 when the cache works), rerun_same_output.
     """
-    log = log or logging.getLogger("parasim.translate.bench.quiet")
+    log = log or logging.getLogger("parasim.bench.translate.quiet")
     backend = make_translator(cfg)
     rows = []
     try:
@@ -156,7 +156,7 @@ def _print_table(rows: list[dict[str, Any]]) -> None:
 
 def main(argv: list[str] | None = None) -> int:
     """Command line: print a table (or JSON) of BLEU, chrF and lines/s per test set."""
-    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap = argparse.ArgumentParser(prog="parasim bench translate", description=__doc__.split("\n")[0])
     ap.add_argument("--backend", default="apertium")
     ap.add_argument("--model", help='marian: a name/path, or JSON {"fr": ..., "es": ...}')
     ap.add_argument("--device", default="auto")

@@ -5,9 +5,9 @@ negatives (:mod:`parasim.negatives.vectors`) and the LM ranking of lexical subst
 (:mod:`parasim.divergences.lexical`). This benchmark times exactly those calls, on a GPU machine
 or on this one, so that the two can be compared on the same inputs:
 
-    python -m parasim.bench_models record --positives results/positives/wet-boew \\
+    parasim bench models record --positives results/positives/wet-boew \\
         --out lm_calls.jsonl
-    python -m parasim.bench_models run --positives results/positives/wet-boew \\
+    parasim bench models run --positives results/positives/wet-boew \\
         --lm-calls lm_calls.jsonl [--limit-sentences N] [--limit-calls N] [--save-vectors F.npy]
 
 ``record`` runs the divergences stage (lexical substitution only, no LM) over the positives and
@@ -33,7 +33,7 @@ from pathlib import Path
 
 import numpy as np
 
-log = logging.getLogger("parasim.bench_models")
+log = logging.getLogger("parasim.bench.models")
 
 
 def _positives(folder: str):
@@ -42,7 +42,7 @@ def _positives(folder: str):
 
     files = sorted(Path(folder).glob("*.parquet"))
     if not files:
-        raise SystemExit(f"bench_models: no .parquet files in {folder}")
+        raise SystemExit(f"bench models: no .parquet files in {folder}")
     return pa.concat_tables(pq.read_table(f) for f in files)
 
 
@@ -167,7 +167,7 @@ def cmd_run(args: argparse.Namespace) -> dict:
 
 
 def main(argv: list[str] | None = None) -> None:
-    p = argparse.ArgumentParser(prog="python -m parasim.bench_models", description=__doc__)
+    p = argparse.ArgumentParser(prog="parasim bench models", description=__doc__)
     sub = p.add_subparsers(dest="cmd", required=True)
     r = sub.add_parser("record", help="record the LM ranking calls of the divergences stage")
     r.add_argument("--positives", required=True, help="folder of positives shards (.parquet)")

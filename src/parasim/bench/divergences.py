@@ -1,10 +1,10 @@
 """Benchmarks for synthetic divergences: speed per type, and an untrained REFreSD baseline.
 
-``python -m parasim.divergences.bench speed [--n 200] [--lexical-n 60] [--lm smollm2]``
+``parasim bench divergences speed [--n 200] [--lexical-n 60] [--lm smollm2]``
     variants/s per perturbation type on Flores-200 EN-FR (generation only; parsing, alignment
     and model loading are reported separately), plus the validity-check shares.
 
-``python -m parasim.divergences.bench refresd``
+``parasim bench divergences refresd``
     scores each REFreSD dev pair by the share of words an eflomal intersection alignment leaves
     unaligned (the words an alignment-based tagger would tag DIV), and reports the weighted F1 of
     equivalent vs divergent with a threshold (a) learnt on synthetic divergences made from
@@ -24,7 +24,7 @@ import random
 import time
 from pathlib import Path
 
-from ..io import POSITIVES_SCHEMA, rows_to_table, stable_id
+from parasim.io import POSITIVES_SCHEMA, rows_to_table, stable_id
 
 DATA = Path(__file__).resolve().parents[3].parent / "shared" / "data"
 
@@ -76,7 +76,7 @@ def bench_speed(
     lm_dtype: str = "auto",
 ) -> dict:
     """Variants/s per type on the first ``n`` Flores EN-FR pairs (lexical: first ``lexical_n``)."""
-    from . import make_divergences
+    from parasim.divergences import make_divergences
 
     pairs = _load_pairs(data, "flores")
     out: dict = {"load_average": os.getloadavg(), "cores": os.cpu_count()}
@@ -175,7 +175,7 @@ def _punct_idx(tokens: list[str]) -> set[int]:
 
 
 def _unaligned_scores(en_toks, fr_toks, extra_en, extra_fr) -> list[float]:
-    from .wordalign import align_intersection, unaligned_share
+    from parasim.divergences.wordalign import align_intersection, unaligned_share
 
     links = align_intersection(en_toks, fr_toks, extra_en, extra_fr)
     return [
@@ -186,8 +186,8 @@ def _unaligned_scores(en_toks, fr_toks, extra_en, extra_fr) -> list[float]:
 
 def refresd_baseline(data: Path = DATA, synthetic_n: int = 600, seed: int = 13) -> dict:
     """Untrained alignment-based divergence baseline on REFreSD dev (see the module docstring)."""
-    from . import make_divergences
-    from .tags import load_spacy, tokens_only
+    from parasim.divergences import make_divergences
+    from parasim.divergences.tags import load_spacy, tokens_only
 
     nlp_en, nlp_fr = load_spacy("en"), load_spacy("fr")
     extra = _load_pairs(data, "flores") + _load_pairs(data, "tatoeba")
@@ -260,8 +260,8 @@ def refresd_baseline(data: Path = DATA, synthetic_n: int = 600, seed: int = 13) 
 
 
 def main(argv: list[str] | None = None) -> None:
-    """Command line: ``python -m parasim.divergences.bench {speed,refresd}``."""
-    ap = argparse.ArgumentParser(prog="python -m parasim.divergences.bench")
+    """Command line: ``parasim bench divergences {speed,refresd}``."""
+    ap = argparse.ArgumentParser(prog="parasim bench divergences")
     sub = ap.add_subparsers(dest="cmd", required=True)
     sp = sub.add_parser("speed")
     sp.add_argument("--n", type=int, default=200)

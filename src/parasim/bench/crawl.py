@@ -1,5 +1,6 @@
-"""Benchmark of the crawl on real data: the WET-BOEW demo site (880 pages, English/French) served
-on loopback. ``python -m parasim.crawl.bench`` prints pages, pages/s, peak RSS and CPU time, and how
+"""The crawl on real data: the WET-BOEW site (880 pages, English/French) served on loopback.
+
+``parasim bench crawl`` prints pages, pages/s, peak RSS and CPU time, and how
 many of the gold page pairs (``pairs_en_fr.tsv``) were fetched.
 """
 
@@ -107,8 +108,8 @@ def bench_crawl(
 
 
 def main(argv: list[str] | None = None) -> int:
-    """``python -m parasim.crawl.bench [--data DIR] [--concurrency N]``."""
-    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    """``parasim bench crawl [--data DIR] [--concurrency N]``."""
+    p = argparse.ArgumentParser(prog="parasim bench crawl", description=__doc__.splitlines()[0])
     p.add_argument("--data", type=Path, default=None, help="shared data folder")
     p.add_argument("--concurrency", type=int, default=16)
     args = p.parse_args(argv)

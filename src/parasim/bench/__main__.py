@@ -1,0 +1,7 @@
+"""`python -m parasim.bench <name> [...]`."""
+
+import sys
+
+from parasim.bench import main
+
+sys.exit(main())

@@ -9,16 +9,11 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
-from parasim.corpus import (
-    CORPUS_SCHEMA,
-    CorpusConfig,
-    assign_splits,
-    build_corpus,
-    partition_of,
-    settings_from_dict,
-)
+from parasim.config import settings_from_dict
+from parasim.corpus import CORPUS_SCHEMA, build_corpus
 from parasim.io import POSITIVES_SCHEMA, stable_id
 from parasim.negatives.select import select_negatives
+from parasim.partition import CorpusConfig, assign_splits, partition_of
 
 
 def make_positives(n_docs: int = 40, per_doc: int = 5, domain: str = "government", lang="fr"):

@@ -234,7 +234,7 @@ def test_bad_input_counts_and_completes():
 
 
 def test_within_split_keeps_negatives_on_one_side():
-    from parasim.corpus import assign_splits
+    from parasim.partition import assign_splits
 
     pos = make_positives(n_docs=30, per_doc=4, seed=2)
     vec = np.random.default_rng(2).normal(size=(pos.num_rows, 4)) + 0.5

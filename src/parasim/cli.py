@@ -27,6 +27,7 @@ STAGE_COMMANDS = [
     "parasim.translate.commands",
     "parasim.align.commands",
     "parasim.negatives.commands",
+    "parasim.corpus.commands",
     "parasim.divergences.commands",
     "parasim.report.commands",
 ]

@@ -9,7 +9,7 @@ from __future__ import annotations
 import copy
 import os
 from collections.abc import Iterator, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, fields
 from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit
@@ -213,3 +213,23 @@ def site_by_name(config: Mapping[str, Any], name: str) -> SiteConfig:
     raise ConfigError(
         f"sites: no site named {name!r} (have {[s['name'] for s in config['sites']]})"
     )
+
+
+def settings_from_dict(cls: type, raw: Mapping[str, Any] | None, section: str) -> Any:
+    """Build the settings dataclass ``cls`` from a (validated) config section.
+
+    Missing keys take the dataclass defaults; lists become tuples.
+
+    Raises:
+        ValueError: naming the section and the unknown key(s).
+    """
+    if raw is None:
+        return cls()
+    if isinstance(raw, cls):
+        return raw
+    names = {f.name for f in fields(cls)}
+    unknown = sorted(set(raw) - names)
+    if unknown:
+        raise ValueError(f"{section}: unknown key(s) {unknown}; allowed keys: {sorted(names)}")
+    kw = {k: tuple(v) if isinstance(v, list) else v for k, v in raw.items()}
+    return cls(**kw)

@@ -4,7 +4,7 @@ rule fit_topics:
         positives=expand(
             "results/positives/{site}/{shard}.parquet", site=SITES, shard=SHARDS
         ),
-        code=code("negatives", "corpus"),
+        code=code("negatives", "partition"),
     output:
         topics=directory("results/topics"),
         stats="results/stats/fit_topics.json",
@@ -34,7 +34,7 @@ rule select_negatives:
             "results/positives/{site}/{shard}.parquet", site=SITES, shard=SHARDS
         ),
         topics="results/topics",
-        code=code("negatives", "corpus"),
+        code=code("negatives", "partition"),
     output:
         negatives="results/negatives/negatives.parquet",
         stats="results/stats/select_negatives.json",
@@ -68,7 +68,7 @@ rule build_corpus:
         ),
         negatives="results/negatives/negatives.parquet",
         topics="results/topics",
-        code=code("negatives", "corpus"),
+        code=code("corpus", "negatives", "partition"),
     output:
         corpus=directory("results/corpus"),
         stats="results/stats/build_corpus.json",

@@ -26,7 +26,8 @@ from typing import Any
 import numpy as np
 import pyarrow as pa
 
-from parasim.corpus import CorpusConfig, partition_column, settings_from_dict
+from parasim.config import settings_from_dict
+from parasim.partition import CorpusConfig, partition_column
 
 log = logging.getLogger(__name__)
 

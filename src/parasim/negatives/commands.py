@@ -1,9 +1,9 @@
-"""`parasim fit-topics`, `parasim select-negatives`, `parasim build-corpus`: negatives and corpus.
+"""`parasim fit-topics`, `parasim select-negatives`: the negatives stage as commands.
 
-All three read the positives of every site (several shard files), concatenated and sorted by
-``id`` so that the result does not depend on the order the files are given in. Settings come
-from the ``negatives`` and ``corpus`` config sections as JSON (Snakemake passes them); absent
-sections take the schema's defaults.
+Both (and `parasim build-corpus`, :mod:`parasim.corpus.commands`) read the positives of every
+site (several shard files), concatenated and sorted by ``id`` so that the result does not depend
+on the order the files are given in. Settings come from the ``negatives`` and ``corpus`` config
+sections as JSON (Snakemake passes them); absent sections take the schema's defaults.
 
 The negatives file carries, in its Parquet schema metadata (key ``parasim.selection``), the
 encoder and the cosine band used per partition; ``build-corpus`` writes them into the dataset
@@ -28,7 +28,7 @@ log = logging.getLogger("parasim.negatives")
 SELECTION_KEY = b"parasim.selection"
 
 
-def _sections(args: argparse.Namespace) -> tuple[dict, dict]:
+def config_sections(args: argparse.Namespace) -> tuple[dict, dict]:
     """The validated ``negatives`` and ``corpus`` sections (defaults when not given)."""
     from parasim.config import validate_section
 
@@ -103,7 +103,7 @@ def cmd_fit_topics(args: argparse.Namespace) -> None:
     from parasim.negatives.topics import fit_topics
     from parasim.stagecli import write_stats
 
-    neg, corpus = _sections(args)
+    neg, corpus = config_sections(args)
     positives = read_positives(args.positives)
     t0 = time.perf_counter()
     topics_cfg = _with_threads(neg["topics"], "workers", args.threads)
@@ -153,7 +153,7 @@ def cmd_select_negatives(args: argparse.Namespace) -> None:
     from parasim.negatives.vectors import EncoderConfig, model_key
     from parasim.stagecli import need, write_stats
 
-    neg, corpus = _sections(args)
+    neg, corpus = config_sections(args)
     positives, shard = read_positives(args.positives, with_shards=True)
     topics_dir = need(args.topics, "topics folder")
     need(str(topics_dir / "topics.json"), "topics summary")
@@ -222,87 +222,26 @@ def select_negatives_table(
     return table, st
 
 
-def cmd_build_corpus(args: argparse.Namespace) -> None:
-    """Label, split, balance; Parquet shards and the dataset card."""
-    from parasim.corpus import build_corpus, partition_column
-    from parasim.io import read_table
-    from parasim.negatives import load_topics
-    from parasim.negatives.select import NEGATIVES_SCHEMA
-    from parasim.stagecli import UsageError, need, write_stats
-
-    neg, corpus = _sections(args)
-    positives = read_positives(args.positives)
-    negatives = read_table(need(args.negatives, "negatives file"))
-    missing = sorted(set(NEGATIVES_SCHEMA.names) - set(negatives.column_names))
-    if missing:
-        raise UsageError(f"negatives file {args.negatives}: missing column(s) {missing}")
-    raw = (negatives.schema.metadata or {}).get(SELECTION_KEY)
-    selection = json.loads(raw) if raw else {}
-    if not selection:
-        log.warning("%s carries no selection summary: encoder/band from the config", args.negatives)
-    topics_dir = need(args.topics, "topics folder")
-    need(str(topics_dir / "topics.json"), "topics summary")
-    topics = load_topics(topics_dir)
-    meta = {
-        "encoder": selection.get("encoder") or encoder_label(neg["encoder"]),
-        "band": selection.get("band") or neg["select"]["band"],
-        "band_method": selection.get("band_method", {}),
-        "topics": {
-            p: {k: v.get(k) for k in ("num_topics", "coherence", "measure", "passes", "reason")}
-            for p, v in topics.partitions.items()
-        },
-    }
-    t0 = time.perf_counter()
-    stats = build_corpus(
-        positives, negatives.select(NEGATIVES_SCHEMA.names), corpus, args.out, meta
-    )
-    pos_parts = set(partition_column(positives, corpus["partitions"]))
-    empty = sorted(p for p in pos_parts if not stats["counts"].get(p))
-    for p in empty:
-        n_pos = sum(1 for q in partition_column(positives, corpus["partitions"]) if q == p)
-        n_neg = sum(1 for q in negatives.column("partition").to_pylist() if q == p)
-        log.warning(
-            "partition %s: nothing to build (%d positives, %d negatives; a class missing in "
-            "every split/fold cell is emptied by balancing)",
-            p,
-            n_pos,
-            n_neg,
-        )
-    out = {
-        "stage": "corpus",
-        **{k: v for k, v in stats.items() if k not in ("meta", "config")},
-        "empty_partitions": empty,
-        "elapsed_s": round(time.perf_counter() - t0, 3),
-    }
-    write_stats(args.stats, out)
-    if stats["rows"] == 0:
-        raise UsageError(
-            f"build-corpus: the corpus is empty (0 rows from {positives.num_rows} positives and "
-            f"{negatives.num_rows} negatives; empty partitions: {empty or 'none'}); see "
-            f"{args.stats or 'the log'} and the select-negatives stats"
-        )
+def common_options(sp: argparse.ArgumentParser) -> None:
+    """The options of every command over the positives of all sites (here and build-corpus)."""
+    sp.add_argument("--positives", nargs="+", required=True, help="positives shards (all sites)")
+    sp.add_argument("--negatives-json", help="the `negatives` config section as JSON")
+    sp.add_argument("--corpus-json", help="the `corpus` config section as JSON")
+    sp.add_argument("--stats", help="write counts as JSON here")
 
 
 def register(add: Callable[..., argparse.ArgumentParser], site_opts: Callable) -> None:
     """Add the stage's commands to the `parasim` parser."""
 
-    def common(sp: argparse.ArgumentParser) -> None:
-        sp.add_argument(
-            "--positives", nargs="+", required=True, help="positives shards (all sites)"
-        )
-        sp.add_argument("--negatives-json", help="the `negatives` config section as JSON")
-        sp.add_argument("--corpus-json", help="the `corpus` config section as JSON")
-        sp.add_argument("--stats", help="write counts as JSON here")
-
     sp = add("fit-topics", cmd_fit_topics, "LDA topics per partition (most coherent model kept).")
-    common(sp)
+    common_options(sp)
     sp.add_argument("--out", required=True, help="topics folder to write")
     sp.add_argument(
         "--threads", type=int, help="processes across topic counts (overrides topics.workers)"
     )
 
     sp = add("select-negatives", cmd_select_negatives, "Hard negatives (Algorithm 1).")
-    common(sp)
+    common_options(sp)
     sp.add_argument("--topics", required=True, help="topics folder (from fit-topics)")
     sp.add_argument("--out", required=True, help="negatives file to write (.parquet)")
     sp.add_argument("--cache-dir", help="sentence-vector cache folder")
@@ -311,9 +250,3 @@ def register(add: Callable[..., argparse.ArgumentParser], site_opts: Callable) -
         type=int,
         help="torch threads and topic blocks at once (overrides encoder.threads, select.threads)",
     )
-
-    sp = add("build-corpus", cmd_build_corpus, "Labelled corpus shards and dataset card.")
-    common(sp)
-    sp.add_argument("--negatives", required=True, help="negatives file (from select-negatives)")
-    sp.add_argument("--topics", required=True, help="topics folder (from fit-topics)")
-    sp.add_argument("--out", required=True, help="corpus folder to write")

@@ -40,13 +40,9 @@ from typing import Any
 import numpy as np
 import pyarrow as pa
 
-from parasim.corpus import (
-    CorpusConfig,
-    partition_column,
-    settings_from_dict,
-    split_groups,
-)
+from parasim.config import settings_from_dict
 from parasim.io import SCHEMA_VERSION, stable_id
+from parasim.partition import CorpusConfig, partition_column, split_groups
 
 log = logging.getLogger(__name__)
 

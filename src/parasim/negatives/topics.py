@@ -36,8 +36,9 @@ from typing import Any
 
 import pyarrow as pa
 
-from parasim.corpus import DEFAULT_PARTITIONS, partition_column, settings_from_dict
+from parasim.config import settings_from_dict
 from parasim.io import read_table, write_table
+from parasim.partition import DEFAULT_PARTITIONS, partition_column
 
 log = logging.getLogger(__name__)
 

@@ -29,7 +29,7 @@ from typing import Any
 import numpy as np
 
 from parasim.accel import dtype_name, resolve_device, resolve_dtype
-from parasim.corpus import settings_from_dict
+from parasim.config import settings_from_dict
 
 log = logging.getLogger(__name__)
 

@@ -1,0 +1,14 @@
+"""CORPUS stage: the labelled corpus, Parquet shards per partition and split, and its card.
+
+See :mod:`parasim.corpus.stage`; partitions and splits come from :mod:`parasim.partition`.
+"""
+
+from parasim.corpus.stage import (
+    CORPUS_SCHEMA,
+    CORPUS_SCHEMA_VERSION,
+    build_corpus,
+    label_counts,
+    write_card,
+)
+
+__all__ = ["CORPUS_SCHEMA", "CORPUS_SCHEMA_VERSION", "build_corpus", "label_counts", "write_card"]

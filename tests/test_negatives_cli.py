@@ -249,8 +249,9 @@ def test_empty_corpus_fails_naming_the_stage(setup, capsys):
         ]
     )
     assert rc == 2
-    err = capsys.readouterr().err
-    assert "build-corpus" in err and "corpus is empty" in err
+    err = capsys.readouterr().err.strip().splitlines()[-1]
+    assert err.startswith("parasim build-corpus: error: 0 corpus rows from ")
+    assert "balancing emptied every partition" in err and "allow_empty: true" in err
 
 
 def test_bad_settings_are_named(setup, capsys):

@@ -10,6 +10,7 @@ from __future__ import annotations
 import argparse
 import json
 import logging
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -66,3 +67,28 @@ def need(path: str, what: str) -> Path:
     if not p.exists():
         raise UsageError(f"{what} not found: {p}")
     return p
+
+
+def _additive(key: str, value: Any) -> bool:
+    """Counts (integers) and timings add up over shards; rates, shares, ratios and flags do not."""
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        return False
+    if key.endswith(("_per_s", "_rate", "_share", "share", "_ratio", "_mean", "_median")):
+        return False
+    return isinstance(value, int) or key == "seconds" or key.endswith(("_seconds", "_s"))
+
+
+def sum_counts(items: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
+    """Add up the additive fields of several stats dicts (nested dicts too); drop the rest.
+
+    Integers (counts) and timings are summed; floats that are not timings (rates, shares, ratios,
+    scores) cannot be summed over shards and are left out, as are flags and text.
+    """
+    out: dict[str, Any] = {}
+    for d in items:
+        for k, v in d.items():
+            if _additive(k, v):
+                out[k] = out.get(k, 0) + v
+            elif isinstance(v, Mapping):
+                out[k] = sum_counts([out.get(k, {}), v])
+    return out

@@ -28,6 +28,7 @@ rule positives_done:
     input:
         shards=shard_files("positives"),
         stats=stats_files("align_lines"),
+        upstream=upstream_stats("positives"),
     output:
         "results/positives/{site}.done",
     log:
@@ -38,4 +39,5 @@ rule positives_done:
         allow_empty=allow_empty_flag(),
     shell:
         "parasim summarize --stage positives --site {wildcards.site} --stats {input.stats}"
-        " --shards {input.shards} --out {output} {params.allow_empty} > {log} 2>&1"
+        " --upstream {input.upstream} --shards {input.shards} --out {output}"
+        " {params.allow_empty} > {log} 2>&1"

@@ -83,6 +83,31 @@ def stats_files(job_name):
     return _files
 
 
+#: Each per-site stage's stats, in funnel order: a `.done` target reads those of the stages
+#: before it to explain, in one sentence, why it has no rows (parasim.diagnose).
+FUNNEL_STATS = [
+    ("pairs", "results/stats/crawl_site/{site}.json"),
+    ("lines", "results/stats/pair_pages/{site}.json"),
+    ("translated", "results/stats/parse_pages/{site}/{shard}.json"),
+    ("positives", "results/stats/translate_lines/{site}/{shard}.json"),
+    ("divergences", "results/stats/align_lines/{site}/{shard}.json"),
+]
+
+
+def upstream_stats(stage):
+    """Stats files of the stages before `stage`, for one site (an input function)."""
+
+    def _files(wildcards):
+        out = []
+        for name, pattern in FUNNEL_STATS:
+            out += sorted({pattern.format(site=wildcards.site, shard=s) for s in SHARDS})
+            if name == stage:
+                return out
+        raise ValueError(f"upstream_stats: unknown stage {stage!r}")
+
+    return _files
+
+
 def allow_empty_flag():
     """`--allow-empty` for `parasim summarize` when the config allows empty stages."""
     return "--allow-empty" if config["allow_empty"] else ""

@@ -32,6 +32,7 @@ rule divergences_done:
     input:
         shards=shard_files("divergences"),
         stats=stats_files("make_divergences"),
+        upstream=upstream_stats("divergences"),
     output:
         done="results/divergences/{site}.done",
         card="results/divergences/{site}/README.md",
@@ -39,6 +40,9 @@ rule divergences_done:
         "logs/divergences_done/{site}.log",
     conda:
         "../../envs/nlp.yaml"
+    params:
+        allow_empty=allow_empty_flag(),
     shell:
         "parasim divergences-card --site {wildcards.site} --shards {input.shards}"
-        " --stats {input.stats} --out {output.card} --done {output.done} > {log} 2>&1"
+        " --stats {input.stats} --upstream {input.upstream} --out {output.card}"
+        " --done {output.done} {params.allow_empty} > {log} 2>&1"

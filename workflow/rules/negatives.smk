@@ -85,8 +85,9 @@ rule build_corpus:
     params:
         negatives=section_json("negatives"),
         corpus=section_json("corpus"),
+        allow_empty=allow_empty_flag(),
     shell:
         "parasim build-corpus --positives {input.positives} --negatives {input.negatives}"
         " --topics {input.topics} --out {output.corpus}"
         " --negatives-json {params.negatives:q} --corpus-json {params.corpus:q}"
-        " --stats {output.stats} > {log} 2>&1"
+        " --stats {output.stats} {params.allow_empty} > {log} 2>&1"

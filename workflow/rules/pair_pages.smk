@@ -29,6 +29,7 @@ rule pairs_done:
     input:
         shards=shard_files("pairs"),
         stats="results/stats/pair_pages/{site}.json",
+        upstream=upstream_stats("pairs"),
     output:
         "results/pairs/{site}.done",
     log:
@@ -39,4 +40,5 @@ rule pairs_done:
         allow_empty=allow_empty_flag(),
     shell:
         "parasim summarize --stage pairs --site {wildcards.site} --stats {input.stats}"
-        " --shards {input.shards} --out {output} {params.allow_empty} > {log} 2>&1"
+        " --upstream {input.upstream} --shards {input.shards} --out {output}"
+        " {params.allow_empty} > {log} 2>&1"

@@ -30,6 +30,7 @@ rule lines_done:
     input:
         shards=shard_files("lines"),
         stats=stats_files("parse_pages"),
+        upstream=upstream_stats("lines"),
     output:
         "results/lines/{site}.done",
     log:
@@ -40,4 +41,5 @@ rule lines_done:
         allow_empty=allow_empty_flag(),
     shell:
         "parasim summarize --stage lines --site {wildcards.site} --stats {input.stats}"
-        " --shards {input.shards} --out {output} {params.allow_empty} > {log} 2>&1"
+        " --upstream {input.upstream} --shards {input.shards} --out {output}"
+        " {params.allow_empty} > {log} 2>&1"

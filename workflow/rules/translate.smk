@@ -29,6 +29,7 @@ rule translated_done:
     input:
         shards=shard_files("translated"),
         stats=stats_files("translate_lines"),
+        upstream=upstream_stats("translated"),
     output:
         "results/translated/{site}.done",
     log:
@@ -39,4 +40,5 @@ rule translated_done:
         allow_empty=allow_empty_flag(),
     shell:
         "parasim summarize --stage translated --site {wildcards.site} --stats {input.stats}"
-        " --shards {input.shards} --out {output} {params.allow_empty} > {log} 2>&1"
+        " --upstream {input.upstream} --shards {input.shards} --out {output}"
+        " {params.allow_empty} > {log} 2>&1"

@@ -76,12 +76,23 @@ def cmd_build_corpus(args: argparse.Namespace) -> None:
         "elapsed_s": round(time.perf_counter() - t0, 3),
     }
     write_stats(args.stats, out)
-    if stats["rows"] == 0:
-        raise UsageError(
-            f"build-corpus: the corpus is empty (0 rows from {positives.num_rows} positives and "
-            f"{negatives.num_rows} negatives; empty partitions: {empty or 'none'}); see "
-            f"{args.stats or 'the log'} and the select-negatives stats"
+    if stats["rows"] == 0 and not args.allow_empty:
+        raise UsageError(corpus_empty_reason(positives.num_rows, negatives.num_rows, empty))
+
+
+def corpus_empty_reason(n_positives: int, n_negatives: int, empty: list[str]) -> str:
+    """One sentence on why the corpus has no rows, and where to look."""
+    hint = " (or set `allow_empty: true` if an empty result is wanted)"
+    if n_positives == 0:
+        return (
+            "0 corpus rows: the positives of every site are empty; the sites' `.done` targets "
+            f"(results/positives/<site>.done) say why{hint}"
         )
+    return (
+        f"0 corpus rows from {n_positives} positives and {n_negatives} negatives: balancing "
+        f"emptied every partition ({', '.join(empty) or 'none'}: a class is missing); see the "
+        f"select-negatives stats{hint}"
+    )
 
 
 def register(add: Callable[..., argparse.ArgumentParser], site_opts: Callable) -> None:
@@ -93,3 +104,8 @@ def register(add: Callable[..., argparse.ArgumentParser], site_opts: Callable) -
     sp.add_argument("--negatives", required=True, help="negatives file (from select-negatives)")
     sp.add_argument("--topics", required=True, help="topics folder (from fit-topics)")
     sp.add_argument("--out", required=True, help="corpus folder to write")
+    sp.add_argument(
+        "--allow-empty",
+        action="store_true",
+        help="an empty corpus (empty shards, schema intact) is not an error",
+    )

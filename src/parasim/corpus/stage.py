@@ -205,6 +205,8 @@ def build_corpus(
         stale.unlink()
     shards = []
     counts: dict[str, dict[str, dict[str, int]]] = defaultdict(lambda: defaultdict(dict))
+    if not by_file:  # nothing to write: an empty train shard per partition keeps the schema
+        by_file.update({(part, "train"): [] for part in cfg.partitions})
     for part, split in sorted(by_file):
         frows = by_file[(part, split)]
         n_shards = max(1, math.ceil(len(frows) / cfg.max_rows_per_shard))
@@ -214,6 +216,8 @@ def build_corpus(
             path = data_dir / part / f"{split}-{k:05d}-of-{n_shards:05d}.parquet"
             write_table(table, path, row_group_size=cfg.row_group_size)
             shards.append(str(path.relative_to(out_dir)))
+        if not frows:
+            continue
         labels = Counter(r["label"] for r in frows)
         counts[part][split] = {"positive": labels[1], "negative": labels[0]}
         if split == "train":

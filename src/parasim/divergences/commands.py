@@ -93,11 +93,16 @@ def cmd_divergences(args: argparse.Namespace) -> None:
 
 
 def cmd_divergences_card(args: argparse.Namespace) -> None:
-    """Add up the shards' stats; write the dataset card (and the stage's ``.done`` summary)."""
+    """Add up the shards' stats; write the dataset card (and the stage's ``.done`` summary).
+
+    With ``--done``, zero rows (without ``--allow-empty``) is an error of one sentence that
+    names the earliest empty stage of the site (:mod:`parasim.diagnose`).
+    """
     import json
 
     import pyarrow.parquet as pq
 
+    from parasim.diagnose import require_rows
     from parasim.divergences import write_card
     from parasim.stagecli import UsageError, need, write_stats
 
@@ -119,6 +124,10 @@ def cmd_divergences_card(args: argparse.Namespace) -> None:
     write_card(stats, args.out)
     log.info("card: %s (%d rows by type %s)", args.out, stats["n_rows"], stats["rows_by_type"])
     if args.done:
+        upstream = [json.loads(need(p, "stats file").read_text()) for p in args.upstream]
+        require_rows(
+            args.site or "?", "divergences", stats["n_rows"], per_shard, upstream, args.allow_empty
+        )
         write_stats(
             args.done,
             {
@@ -152,3 +161,12 @@ def register(add: Callable[..., argparse.ArgumentParser], site_opts: Callable) -
     sp.add_argument("--out", required=True, help="README.md to write")
     sp.add_argument("--site", help="site name (written into the card and summary)")
     sp.add_argument("--done", help="also write the stage summary (.done) here")
+    sp.add_argument(
+        "--upstream",
+        nargs="*",
+        default=[],
+        help="stats files of the site's earlier stages: they explain a stage with 0 rows",
+    )
+    sp.add_argument(
+        "--allow-empty", action="store_true", help="with --done: zero rows is not an error"
+    )

@@ -212,6 +212,9 @@ class _Evidence:
     edges: dict[tuple[int, int], _Edge] = field(default_factory=lambda: defaultdict(_Edge))
     hints: dict[int, set[str]] = field(default_factory=lambda: defaultdict(set))  # page -> langs
     diag: dict[tuple[int, str], set[str]] = field(default_factory=lambda: defaultdict(set))
+    #: English page -> declared languages of the pages its evidence names that are not the
+    #: expected ones (a site whose `languages` do not match the pages: "fr, not de").
+    wrong_lang: dict[int, set[str]] = field(default_factory=lambda: defaultdict(set))
     parse_errors: int = 0
     parse_s: float = 0.0
 
@@ -368,6 +371,7 @@ def score_candidates(
             if lang not in others or (expected and lang not in expected):
                 for want in expected or others:
                     ev.diag[(en, want)].add("target_wrong_language")
+                ev.wrong_lang[en].add(lang)
                 continue
         else:
             cands = (e.langs or ev.hints.get(other, set())) & others
@@ -456,7 +460,10 @@ def pair_pages(
 
     Returns:
         The pairs (:data:`parasim.io.PAIRS_SCHEMA`, sorted by ``(other_lang, en_url)``) and a stats
-        dict: pages, pages_ok, duplicate_pages, parse_errors, english_pages, pairs (per language),
+        dict: pages, pages_ok, duplicate_pages, parse_errors, english_pages, documents_by_lang
+        (declared or evidence-named language of each document, "unknown" when neither),
+        unexpected_target_langs (English pages whose evidence leads to a page declared in a
+        language that is not the expected one, per that language), pairs (per language),
         unpaired_en (by reason, summed over languages), unpaired_en_by_lang, unpaired_other (per
         language), conflicts, candidates, parse_seconds, pages_per_s.
 
@@ -477,6 +484,8 @@ def pair_pages(
     for c in by_lang.values():
         total.update(c)
     n_ok = sum(pg.ok)
+    doc_langs = Counter(ev.lang_of(pg, i) or "unknown" for i in pg.docs)
+    unexpected = Counter(lang for i in english for lang in ev.wrong_lang.get(i, ()))
     stats = {
         "site": site.name,
         "pages": len(pg.urls),
@@ -485,6 +494,8 @@ def pair_pages(
         "duplicate_content_urls": pg.same_content,
         "parse_errors": ev.parse_errors,
         "english_pages": len(english),
+        "documents_by_lang": dict(sorted(doc_langs.items())),
+        "unexpected_target_langs": dict(sorted(unexpected.items())),
         "pairs": {lang: n_pairs.get(lang, 0) for lang in sorted(others)},
         "unpaired_en": {r: total.get(r, 0) for r in UNPAIRED_REASONS},
         "unpaired_en_by_lang": {

@@ -11,14 +11,19 @@ log = logging.getLogger("parasim.report")
 
 
 def cmd_summarize(args: argparse.Namespace) -> None:
-    """Count one stage's rows and sum its stats for one site (the stage's ``.done`` file)."""
+    """Count one stage's rows and sum its stats for one site (the stage's ``.done`` file).
+
+    Zero rows (without ``--allow-empty``) is an error of one sentence that names the earliest
+    empty stage of the site, its counts by reason and the likely fix (:mod:`parasim.diagnose`).
+    """
     import pyarrow.parquet as pq
 
-    from parasim.report.stage import sum_counts
-    from parasim.stagecli import UsageError, need, write_stats
+    from parasim.diagnose import require_rows
+    from parasim.stagecli import need, sum_counts, write_stats
 
     rows = sum(pq.ParquetFile(need(p, "shard")).metadata.num_rows for p in args.shards)
     stats = [json.loads(need(p, "stats file").read_text()) for p in args.stats]
+    upstream = [json.loads(need(p, "stats file").read_text()) for p in args.upstream]
     summary = {
         "stage": args.stage,
         "site": args.site,
@@ -26,12 +31,7 @@ def cmd_summarize(args: argparse.Namespace) -> None:
         "rows": rows,
         "counts": sum_counts(stats),
     }
-    if rows == 0 and not args.allow_empty:
-        raise UsageError(
-            f"site {args.site!r}: stage {args.stage!r} produced 0 rows "
-            f"(counts: {json.dumps(summary['counts'], sort_keys=True)}); see its logs, or set "
-            "allow_empty: true in the config if this is wanted"
-        )
+    require_rows(args.site, args.stage, rows, stats, upstream, args.allow_empty)
     write_stats(args.out, summary)
 
 
@@ -50,6 +50,12 @@ def register(add: Callable[..., argparse.ArgumentParser], site_opts: Callable) -
     sp.add_argument("--site", required=True)
     sp.add_argument("--shards", nargs="+", required=True)
     sp.add_argument("--stats", nargs="+", required=True)
+    sp.add_argument(
+        "--upstream",
+        nargs="*",
+        default=[],
+        help="stats files of the site's earlier stages: they explain a stage with 0 rows",
+    )
     sp.add_argument("--out", required=True)
     sp.add_argument("--allow-empty", action="store_true", help="zero rows is not an error")
 

@@ -12,6 +12,8 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
+from parasim.stagecli import sum_counts
+
 #: (stage, stats folder under results/stats, headline metric of the funnel, its label).
 STAGES: list[tuple[str, str, str, str]] = [
     ("crawl", "crawl_site", "pages_ok", "pages crawled"),
@@ -21,33 +23,10 @@ STAGES: list[tuple[str, str, str, str]] = [
     ("positives", "align_lines", "positives", "positives"),
     ("divergences", "make_divergences", "n_rows", "divergence rows"),
 ]
+__all__ = ["STAGES", "site_yield", "sum_counts", "write_report", "yield_table"]
+
 #: Keys that are not counts (rates, timings, labels) and stay out of the report.
 _SKIP_SUFFIXES = ("_per_s", "_s", "seconds", "_rate", "_mb")
-
-
-def _additive(key: str, value: Any) -> bool:
-    """Counts (integers) and timings add up over shards; rates, shares, ratios and flags do not."""
-    if isinstance(value, bool) or not isinstance(value, (int, float)):
-        return False
-    if key.endswith(("_per_s", "_rate", "_share", "share", "_ratio", "_mean", "_median")):
-        return False
-    return isinstance(value, int) or key == "seconds" or key.endswith(("_seconds", "_s"))
-
-
-def sum_counts(items: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
-    """Add up the additive fields of several stats dicts (nested dicts too); drop the rest.
-
-    Integers (counts) and timings are summed; floats that are not timings (rates, shares, ratios,
-    scores) cannot be summed over shards and are left out, as are flags and text.
-    """
-    out: dict[str, Any] = {}
-    for d in items:
-        for k, v in d.items():
-            if _additive(k, v):
-                out[k] = out.get(k, 0) + v
-            elif isinstance(v, Mapping):
-                out[k] = sum_counts([out.get(k, {}), v])
-    return out
 
 
 def _flatten(d: Mapping[str, Any], prefix: str = "") -> dict[str, float]:

@@ -127,6 +127,41 @@ def test_bad_config_stops_before_any_job(tmp_path):
     assert "sites[0].start_urls[0]: 'notaurl' is not an absolute http(s) URL" in out
 
 
+def test_empty_sites_fail_their_done_with_one_sentence_and_no_traceback(tmp_path):
+    """A site whose `languages` miss its pages' language (0 pairs) and one whose start URL is
+    missing (0 pages): every `.done` asked for fails with one sentence naming the culprit."""
+    cfg = shipped_config(tmp_path)
+    gov = dict(cfg["sites"][0], name="gov-es", languages=["en", "es"])
+    gov["pairing"] = {"rewrites": [{"en": "-en.html", "es": "-fr.html"}]}
+    (tmp_path / "empty-site").mkdir()
+    gone = dict(cfg["sites"][0], name="gone", serve_dir=str(tmp_path / "empty-site"))
+    cfg |= {"sites": [gov, gone], "divergences": {"lm": "none"}}
+    (tmp_path / "config.yaml").write_text(yaml.safe_dump(cfg))
+    targets = ["results/pairs/gov-es.done", "results/divergences/gov-es.done"]
+    targets += ["results/lines/gone.done"]
+    proc = snakemake(*demo_args(tmp_path, *targets), cwd=tmp_path, check=False)
+    out = proc.stdout + proc.stderr
+    assert proc.returncode != 0
+    assert "Traceback" not in out, out
+    zero_pairs = (
+        "error: 0 page pairs for site gov-es: 15 English pages point to pages detected as fr, "
+        "not es; 2 English pages point to pages the crawl did not fetch; check `languages`"
+    )
+    zero_pages = (
+        "error: 0 pages fetched for site gone: http 404 1; check `start_urls` and that the site "
+        "answers"
+    )
+    assert out.count(zero_pairs) == 2, out  # pairs.done and divergences.done
+    assert out.count(zero_pages) == 1, out
+    for done in targets:
+        assert not (tmp_path / done).exists()
+    # every stage before the .done targets still wrote its (empty) shards
+    for stage in ("pairs", "lines", "translated", "positives", "divergences"):
+        for shard in ("000", "001"):
+            path = tmp_path / "results" / stage / "gov-es" / f"{shard}.parquet"
+            assert pq.read_table(path).num_rows == 0, path
+
+
 @pytest.mark.slow
 def test_end_to_end_demo(tmp_path):
     """The shipped config, run in a temp dir: every stage's output exists and is non-empty."""

@@ -100,7 +100,9 @@ def upstream_stats(stage):
     def _files(wildcards):
         out = []
         for name, pattern in FUNNEL_STATS:
-            out += sorted({pattern.format(site=wildcards.site, shard=s) for s in SHARDS})
+            out += sorted(
+                {pattern.format(site=wildcards.site, shard=s) for s in SHARDS}
+            )
             if name == stage:
                 return out
         raise ValueError(f"upstream_stats: unknown stage {stage!r}")

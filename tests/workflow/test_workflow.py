@@ -127,6 +127,20 @@ def test_bad_config_stops_before_any_job(tmp_path):
     assert "sites[0].start_urls[0]: 'notaurl' is not an absolute http(s) URL" in out
 
 
+def test_a_language_the_backend_cannot_translate_stops_before_any_job(tmp_path):
+    cfg = shipped_config(tmp_path)
+    cfg["sites"][0]["languages"] = ["en", "de"]
+    cfg["sites"][0]["pairing"] = {"rewrites": [{"en": "-en.html", "de": "-de.html"}]}
+    (tmp_path / "config.yaml").write_text(yaml.safe_dump(cfg))
+    proc = snakemake(*demo_args(tmp_path, "-n"), cwd=tmp_path, check=False)
+    out = proc.stdout + proc.stderr
+    assert proc.returncode != 0
+    assert "this machine cannot run the configuration:" in out, out
+    assert "translate.backend: apertium" in out and "(site demo-gov)" in out, out
+    assert "Traceback" not in out, out
+    assert not (tmp_path / "results").exists()
+
+
 def test_empty_sites_fail_their_done_with_one_sentence_and_no_traceback(tmp_path):
     """A site whose `languages` miss its pages' language (0 pairs) and one whose start URL is
     missing (0 pages): every `.done` asked for fails with one sentence naming the culprit."""

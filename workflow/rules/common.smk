@@ -10,9 +10,11 @@ from pathlib import Path
 from snakemake.exceptions import WorkflowError
 
 from parasim.config import ConfigError, validate_config
+from parasim.preflight import check_installed
 
 try:
     _validated = validate_config(config)
+    check_installed(_validated)  # backend and spaCy models cover every site's languages
 except ConfigError as exc:
     raise WorkflowError(str(exc)) from None
 config.clear()

@@ -49,6 +49,66 @@ def _utf8_env() -> dict[str, str]:
     return env
 
 
+#: Debian packages of Apertium pairs that lead to English (Debian 12), by source language; the
+#: rest of Debian's pairs (`apt-cache search apertium-`) reach English only through these.
+DEBIAN_PACKAGES = {
+    "es": "apertium-eng-spa",
+    "fr": "apertium-fr-es apertium-eng-spa",
+    "ca": "apertium-eng-cat",
+    "gl": "apertium-en-gl",
+    "eo": "apertium-eo-en",
+    "eu": "apertium-eu-en",
+    "sh": "apertium-hbs-eng",
+    "is": "apertium-isl-eng",
+    "mk": "apertium-mkd-eng",
+    "pt": "apertium-es-pt apertium-eng-spa",
+    "it": "apertium-spa-ita apertium-eng-spa",
+    "ro": "apertium-es-ro apertium-eng-spa",
+}
+
+
+def list_modes(datadir: str | None = None) -> list[str] | None:
+    """The modes ``apertium -l`` lists (``spa-eng``, ...), or None when ``apertium`` is missing."""
+    binary = shutil.which("apertium")
+    if binary is None:
+        return None
+    cmd = [binary, "-u"] + (["-d", str(datadir)] if datadir else []) + ["-l"]
+    proc = subprocess.run(
+        cmd, capture_output=True, text=True, encoding="utf-8", env=_utf8_env(), timeout=60
+    )
+    return [m.strip() for m in proc.stdout.splitlines() if m.strip()]
+
+
+def find_chain(src_lang: str, modes: Sequence[str]) -> list[str] | None:
+    """The shortest chain of ``modes`` that takes ``src_lang`` to English, or None.
+
+    Breadth-first over the modes named ``xxx-yyy`` (variants such as ``spa-eng_US`` and the
+    ``eco-*`` modes are skipped): the fewest hops, and among equals the order of ``modes``.
+    """
+    edges: dict[str, list[tuple[str, str]]] = {}
+    for mode in modes:
+        m = _MODE_RE.match(mode)
+        if m:
+            edges.setdefault(_iso1(m.group(1)), []).append((_iso1(m.group(2)), mode))
+    queue: deque[tuple[str, list[str]]] = deque([(src_lang, [])])
+    seen = {src_lang}
+    while queue:
+        lang, path = queue.popleft()
+        if lang == "en":
+            return path or None
+        for nxt, mode in edges.get(lang, []):
+            if nxt not in seen:
+                seen.add(nxt)
+                queue.append((nxt, [*path, mode]))
+    return None
+
+
+def translatable(modes: Sequence[str]) -> list[str]:
+    """The languages (ISO 639-1 where known) that ``modes`` take to English."""
+    sources = {_iso1(m.group(1)) for mode in modes if (m := _MODE_RE.match(mode))}
+    return sorted(lang for lang in sources if lang != "en" and find_chain(lang, modes))
+
+
 def _strip_marks(out: str, src: str) -> str:
     """Drop Apertium's word marks (* unknown, # no surface form, @ not in the bilingual dictionary).
 
@@ -87,7 +147,7 @@ class ApertiumTranslator(Translator):
             )
         self.datadir = self.cfg.get("apertium_datadir")
         self._env = _utf8_env()
-        self.modes = self._list_modes()
+        self.modes = list_modes(self.datadir) or []
         overrides = self.cfg.get("apertium_modes") or {}
         self._chains: dict[str, list[str] | None] = {k: list(v) for k, v in overrides.items()}
         unknown = sorted({m for v in self._chains.values() for m in v or []} - set(self.modes))
@@ -106,35 +166,11 @@ class ApertiumTranslator(Translator):
             cmd += ["-d", str(self.datadir)]
         return cmd
 
-    def _list_modes(self) -> list[str]:
-        proc = subprocess.run(
-            [*self._base_cmd(), "-l"],
-            capture_output=True, text=True, encoding="utf-8", env=self._env, timeout=60,
-        )  # fmt: skip
-        return [m.strip() for m in proc.stdout.splitlines() if m.strip()]
-
     def chain(self, src_lang: str) -> list[str] | None:
         """The modes that take ``src_lang`` to English (shortest chain), or None when none do."""
         if src_lang in self._chains:
             return self._chains[src_lang]
-        edges: dict[str, list[tuple[str, str]]] = {}
-        for mode in self.modes:
-            m = _MODE_RE.match(mode)
-            if m:
-                edges.setdefault(_iso1(m.group(1)), []).append((_iso1(m.group(2)), mode))
-        # Breadth-first: the fewest hops, and among equals the order `apertium -l` lists them.
-        queue: deque[tuple[str, list[str]]] = deque([(src_lang, [])])
-        seen = {src_lang}
-        found = None
-        while queue:
-            lang, path = queue.popleft()
-            if lang == "en":
-                found = path
-                break
-            for nxt, mode in edges.get(lang, []):
-                if nxt not in seen:
-                    seen.add(nxt)
-                    queue.append((nxt, [*path, mode]))
+        found = find_chain(src_lang, self.modes)
         self._chains[src_lang] = found or None
         return self._chains[src_lang]
 

@@ -310,3 +310,39 @@ def test_byte_identical_pages_are_one_document():
     pairs, stats = pair_pages(table(*rows), site(), 1, one_to_one=False)
     assert urlpairs(pairs) == [("/a-en.html", "/a-fr.html")]
     assert stats["duplicate_content_urls"] == 1
+
+
+def _index_pages(with_files: bool, same_bytes: bool) -> list[dict]:
+    """A directory site: English /en/ and French /fr/, toggles pointing at the directories."""
+    en = html("en", toggles=[("fr", "/fr/")], text="English home page")
+    fr = html("fr", toggles=[("en", "/en/")], text="Page d'accueil")
+    rows = [page("/en/", en, "en"), page("/fr/", fr, "fr")]
+    if with_files:
+        rows += [
+            page("/en/index.html", en if same_bytes else en.replace("home", "Home"), "en"),
+            page("/fr/index.html", fr if same_bytes else fr.replace("Page", "page"), "fr"),
+        ]
+    for r in rows:
+        r["content_hash"] = "h-" + r["html"]
+    return rows
+
+
+@pytest.mark.parametrize("same_bytes", [True, False])
+def test_directory_and_its_index_file_are_one_page_named_by_the_file(same_bytes):
+    rows = _index_pages(with_files=True, same_bytes=same_bytes)
+    for order in (rows, rows[::-1], [rows[2], rows[1], rows[0], rows[3]]):
+        pairs, stats = pair_pages(table(*order), site(), 1)
+        assert urlpairs(pairs) == [("/en/index.html", "/fr/index.html")]
+        evidence = pairs.column("evidence").to_pylist()[0]
+        assert evidence == [
+            "toggle",
+            f"en_alias:{ORIGIN}/en/",
+            f"other_alias:{ORIGIN}/fr/",
+        ]
+        assert stats["duplicate_content_urls"] == 2 and stats["english_pages"] == 1
+
+
+def test_a_directory_alone_keeps_its_url():
+    pairs, _ = pair_pages(table(*_index_pages(with_files=False, same_bytes=True)), site(), 1)
+    assert urlpairs(pairs) == [("/en/", "/fr/")]
+    assert pairs.column("evidence").to_pylist() == [["toggle"]]

@@ -47,7 +47,9 @@ PAIRS_SCHEMA = pa.schema(
         pa.field("en_url", pa.string(), nullable=False),
         pa.field("other_url", pa.string(), nullable=False),
         pa.field("other_lang", pa.string(), nullable=False),
-        pa.field("evidence", pa.list_(pa.string()), nullable=False),  # e.g. ["hreflang", "toggle"]
+        # e.g. ["hreflang", "toggle"], plus "en_alias:<X/>" / "other_alias:<X/>" where a side's
+        # canonical URL X/index.html also answered as its directory URL X/ (parasim.pair)
+        pa.field("evidence", pa.list_(pa.string()), nullable=False),
         pa.field("shard", pa.int32(), nullable=False),
     ],
     metadata={"parasim.schema": "pairs", "parasim.schema_version": SCHEMA_VERSION},

@@ -22,6 +22,14 @@ per language: candidates are taken greedily, best first (more evidence kinds, th
 evidence, then evidence from the English page itself, then more evidence links, then URL order), and
 the candidates that lose are counted as conflicts.
 
+Several URLs of one page are one document: byte-identical pages (same ``content_hash``: query
+variants, one file at two paths) and a directory URL with its index file (``X/`` and
+``X/index.html`` or ``index.htm``, whatever their bytes). The pair names the page by one canonical
+URL, chosen the same way whatever the crawl met first: no query, then the shortest, where the
+index file wins over its directory URL (``X/index.html``: the name a gold list written from the
+site's files uses). The pair's ``evidence`` then says so: ``en_alias:<X/>`` or
+``other_alias:<X/>`` names the directory URL folded into the side's index file.
+
 A configured rewrite also names languages: a page without a declared language whose URL has the
 English pattern counts as English, and the page the rewrite leads to as the rewrite's language.
 """
@@ -194,6 +202,9 @@ class _Pages:
     lookup: dict[str, int]  # URL -> page index (the representative of its content)
     docs: list[int]  # one page per document, by url
     same_content: int  # fetched pages whose content another page represents
+    #: document -> its directory URL (``X/``) when the document is the index file ``X/index.html``
+    #: and both were fetched: one page, written into the pairs' evidence as ``en_alias:X/`` ...
+    dir_alias: dict[int, str] = field(default_factory=dict)
 
     def target(self, url: str) -> tuple[int | None, str | None]:
         """The document ``url`` leads to, or None and why not."""
@@ -274,27 +285,76 @@ def index_pages(pages: pa.Table) -> _Pages:
                 lookup[cf[i]] = i
 
     # Byte-identical pages are one document (query-string variants such as ?lang=x&page=1, or
-    # the same file at two paths): every URL of such a page leads to one representative, the
-    # URL without a query, then the shortest, then the smallest.
+    # the same file at two paths), and so are a directory URL and its index file (X/ and
+    # X/index.html, whatever their bytes): every URL of such a page leads to one representative
+    # (:func:`_canonical_order`: the index file before its directory URL).
     hashes = (
         pages.column("content_hash").to_pylist() if "content_hash" in pages.column_names else []
     )
-    rep_of_hash: dict[str, int] = {}
-    for i in sorted(
-        range(len(hashes)), key=lambda i: ("?" in (cu[i] or ""), len(cu[i] or ""), cu[i] or "")
-    ):
-        if ok[i] and hashes[i]:
-            rep_of_hash.setdefault(hashes[i], i)
-    same_content = sum(1 for i, h in enumerate(hashes) if ok[i] and h and rep_of_hash[h] != i)
-    if rep_of_hash:
-        lookup = {
-            u: (rep_of_hash.get(hashes[j], j) if ok[j] and hashes[j] else j)
-            for u, j in lookup.items()
-        }
+    rep = _same_page_representatives(cu, ok, hashes)
+    same_content = sum(1 for i, r in rep.items() if r != i)
+    lookup = {u: rep.get(j, j) for u, j in lookup.items()}
+    dir_alias = {
+        r: cu[i]
+        for i, r in sorted(rep.items())
+        if r != i and cu[i] and cu[r] and index_dir(cu[r]) == cu[i]
+    }
 
     # Documents: one fetched page per final URL (two URLs redirecting to one page are one document).
     docs = sorted({lookup[cf[i]] for i in range(n) if ok[i] and cf[i]}, key=lambda i: cu[i] or "")
-    return _Pages(urls, declared, htmls, ok, cu, cf, lookup, docs, same_content)
+    return _Pages(urls, declared, htmls, ok, cu, cf, lookup, docs, same_content, dir_alias)
+
+
+#: File names a web server serves for a directory URL (``X/`` is ``X/index.html``).
+INDEX_FILES = ("index.html", "index.htm")
+
+
+def index_dir(url: str) -> str | None:
+    """``X/`` for an index file URL ``X/index.html`` (no query), else None."""
+    if "?" in url:
+        return None
+    head, sep, name = url.rpartition("/")
+    return head + "/" if sep and name in INDEX_FILES else None
+
+
+def _canonical_order(url: str) -> tuple:
+    """Sort key of the URLs of one page; the first is its canonical URL.
+
+    Without a query first, then the shortest and smallest, where an index file counts as its
+    directory URL and wins over it (``X/index.html`` before ``X/``: the name a gold list written
+    from the site's files uses, and the same choice whichever URL the crawl met first).
+    """
+    base = index_dir(url)
+    return ("?" in url, len(base or url), base or url, base is None, url)
+
+
+def _same_page_representatives(
+    cu: list[str | None], ok: list[bool], hashes: list[str | None]
+) -> dict[int, int]:
+    """Fetched page -> the page that represents it (same content hash, or X/ and X/index.html)."""
+    parent = {i: i for i in range(len(cu)) if ok[i] and cu[i]}
+
+    def find(i: int) -> int:
+        while parent[i] != i:
+            parent[i] = parent[parent[i]]
+            i = parent[i]
+        return i
+
+    first_of: dict[str, int] = {}
+    for i in parent:
+        keys = [f"hash:{hashes[i]}"] if i < len(hashes) and hashes[i] else []
+        keys.append(f"dir:{index_dir(cu[i]) or cu[i]}")  # X/ and X/index.html share a key
+        for key in keys:
+            j = first_of.setdefault(key, i)
+            parent[find(i)] = find(j)
+    groups: dict[int, list[int]] = defaultdict(list)
+    for i in parent:
+        groups[find(i)].append(i)
+    rep: dict[int, int] = {}
+    for members in groups.values():
+        best = min(members, key=lambda i: _canonical_order(cu[i]))
+        rep.update({i: best for i in members})
+    return rep
 
 
 def collect_evidence(pg: _Pages, site: SiteConfig) -> _Evidence:
@@ -414,12 +474,21 @@ def pair_table(pg: _Pages, res: _Resolution, site: SiteConfig, n_shards: int) ->
                 "en_url": pg.urls[en],
                 "other_url": pg.urls[other],
                 "other_lang": lang,
-                "evidence": sorted(e.kinds),
+                "evidence": sorted(e.kinds) + _aliases(pg, en, other),
                 "shard": shard_of(pid, n_shards),
             }
         )
     rows.sort(key=lambda r: (r["other_lang"], r["en_url"], r["other_url"]))
     return rows_to_table(rows, PAIRS_SCHEMA)
+
+
+def _aliases(pg: _Pages, en: int, other: int) -> list[str]:
+    """Evidence entries naming the directory URL each side's index file also answers at."""
+    out = []
+    for side, i in (("en", en), ("other", other)):
+        if i in pg.dir_alias:
+            out.append(f"{side}_alias:{pg.dir_alias[i]}")
+    return out
 
 
 def count_unpaired(

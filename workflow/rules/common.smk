@@ -44,8 +44,12 @@ SHARD_RE = r"\d{%d}" % _width
 
 
 def site_json(wildcards):
-    """The site's validated config as JSON (a param: editing it reruns the site's stages)."""
-    return json.dumps(next(s for s in config["sites"] if s["name"] == wildcards.site))
+    """The site's validated config as JSON (a param: editing it reruns the site's stages).
+
+    Keys sorted, as in `section_json`: the order of the keys in a config file changes nothing.
+    """
+    site = next(s for s in config["sites"] if s["name"] == wildcards.site)
+    return json.dumps(site, sort_keys=True)
 
 
 def section_json(name):

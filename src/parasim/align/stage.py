@@ -169,7 +169,8 @@ def align_pairs(
         log: logger (module logger when None).
 
     Returns:
-        the aligned pairs (:data:`parasim.io.ALIGNED_SCHEMA`; the clean stage makes them positives) and a stats dict of counts.
+        the aligned pairs (:data:`parasim.io.ALIGNED_SCHEMA`; the clean stage makes them
+        positives) and a stats dict of counts.
     """
     log = log or logging.getLogger(__name__)
     s = _settings(cfg)

@@ -172,7 +172,11 @@ def site_report(results: Path, site: str, labels: Path | None = None) -> dict:
     }
     if labels:
         reason = {r["id"]: r["reason"] for r in d}
-        lab = list(csv.DictReader(open(labels, encoding="utf-8"), delimiter="\t"))
+        present = {r["id"] for r in k} | set(reason)
+        with open(labels, encoding="utf-8") as fh:
+            lab = list(csv.DictReader((x for x in fh if not x.startswith("#")), delimiter="\t"))
+        absent = [r for r in lab if r["id"] not in present]  # its page pair was left out
+        lab = [r for r in lab if r["id"] in present]
         real = [r for r in lab if r["label"] == "1"]
         noise = [r for r in lab if r["label"] == "0"]
 
@@ -180,7 +184,11 @@ def site_report(results: Path, site: str, labels: Path | None = None) -> dict:
             return reason.get(r["id"]) in (None, "duplicate", "furniture")
 
         out["labelled"] = {
-            "sample": len(lab),
+            "sample": len(lab) + len(absent),
+            "not_aligned_in_this_run": {
+                "real": sum(r["label"] == "1" for r in absent),
+                "noise": sum(r["label"] == "0" for r in absent),
+            },
             "real_translations": len(real),
             "real_kept": sum(kept_once(r) for r in real),
             "real_kept_share": round(sum(kept_once(r) for r in real) / max(1, len(real)), 4),

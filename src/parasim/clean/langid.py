@@ -152,8 +152,8 @@ class LanguageId:
                 unrelated languages.
 
         Returns:
-            per text one of ``line``, ``close``, ``guess``, ``neighbours``, ``page`` (kept) or ``wrong_line``,
-            ``wrong_neighbours`` (in another language).
+            per text one of ``line``, ``close``, ``guess``, ``neighbours``, ``page`` (kept) or
+            ``wrong_line``, ``wrong_neighbours`` (in another language).
         """
         want, other = iso3(expected), iso3(opposite)
         out: list[str | None] = [None] * len(texts)
@@ -167,7 +167,8 @@ class LanguageId:
                 top = _identifier().identify_topk_with_score(texts[i], self.close_k)
                 out[i] = OK_CLOSE if want in {t[0] for t in top} else WRONG_LINE
         unsure = [i for i, v in enumerate(out) if v is None]
-        for i, lab in zip(unsure, self.identify([texts[i] for i in unsure], sure=False)):
+        guesses = self.identify([texts[i] for i in unsure], sure=False)
+        for i, lab in zip(unsure, guesses, strict=True):
             if lab == want:
                 out[i] = OK_GUESS
         ctx: dict[int, str] = {}

@@ -5,18 +5,31 @@ The rules follow bicleaner-hardrules (Prompsit's pre-filter of the ParaCrawl cor
 the ``clean.rules`` config section (:data:`DEFAULT_RULES`, mirrored in the config schema); a pair
 gets the reason of the first rule, in :data:`RULE_ORDER`, that rejects it.
 
-| reason | rejects | bicleaner |
-|---|---|---|
-| ``empty`` | a side with no text | ``no_empty`` |
-| ``identical`` | sides equal after case folding, letters only (``"v4.0 - OK"`` = ``"V4.1 ok"``) | ``no_identical`` (same definition) |
-| ``near_identical`` | letters-only forms whose similarity (difflib's ratio) is at least ``near_identical`` (0.95): a copy with a few letters changed ("commit" / "commits", an added "(fr)") | none (parasim's); word order counts, so "Source code" / "Code source" stays |
-| ``no_letters`` | a side of numbers, symbols, punctuation: at most 10 % letters, or at least 50 % digits | ``no_only_symbols`` + ``no_only_numbers`` (same thresholds) |
-| ``url_email`` | a side whose URLs and e-mail addresses cover at least ``url_email`` of its characters | ``no_urls`` drops any URL (off by default there); parasim keeps a sentence that mentions one |
-| ``code_markup`` | a side whose code covers at least ``code_markup`` of its characters: HTML/XML tags and attributes, JSON keys, braces, ``[[templates]]``, JS/CSS syntax, hex hashes of 7+ digits, file paths with an extension | ``no_paren`` / ``no_literals`` cover a part; parasim's list is for web pages |
-| ``placeholder`` | Lorem ipsum and "needs translation" markers (``placeholders``, regular expressions) | ``no_literals`` (a fixed list) |
-| ``length_ratio`` | character lengths whose ratio is outside [1/r, r], r = ``length_ratio`` | ``length_ratio`` (same, 3.0) |
-| ``repeated_words`` | the same word three or more times in a row | ``no_repeated_words`` rejects one repeat, which French needs ("nous nous") |
-| ``bad_encoding`` | mojibake (``Ã©``, ``â€™``, U+FFFD) | ``no_bad_encoding`` (``Ã``/``Â`` outside pt/fr) |
+Reasons, what each rejects, and how it relates to bicleaner:
+
+- ``empty``: a side with no text (``no_empty``).
+- ``identical``: sides equal after case folding, letters only (``"v4.0 - OK"`` = ``"V4.1 ok"``);
+  bicleaner's ``no_identical``, same definition.
+- ``near_identical``: letters-only forms whose similarity (difflib's ratio) is at least
+  ``near_identical`` (0.95): a copy with a few letters changed ("commit" / "commits"). parasim's;
+  word order counts, so "Source code" / "Code source" stays.
+- ``no_letters``: a side of numbers, symbols, punctuation: at most 10 % letters, or at least 50 %
+  digits (``no_only_symbols`` + ``no_only_numbers``, same thresholds).
+- ``url_email``: a side whose URL and e-mail tokens cover at least ``url_email`` of its
+  characters. bicleaner's ``no_urls`` drops any URL (off by default there); parasim keeps a
+  sentence that mentions one.
+- ``code_markup``: a side whose code covers at least ``code_markup`` of its characters: HTML/XML
+  tags and attributes, JSON keys, braces, ``[[templates]]``, JS/CSS syntax, hex hashes of 7+
+  digits, file paths with an extension. bicleaner's ``no_paren`` / ``no_literals`` cover a part;
+  a sentence that mentions ``<li>`` is prose, not code.
+- ``placeholder``: Lorem ipsum and "needs translation" markers (``placeholders``, regular
+  expressions); bicleaner's ``no_literals`` is a fixed list.
+- ``length_ratio``: character lengths whose ratio is outside [1/r, r], r = ``length_ratio``
+  (bicleaner's rule and default, 3.0).
+- ``repeated_words``: the same word three or more times in a row. bicleaner's
+  ``no_repeated_words`` rejects one repeat, which French needs ("nous nous").
+- ``bad_encoding``: mojibake (``Ã©``, ``â€™``, U+FFFD); bicleaner's ``no_bad_encoding`` looks for
+  ``Ã``/``Â`` outside Portuguese/French.
 
 Language identification (``wrong_language``, :mod:`.langid`) and deduplication run after these
 in :mod:`.stage`.
@@ -111,7 +124,8 @@ def normalize(text: str) -> str:
 
 
 def _near(a: str, b: str, threshold: float) -> bool:
-    """The Indel similarity (difflib's ratio, computed by rapidfuzz) of the of the two letters-only forms is at least ``threshold``."""
+    """Whether the Indel similarity (difflib's ratio, computed by rapidfuzz) of the two
+    letters-only forms is at least ``threshold``."""
     from rapidfuzz.fuzz import ratio
 
     la, lb = letters_only(a), letters_only(b)
@@ -167,7 +181,9 @@ def compile_placeholders(patterns: list[str]) -> re.Pattern:
         try:
             re.compile(p)
         except re.error as err:
-            raise ValueError(f"clean.placeholders: {p!r} is not a regular expression ({err})")
+            raise ValueError(
+                f"clean.placeholders: {p!r} is not a regular expression ({err})"
+            ) from None
     return re.compile("|".join(f"(?:{p})" for p in patterns) or r"(?!)", re.IGNORECASE)
 
 

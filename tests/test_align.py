@@ -346,7 +346,7 @@ def test_align_pairs_policy_and_bad_input(tmp_path):
         _rec("wronglang", EN, ["Der Hund bellt laut in der Nacht"] * 6, ["Der Hund bellt"] * 6),
     ]
     table, stats = align_pairs(_table(*recs), {}, tmp_path)
-    assert table.schema == io.POSITIVES_SCHEMA
+    assert table.schema == io.ALIGNED_SCHEMA
     rows = table.to_pylist()
     by = {}
     for r in rows:

@@ -152,3 +152,24 @@ def test_cross_split_negatives_dropped_and_counted(tmp_path, caplog):
     st2 = build_corpus(pos, neg.slice(0, 0), ccfg, tmp_path / "empty")
     assert st2["rows"] == 0 and st2["single_class_cells"]
     assert "one class only" in caplog.text
+
+
+def test_a_pair_two_sites_share_is_kept_once(tmp_path):
+    """The clean stage dedups within a site; the corpus drops a pair a second site repeats, so the
+    same pair can never be in two splits."""
+    a = make_positives(n_docs=20)
+    b = make_positives(n_docs=20).to_pylist()
+    for r in b:  # the same sentences on a second site's pages
+        r["site"], r["pair_id"] = "s2", "s2-" + r["pair_id"]
+        r["id"] = stable_id(r["pair_id"], r["id"])
+    b[0]["en_text"] += " and one more"  # one pair of site 2 differs
+    pos = pa.concat_tables([a, pa.Table.from_pylist(b, schema=POSITIVES_SCHEMA)])
+    ccfg = {"test_fraction": 0.2, "folds": 2, "balance": "none"}
+    stats = build_corpus(pos, negatives_for(pos, ccfg)[0], ccfg, tmp_path / "c")
+    assert stats["dropped"]["duplicate_across_sites"] == 20 * 5 - 1
+    rows = pa.concat_tables(
+        [pq.read_table(tmp_path / "c" / p) for p in stats["shards"]]
+    ).to_pylist()
+    pos_rows = [r for r in rows if r["label"] == 1]
+    keys = Counter((r["sentence1"], r["sentence2"]) for r in pos_rows)
+    assert max(keys.values()) == 1 and len(pos_rows) == 20 * 5 + 1

@@ -17,6 +17,8 @@ from parasim.corpus.stage import CORPUS_SCHEMA
 from parasim.diagnose import explain_empty
 from parasim.divergences import DIVERGENCES_SCHEMA
 from parasim.io import (
+    ALIGNED_SCHEMA,
+    DROPPED_SCHEMA,
     LINES_SCHEMA,
     PAGES_SCHEMA,
     PAIRS_SCHEMA,
@@ -96,7 +98,7 @@ def test_pair_of_nothing_writes_empty_shards_and_pairs_done_names_the_crawl(craw
     assert json.loads(done.read_text())["rows"] == 0
 
 
-def test_parse_translate_align_divergences_of_nothing(tmp_path):
+def test_parse_translate_align_clean_divergences_of_nothing(tmp_path):
     pages = tmp_path / "pages"
     empty_file(pages, "part-000000.parquet", PAGES_SCHEMA)
     pairs = empty_file(tmp_path, "pairs.parquet", PAIRS_SCHEMA)
@@ -107,15 +109,21 @@ def test_parse_translate_align_divergences_of_nothing(tmp_path):
            "--output", str(tmp_path / "translated.parquet"),
            "--cache", str(tmp_path / "cache.sqlite"))  # fmt: skip
     run_ok("align", "--input", str(tmp_path / "translated.parquet"),
-           "--output", str(tmp_path / "positives.parquet"),
+           "--output", str(tmp_path / "aligned.parquet"),
            "--review-dir", str(tmp_path / "review"))  # fmt: skip
+    run_ok("clean", "--aligned", str(tmp_path / "aligned.parquet"),
+           "--translated", str(tmp_path / "translated.parquet"),
+           "--out", str(tmp_path / "positives.parquet"),
+           "--dropped", str(tmp_path / "dropped.parquet"))  # fmt: skip
     run_ok("divergences", "--input", str(tmp_path / "positives.parquet"),
            "--output", str(tmp_path / "divergences.parquet"),
            "--settings-json", json.dumps({"lm": "none"}))  # fmt: skip
     for name, schema in [
         ("lines", LINES_SCHEMA),
         ("translated", TRANSLATED_SCHEMA),
+        ("aligned", ALIGNED_SCHEMA),
         ("positives", POSITIVES_SCHEMA),
+        ("dropped", DROPPED_SCHEMA),
         ("divergences", DIVERGENCES_SCHEMA),
     ]:
         t = pq.read_table(tmp_path / f"{name}.parquet")
@@ -156,7 +164,7 @@ def test_divergences_done_fails_on_zero_rows_naming_the_earliest_empty_stage(tmp
     argv += ["--done", str(tmp_path / "s.done"), "--upstream", str(tmp_path / "align.json")]
     assert main(argv) == 2
     err = capsys.readouterr().err.strip().splitlines()[-1]
-    assert "0 positives for site s from 3 page pairs: unequal dropped 3; check" in err
+    assert "0 aligned pairs for site s from 3 page pairs: unequal dropped 3; check" in err
     assert not (tmp_path / "s.done").exists()
     assert main([*argv, "--allow-empty"]) == 0 and (tmp_path / "s.done").exists()
 
@@ -238,6 +246,16 @@ POSITIVES_OK = {"files_in": 4, "positives": 30}
             },
             "0 of 40 lines translated for site X: unsupported lang 40; check `translate.backend` "
             "and the site's `languages` (`parasim validate-config`)",
+        ),
+        (
+            "positives",
+            {
+                "translate": TRANSLATE_OK,
+                "positives": POSITIVES_OK,
+                "clean": {"aligned_in": 30, "kept": 0, "dropped_wrong_language_other": 30},
+            },
+            "0 positives kept for site X of 30 aligned pairs: wrong language other 30; check the "
+            "site's `languages` and `clean.langid`",
         ),
         (
             "divergences",

@@ -159,6 +159,7 @@ def test_unpaired_reasons():
     assert pairs.num_rows == 0
     assert stats["english_pages"] == 4
     assert stats["unpaired_en"] == {
+        "untranslated": 0,
         "conflict": 0,
         "target_wrong_language": 1,
         "target_failed": 1,
@@ -346,3 +347,33 @@ def test_a_directory_alone_keeps_its_url():
     pairs, _ = pair_pages(table(*_index_pages(with_files=False, same_bytes=True)), site(), 1)
     assert urlpairs(pairs) == [("/en/", "/fr/")]
     assert pairs.column("evidence").to_pylist() == [["toggle"]]
+
+
+EN_TEXT = "The plugin shows the events of the current month and the next one in a calendar."
+FR_TEXT = (
+    "Le plugiciel affiche les événements du mois en cours et du mois suivant dans un calendrier."
+)
+
+
+def _body_page(path, lang, text, toggles=()):
+    links = "".join(f'<a hreflang="{lg}" href="{href}">{lg}</a>' for lg, href in toggles)
+    doc = f'<html lang="{lang}"><body>{links}<main><p>{text}</p><p>{text}</p></main></body></html>'
+    return page(path, doc, lang)
+
+
+def test_untranslated_page_pairs_are_counted_listed_and_left_out():
+    pytest.importorskip("heliport")
+    pages = table(
+        _body_page("/a-en", "en", EN_TEXT, [("fr", "a-fr")]),
+        _body_page("/a-fr", "fr", FR_TEXT),
+        _body_page("/b-en", "en", EN_TEXT, [("fr", "b-fr")]),
+        _body_page("/b-fr", "fr", EN_TEXT),  # declared French, English text
+    )
+    on = {"enabled": True, "min_share": 0.65}
+    pairs, stats = pair_pages(pages, site(), 1, untranslated=on)
+    assert urlpairs(pairs) == [("/a-en", "/a-fr")]
+    assert stats["untranslated_pairs"] == 1 and stats["unpaired_en"]["untranslated"] == 1
+    assert stats["untranslated"][0]["other_url"].endswith("/b-fr")
+    assert stats["untranslated"][0]["measured"]["other"][0] == "eng"
+    pairs, stats = pair_pages(pages, site(), 1, untranslated={"enabled": False})
+    assert pairs.num_rows == 2 and stats["untranslated_pairs"] == 0

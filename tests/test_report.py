@@ -21,13 +21,15 @@ def test_yield_table_sums_shards_and_orders_the_funnel(tmp_path):
     _put(tmp_path, "align_lines/s/000.json", {"positives": 5, "files_queued": 1, "seconds": 0.5})
     _put(tmp_path, "align_lines/s/001.json", {"positives": 7, "files_queued": 0})
     _put(tmp_path, "align_lines/other/000.json", {"positives": 1000})
+    _put(tmp_path, "clean_positives/s.json", {"kept": 9, "dropped_identical": 3, "seconds": 0.1})
     rows = yield_table(tmp_path, ["s"])
     funnel = [(r["stage"], r["value"]) for r in rows if r["metric"].startswith("funnel")]
-    assert funnel == [("crawl", 10), ("pairs", 4), ("positives", 12)]
+    assert funnel == [("crawl", 10), ("pairs", 4), ("aligned", 12), ("positives", 9)]
     metrics = {(r["stage"], r["metric"]): r["value"] for r in rows}
     assert metrics[("crawl", "pages_skipped_by_reason.http_404")] == 2
-    assert metrics[("positives", "files_queued")] == 1
-    assert ("crawl", "pages_per_s") not in metrics and ("positives", "seconds") not in metrics
+    assert metrics[("aligned", "files_queued")] == 1
+    assert metrics[("positives", "dropped_identical")] == 3
+    assert ("crawl", "pages_per_s") not in metrics and ("aligned", "seconds") not in metrics
     out = tmp_path / "out"
     out.mkdir()
     write_report(tmp_path, ["s"], out / "y.tsv", out / "y.json", out / "y.png")

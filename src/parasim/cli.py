@@ -26,6 +26,7 @@ STAGE_COMMANDS = [
     "parasim.parse.commands",
     "parasim.translate.commands",
     "parasim.align.commands",
+    "parasim.clean.commands",
     "parasim.negatives.commands",
     "parasim.corpus.commands",
     "parasim.divergences.commands",

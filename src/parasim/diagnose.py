@@ -12,10 +12,14 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
-#: The per-site stages in funnel order, as the ``stage`` field of their stats names them.
-FUNNEL = ("crawl", "pairs", "lines", "translate", "positives", "divergences")
+#: The per-site stages in funnel order, as the ``stage`` field of their stats names them (the
+#: align stage writes "positives": its aligned sentence pairs, which "clean" turns into positives).
+FUNNEL = ("crawl", "pairs", "lines", "translate", "positives", "clean", "divergences")
 #: Names the ``.done`` targets use for a stage, where they differ from :data:`FUNNEL`.
 ALIASES = {"translated": "translate"}
+#: The last stage a ``.done`` target summarizes, where it is not the stage itself
+#: (``positives.done`` covers align and clean).
+LAST = {"positives": "clean"}
 
 Stats = Mapping[str, Any]
 
@@ -100,6 +104,11 @@ def _pairs(site: str, s: Stats) -> str:
             lambda n: f"{_plural(n, 'English page')} lost their counterpart to another page",
             "check `pairing.one_to_one`",
         ),
+        "untranslated": (
+            lambda n: f"{_plural(n, 'English page')} point to pages whose text is not translated",
+            "the site's other-language pages hold English text "
+            "(`clean.untranslated_pages` left them out)",
+        ),
     }
     reasons = [(r, n) for r, n in _counts(s.get("unpaired_en", {})) if r in texts]
     if not reasons:
@@ -145,9 +154,26 @@ def _positives(site: str, s: Stats) -> str:
         {k[6:]: v for k, v in s.items() if k.startswith("files_") and k != "files_in"}
     )
     return (
-        f"0 positives for site {site} from {_plural(_n(s, 'files_in'), 'page pair')}: "
+        f"0 aligned pairs for site {site} from {_plural(_n(s, 'files_in'), 'page pair')}: "
         f"{_listing(outcomes) or 'nothing counted'}; check `align.threshold` and "
         "`align.min_score`, or review the queue in `align.review_dir`"
+    )
+
+
+def _clean(site: str, s: Stats) -> str:
+    reasons = _counts({k[8:]: v for k, v in s.items() if k.startswith("dropped_")})
+    top = reasons[0][0] if reasons else ""
+    if top.startswith("wrong_language"):
+        hint = "check the site's `languages` and `clean.langid`"
+    elif top in ("duplicate", "furniture"):
+        hint = "check `clean.dedup` and `clean.drop_furniture`"
+    elif top:
+        hint = f"check `clean.rules.{top}`"
+    else:
+        hint = "see the clean job's log"
+    return (
+        f"0 positives kept for site {site} of {_plural(_n(s, 'aligned_in'), 'aligned pair')}: "
+        f"{_listing(reasons) or 'nothing counted'}; {hint}"
     )
 
 
@@ -178,6 +204,7 @@ _EMPTY: dict[str, tuple[Callable[[Stats], bool], Callable[[str, Stats], str]]] =
         _translate,
     ),
     "positives": (lambda s: not _n(s, "positives"), _positives),
+    "clean": (lambda s: not _n(s, "kept"), _clean),
     "divergences": (lambda s: not _n(s, "n_rows"), _divergences),
 }
 
@@ -187,6 +214,7 @@ _INPUT = {
     "lines": "pairs_in",
     "translate": "rows",
     "positives": "files_in",
+    "clean": "aligned_in",
     "divergences": "n_positives",
 }
 
@@ -219,7 +247,8 @@ def explain_empty(site: str, stage: str, by_stage: Mapping[str, Stats]) -> str:
         generic sentence naming ``stage`` when none does.
     """
     stage = ALIASES.get(stage, stage)
-    upto = FUNNEL[: FUNNEL.index(stage) + 1] if stage in FUNNEL else (stage,)
+    last = LAST.get(stage, stage)
+    upto = FUNNEL[: FUNNEL.index(last) + 1] if last in FUNNEL else (stage,)
     for name in upto:
         if name in by_stage and name in _EMPTY:
             is_empty, sentence = _EMPTY[name]
@@ -249,7 +278,8 @@ def require_rows(
         site: the site's name.
         stage: the stage being summarized.
         rows: its rows, summed over shards.
-        own: the stage's stats files (one dict per shard).
+        own: the stage's stats files (one dict per shard; a ``stage`` field of their own, as
+            the clean stats' in ``positives.done``, is kept).
         upstream: the stats files of the stages before it (their ``stage`` field says which).
         allow_empty: the config's ``allow_empty``: zero rows is then not an error.
     """
@@ -257,7 +287,7 @@ def require_rows(
 
     if rows or allow_empty:
         return
-    by_stage = group_by_stage([*upstream, *({**s, "stage": stage} for s in own)])
+    by_stage = group_by_stage([*upstream, *({"stage": stage, **s} for s in own)])
     raise UsageError(
         f"{explain_empty(site, stage, by_stage)} (or set `allow_empty: true` if an empty "
         "result is wanted)"

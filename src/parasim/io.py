@@ -86,26 +86,50 @@ TRANSLATED_SCHEMA = pa.schema(
     metadata={"parasim.schema": "translated", "parasim.schema_version": SCHEMA_VERSION},
 )
 
+_ALIGNED_FIELDS = [
+    pa.field("id", pa.string(), nullable=False),  # stable_id(pair_id, en_idx, other_idx)
+    pa.field("pair_id", pa.string(), nullable=False),
+    pa.field("site", pa.string(), nullable=False),
+    pa.field("domain", pa.string(), nullable=False),
+    pa.field("lang_pair", pa.string(), nullable=False),
+    pa.field("other_lang", pa.string(), nullable=False),
+    pa.field("en_text", pa.string(), nullable=False),
+    pa.field("other_text", pa.string(), nullable=False),
+    pa.field("other_en", pa.string()),  # English translation of other_text
+    pa.field("method", pa.string(), nullable=False),  # "paper", "dp", "review"
+    pa.field("en_idx", pa.list_(pa.int32()), nullable=False),  # line indices (n:m links)
+    pa.field("other_idx", pa.list_(pa.int32()), nullable=False),
+    pa.field("score", pa.float32()),  # word-frequency cosine similarity
+    pa.field("score_emb", pa.float32()),  # sentence-vector cosine, when computed
+    pa.field("en_url", pa.string(), nullable=False),
+    pa.field("other_url", pa.string(), nullable=False),
+]
+
+#: The align stage's sentence pairs, before cleaning (``results/aligned/``).
+ALIGNED_SCHEMA = pa.schema(
+    _ALIGNED_FIELDS,
+    metadata={"parasim.schema": "aligned", "parasim.schema_version": SCHEMA_VERSION},
+)
+
+#: The positives: the aligned pairs the clean stage kept (``results/positives/``).
 POSITIVES_SCHEMA = pa.schema(
     [
-        pa.field("id", pa.string(), nullable=False),  # stable_id(pair_id, en_idx, other_idx)
-        pa.field("pair_id", pa.string(), nullable=False),
-        pa.field("site", pa.string(), nullable=False),
-        pa.field("domain", pa.string(), nullable=False),
-        pa.field("lang_pair", pa.string(), nullable=False),
-        pa.field("other_lang", pa.string(), nullable=False),
-        pa.field("en_text", pa.string(), nullable=False),
-        pa.field("other_text", pa.string(), nullable=False),
-        pa.field("other_en", pa.string()),  # English translation of other_text
-        pa.field("method", pa.string(), nullable=False),  # "paper", "dp", "review"
-        pa.field("en_idx", pa.list_(pa.int32()), nullable=False),  # line indices (n:m links)
-        pa.field("other_idx", pa.list_(pa.int32()), nullable=False),
-        pa.field("score", pa.float32()),  # word-frequency cosine similarity
-        pa.field("score_emb", pa.float32()),  # sentence-vector cosine, when computed
-        pa.field("en_url", pa.string(), nullable=False),
-        pa.field("other_url", pa.string(), nullable=False),
+        *_ALIGNED_FIELDS,
+        pa.field("n_seen", pa.int32()),  # times the pair was seen on the site (after cleaning)
+        pa.field("n_pages", pa.int32()),  # page pairs it was seen on
+        pa.field("furniture", pa.bool_()),  # seen on >= clean.furniture_share of the page pairs
     ],
     metadata={"parasim.schema": "positives", "parasim.schema_version": SCHEMA_VERSION},
+)
+
+#: The aligned pairs the clean stage dropped, with the reason (``results/dropped/``).
+DROPPED_SCHEMA = pa.schema(
+    [
+        *_ALIGNED_FIELDS,
+        pa.field("reason", pa.string(), nullable=False),  # a rule, wrong_language_*, duplicate
+        pa.field("duplicate_of", pa.string()),  # for duplicates: the id of the kept row
+    ],
+    metadata={"parasim.schema": "dropped", "parasim.schema_version": SCHEMA_VERSION},
 )
 
 

@@ -17,7 +17,8 @@ from test_workflow import SNAKEMAKE, demo_args, light_demo, run_demo, snakemake
 #: Outputs that must be byte-identical between runs: every stage's shards. The divergences too:
 #: eflomal, their word aligner, runs seeded (src/parasim/divergences/wordalign.py).
 BYTE_IDENTICAL = (
-    "pairs", "lines", "translated", "positives", "topics", "negatives", "corpus", "divergences",
+    "pairs", "lines", "translated", "aligned", "positives", "dropped", "topics", "negatives",
+    "corpus", "divergences",
 )  # fmt: skip
 
 

@@ -170,7 +170,7 @@ def test_empty_sites_fail_their_done_with_one_sentence_and_no_traceback(tmp_path
     for done in targets:
         assert not (tmp_path / done).exists()
     # every stage before the .done targets still wrote its (empty) shards
-    for stage in ("pairs", "lines", "translated", "positives", "divergences"):
+    for stage in ("pairs", "lines", "translated", "aligned", "positives", "divergences"):
         for shard in ("000", "001"):
             path = tmp_path / "results" / stage / "gov-es" / f"{shard}.parquet"
             assert pq.read_table(path).num_rows == 0, path

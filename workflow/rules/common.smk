@@ -92,12 +92,21 @@ def stats_files(job_name):
 #: Each per-site stage's stats, in funnel order: a `.done` target reads those of the stages
 #: before it to explain, in one sentence, why it has no rows (parasim.diagnose).
 FUNNEL_STATS = [
-    ("pairs", "results/stats/crawl_site/{site}.json"),
-    ("lines", "results/stats/pair_pages/{site}.json"),
-    ("translated", "results/stats/parse_pages/{site}/{shard}.json"),
-    ("positives", "results/stats/translate_lines/{site}/{shard}.json"),
-    ("divergences", "results/stats/align_lines/{site}/{shard}.json"),
+    "results/stats/crawl_site/{site}.json",
+    "results/stats/pair_pages/{site}.json",
+    "results/stats/parse_pages/{site}/{shard}.json",
+    "results/stats/translate_lines/{site}/{shard}.json",
+    "results/stats/align_lines/{site}/{shard}.json",
+    "results/stats/clean_positives/{site}.json",
 ]
+#: How many of them come before each `.done` target's own stats.
+UPSTREAM_OF = {
+    "pairs": 1,
+    "lines": 2,
+    "translated": 3,
+    "positives": 4,
+    "divergences": 6,
+}
 
 
 def upstream_stats(stage):
@@ -105,13 +114,11 @@ def upstream_stats(stage):
 
     def _files(wildcards):
         out = []
-        for name, pattern in FUNNEL_STATS:
+        for pattern in FUNNEL_STATS[: UPSTREAM_OF[stage]]:
             out += sorted(
                 {pattern.format(site=wildcards.site, shard=s) for s in SHARDS}
             )
-            if name == stage:
-                return out
-        raise ValueError(f"upstream_stats: unknown stage {stage!r}")
+        return out
 
     return _files
 

@@ -68,6 +68,7 @@ rule build_corpus:
         ),
         negatives="results/negatives/negatives.parquet",
         topics="results/topics",
+        clean=expand("results/stats/clean_positives/{site}.json", site=SITES),
         code=code("corpus", "negatives", "partition"),
     output:
         corpus=directory("results/corpus"),
@@ -88,6 +89,6 @@ rule build_corpus:
         allow_empty=allow_empty_flag(),
     shell:
         "parasim build-corpus --positives {input.positives} --negatives {input.negatives}"
-        " --topics {input.topics} --out {output.corpus}"
+        " --topics {input.topics} --clean-stats {input.clean} --out {output.corpus}"
         " --negatives-json {params.negatives:q} --corpus-json {params.corpus:q}"
         " --stats {output.stats} {params.allow_empty} > {log} 2>&1"

@@ -2,7 +2,7 @@ rule pair_pages:
     """Find each page's counterpart (hreflang, language toggle, URL rewrites); split into shards."""
     input:
         pages="results/pages/{site}",
-        code=code("pair"),
+        code=code("pair", "clean/langid"),
     output:
         pairs=expand("results/pairs/{{site}}/{shard}.parquet", shard=SHARDS),
         stats="results/stats/pair_pages/{site}.json",
@@ -19,8 +19,10 @@ rule pair_pages:
     params:
         site=site_json,
         shards=config["shards"],
+        untranslated=json.dumps(config["clean"]["untranslated_pages"], sort_keys=True),
     shell:
         "parasim pair --pages {input.pages} --site-json {params.site:q} --shards {params.shards}"
+        " --untranslated-json {params.untranslated:q}"
         " --out {output.pairs} --stats {output.stats} > {log} 2>&1"
 
 

@@ -3,6 +3,7 @@ rule yield_report:
     input:
         crawl=expand("results/stats/crawl_site/{site}.json", site=SITES),
         pairs=expand("results/stats/pair_pages/{site}.json", site=SITES),
+        clean=expand("results/stats/clean_positives/{site}.json", site=SITES),
         shards=expand(
             "results/stats/{job}/{site}/{shard}.json",
             job=REPORTED_SHARD_JOBS,

@@ -169,7 +169,8 @@ def align_pairs(
         log: logger (module logger when None).
 
     Returns:
-        the positives (:data:`parasim.io.POSITIVES_SCHEMA`) and a stats dict of counts.
+        the aligned pairs (:data:`parasim.io.ALIGNED_SCHEMA`; the clean stage makes them
+        positives) and a stats dict of counts.
     """
     log = log or logging.getLogger(__name__)
     s = _settings(cfg)
@@ -203,7 +204,7 @@ def align_pairs(
         stats[f"positives_{r['method']}"] += 1
     stats["positives"] = len(rows)
     stats["seconds"] = round(time.perf_counter() - t0, 3)
-    table = io.rows_to_table(rows, io.POSITIVES_SCHEMA)
+    table = io.rows_to_table(rows, io.ALIGNED_SCHEMA)
     out = dict(sorted(stats.items()))
     log.info("align: %s", out)
     return table, out

@@ -12,6 +12,7 @@ import json
 import logging
 import time
 from collections.abc import Callable
+from pathlib import Path
 
 log = logging.getLogger("parasim.corpus")
 
@@ -53,6 +54,11 @@ def cmd_build_corpus(args: argparse.Namespace) -> None:
             for p, v in topics.partitions.items()
         },
     }
+    if args.clean_stats:
+        meta["cleaning"] = {}
+        for path in args.clean_stats:
+            c = json.loads(need(path, "clean stats").read_text())
+            meta["cleaning"][Path(path).stem] = c
     t0 = time.perf_counter()
     stats = build_corpus(
         positives, negatives.select(NEGATIVES_SCHEMA.names), corpus, args.out, meta
@@ -108,4 +114,10 @@ def register(add: Callable[..., argparse.ArgumentParser], site_opts: Callable) -
         "--allow-empty",
         action="store_true",
         help="an empty corpus (empty shards, schema intact) is not an error",
+    )
+    sp.add_argument(
+        "--clean-stats",
+        nargs="*",
+        default=[],
+        help="the clean stage's stats per site, for the card",
     )

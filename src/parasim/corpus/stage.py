@@ -68,10 +68,20 @@ CORPUS_SCHEMA = pa.schema(
 )
 
 
-def _positive_rows(positives: pa.Table, parts: list[str]) -> list[dict]:
+def _positive_rows(positives: pa.Table, parts: list[str], dropped: Counter) -> list[dict]:
+    """Corpus rows of the positives; a pair another site already gave (the clean stage keeps a
+    pair once per site) is dropped as ``duplicate_across_sites``, so no pair is in two splits."""
+    from parasim.clean.rules import normalize
+
     d = positives.to_pydict()
     rows = []
+    seen: set[tuple[str, str]] = set()
     for i in range(positives.num_rows):
+        key = (normalize(d["en_text"][i]), normalize(d["other_text"][i]))
+        if key in seen:
+            dropped["duplicate_across_sites"] += 1
+            continue
+        seen.add(key)
         rows.append(
             {
                 "id": d["id"][i],
@@ -150,9 +160,9 @@ def build_corpus(
     cfg = settings_from_dict(CorpusConfig, cfg, "corpus")
     out_dir = Path(out_dir)
     splits = assign_splits(positives, cfg)
-    rows = _positive_rows(positives, partition_column(positives, cfg.partitions))
-    rows += _negative_rows(negatives)
     dropped: Counter = Counter()
+    rows = _positive_rows(positives, partition_column(positives, cfg.partitions), dropped)
+    rows += _negative_rows(negatives)
     kept = []
     cross_fold = 0
     for r in rows:
@@ -318,6 +328,22 @@ def write_card(out_dir: str | os.PathLike, stats: Mapping[str, Any]) -> Path:
             f"- LDA ({p}): {t.get('num_topics')} topics, coherence "
             f"{t.get('measure', 'c_v')} = {_fmt(t.get('coherence'))}, passes {t.get('passes')}"
             f"{why}"
+        )
+    for site, c in sorted((meta.get("cleaning") or {}).items()):
+        drops = {k[len("dropped_") :]: v for k, v in sorted(c.items()) if k.startswith("dropped_")}
+        lines.append(
+            f"- Cleaning ({site}): {c.get('aligned_in', 0)} aligned pairs, {c.get('kept', 0)} kept "
+            f"as positives, dropped by reason {drops}; {c.get('furniture_pairs', 0)} kept pairs "
+            "flagged as page furniture."
+        )
+    if meta.get("cleaning"):
+        lines.append(
+            "- Cleaning rules (parasim.clean): identical and near-identical sides, no letters, "
+            "URLs/e-mails, code and markup, placeholder text, length ratio, repeated words, "
+            "mojibake (after bicleaner-hardrules); each side in its declared language (heliport, "
+            "short lines judged with their neighbours); repeated pairs kept once (`n_seen`, "
+            "`n_pages` in the positives); untranslated page pairs left out by the pair stage. "
+            "Dropped pairs: `results/dropped/<site>/`."
         )
     cfg = stats.get("config", {})
     lines += [

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import json
 import time
 from collections.abc import Callable
 
@@ -20,7 +21,10 @@ def cmd_pair(args: argparse.Namespace) -> None:
         raise UsageError(f"--out names {len(args.out)} files but --shards is {args.shards}")
     pages = read_table(need(args.pages, "pages dataset"))
     t0 = time.perf_counter()
-    pairs, stats = pair_pages(pages, site, args.shards, one_to_one=site.one_to_one)
+    untranslated = json.loads(args.untranslated_json) if args.untranslated_json else None
+    pairs, stats = pair_pages(
+        pages, site, args.shards, one_to_one=site.one_to_one, untranslated=untranslated
+    )
     for i, out in enumerate(args.out):  # no pair at all: every shard is a valid empty table
         write_table(pairs.filter(pc.equal(pairs.column("shard"), i)), out)
     stats["elapsed_s"] = round(time.perf_counter() - t0, 3)
@@ -34,3 +38,8 @@ def register(add: Callable[..., argparse.ArgumentParser], site_opts: Callable) -
     sp.add_argument("--pages", required=True, help="pages dataset (folder or file)")
     sp.add_argument("--shards", type=int, required=True, help="number of shards")
     sp.add_argument("--out", nargs="+", required=True, help="one output file per shard, in order")
+    sp.add_argument(
+        "--untranslated-json",
+        help="clean.untranslated_pages settings as JSON: measure page languages and leave out "
+        "untranslated page pairs (default: not measured)",
+    )

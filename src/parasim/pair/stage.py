@@ -40,7 +40,9 @@ import logging
 import re
 import time
 from collections import Counter, defaultdict
+from collections.abc import Mapping
 from dataclasses import dataclass, field
+from typing import Any
 from urllib.parse import urldefrag, urljoin
 
 import lxml.etree
@@ -56,6 +58,7 @@ EVIDENCE_KINDS = ("hreflang", "toggle", "rewrite")
 
 #: Reasons an English page ends up without a counterpart in a language, most informative first.
 UNPAIRED_REASONS = (
+    "untranslated",
     "conflict",
     "target_wrong_language",
     "target_failed",
@@ -245,6 +248,7 @@ class _Resolution:
     taken_en: set[tuple[int, str]] = field(default_factory=set)
     taken_other: set[int] = field(default_factory=set)
     lost: set[tuple[int, str]] = field(default_factory=set)  # (en page, lang) that lost a conflict
+    untranslated: set[tuple[int, str]] = field(default_factory=set)  # (en page, lang) untranslated
     conflicts: int = 0
 
 
@@ -460,6 +464,54 @@ def resolve_conflicts(valid: list[tuple[int, int, str, _Edge]], one_to_one: bool
     return res
 
 
+def find_untranslated(
+    pg: _Pages, res: _Resolution, site: SiteConfig, min_share: float
+) -> list[dict]:
+    """Step 4b: the chosen pairs whose other page's main text is mostly English, or whose English
+    page's is mostly in the other language; removed from ``res.chosen`` and returned as records
+    (URLs, measured language and share of each side).
+
+    Args:
+        min_share: share of a page's identified letters that must be in the wrong language.
+    """
+    from lxml.cssselect import CSSSelector
+
+    from parasim.clean.langid import LanguageId, iso3
+
+    from .language import main_text_lines
+
+    lid = LanguageId()
+    sel = CSSSelector(site.main_selector) if site.main_selector else None
+    measured: dict[int, tuple[str, float]] = {}
+
+    def lang(i: int) -> tuple[str, float]:
+        if i not in measured:
+            measured[i] = lid.page_language(main_text_lines(pg.htmls[i], sel))
+        return measured[i]
+
+    kept, out = [], []
+    for en, other, lg, e in res.chosen:
+        (en_l, en_s), (ot_l, ot_s) = lang(en), lang(other)
+        wrong_other = ot_l == "eng" and ot_s >= min_share
+        wrong_en = en_l == iso3(lg) and en_s >= min_share
+        if wrong_other or wrong_en:
+            out.append(
+                {
+                    "en_url": pg.urls[en],
+                    "other_url": pg.urls[other],
+                    "other_lang": lg,
+                    "side": "other" if wrong_other else "en",
+                    "measured": {"en": [en_l, round(en_s, 3)], "other": [ot_l, round(ot_s, 3)]},
+                }
+            )
+            res.taken_en.discard((en, lg))
+            res.untranslated.add((en, lg))
+        else:
+            kept.append((en, other, lg, e))
+    res.chosen = kept
+    return out
+
+
 def pair_table(pg: _Pages, res: _Resolution, site: SiteConfig, n_shards: int) -> pa.Table:
     """Step 5: the pairs as rows of ``PAIRS_SCHEMA``, sorted by (language, English URL)."""
     rows = []
@@ -501,7 +553,9 @@ def count_unpaired(
         for lang in sorted(others):
             if (i, lang) in res.taken_en:
                 continue
-            if (i, lang) in res.lost:
+            if (i, lang) in res.untranslated:
+                reason = "untranslated"
+            elif (i, lang) in res.lost:
                 reason = "conflict"
             else:
                 reasons = ev.diag.get((i, lang), set())
@@ -511,7 +565,12 @@ def count_unpaired(
 
 
 def pair_pages(
-    pages: pa.Table, site: SiteConfig, n_shards: int, *, one_to_one: bool = True
+    pages: pa.Table,
+    site: SiteConfig,
+    n_shards: int,
+    *,
+    one_to_one: bool = True,
+    untranslated: Mapping[str, Any] | None = None,
 ) -> tuple[pa.Table, dict]:
     """Pair each English page of ``site`` with its counterpart in each other language.
 
@@ -526,6 +585,9 @@ def pair_pages(
             lets several English pages share one counterpart (e.g. two English demo pages whose
             toggles both lead to one French page); each English page still gets at most one
             counterpart per language.
+        untranslated: the ``clean.untranslated_pages`` section (``enabled``, ``min_share``):
+            measure the main-text language of both pages of each pair and leave out the pairs
+            whose pages are not translated (:func:`find_untranslated`). None: not measured.
 
     Returns:
         The pairs (:data:`parasim.io.PAIRS_SCHEMA`, sorted by ``(other_lang, en_url)``) and a stats
@@ -534,7 +596,8 @@ def pair_pages(
         unexpected_target_langs (English pages whose evidence leads to a page declared in a
         language that is not the expected one, per that language), pairs (per language),
         unpaired_en (by reason, summed over languages), unpaired_en_by_lang, unpaired_other (per
-        language), conflicts, candidates, parse_seconds, pages_per_s.
+        language), conflicts, candidates, untranslated_pairs and the list of them
+        (``untranslated``), parse_seconds, pages_per_s.
 
     Raises:
         ValueError: ``n_shards`` < 1, a required column is missing, or an evidence kind is unknown.
@@ -545,6 +608,9 @@ def pair_pages(
     ev = collect_evidence(pg, site)
     valid = score_candidates(pg, ev, others)
     res = resolve_conflicts(valid, one_to_one)
+    untr: list[dict] = []
+    if untranslated and untranslated.get("enabled", True):
+        untr = find_untranslated(pg, res, site, float(untranslated.get("min_share", 0.65)))
     table = pair_table(pg, res, site, n_shards)
     english, by_lang = count_unpaired(pg, ev, res, others)
 
@@ -576,6 +642,8 @@ def pair_pages(
         },
         "candidates": len(valid),
         "conflicts": res.conflicts,
+        "untranslated_pairs": len(untr),
+        "untranslated": untr,
         "parse_seconds": round(ev.parse_s, 3),
         "pages_per_s": round(len(pg.docs) / ev.parse_s, 1) if ev.parse_s > 0 else None,
     }

@@ -20,7 +20,8 @@ STAGES: list[tuple[str, str, str, str]] = [
     ("pairs", "pair_pages", "pairs", "page pairs"),
     ("lines", "parse_pages", "pairs_out", "pairs parsed"),
     ("translate", "translate_lines", "translated", "lines translated"),
-    ("positives", "align_lines", "positives", "positives"),
+    ("aligned", "align_lines", "positives", "aligned pairs"),
+    ("positives", "clean_positives", "kept", "positives (cleaned)"),
     ("divergences", "make_divergences", "n_rows", "divergence rows"),
 ]
 __all__ = ["STAGES", "site_yield", "sum_counts", "write_report", "yield_table"]

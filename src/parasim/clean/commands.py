@@ -1,0 +1,45 @@
+"""`parasim clean`: the clean stage as a command."""
+
+from __future__ import annotations
+
+import argparse
+import logging
+from collections.abc import Callable
+
+log = logging.getLogger("parasim.clean")
+
+
+def cmd_clean(args: argparse.Namespace) -> None:
+    """Clean the aligned shards of one site into positives and dropped pairs."""
+    from parasim.clean import clean_positives
+    from parasim.io import read_table, write_table
+    from parasim.stagecli import UsageError, need, section_from_args, write_stats
+
+    n = len(args.aligned)
+    for flag in ("translated", "out", "dropped"):
+        if len(getattr(args, flag)) != n:
+            raise UsageError(
+                f"--{flag} names {len(getattr(args, flag))} files but --aligned names {n}"
+            )
+    cfg = section_from_args(args, "clean")
+    aligned = [read_table(need(p, "aligned shard")) for p in args.aligned]
+    translated = [
+        read_table(need(p, "translated shard"), columns=["pair_id", "en_lines", "other_lines"])
+        for p in args.translated
+    ]
+    kept, dropped, stats = clean_positives(aligned, translated, cfg, log=log)
+    for table, path in zip(kept, args.out, strict=True):
+        write_table(table, path)
+    for table, path in zip(dropped, args.dropped, strict=True):
+        write_table(table, path)
+    write_stats(args.stats, {"stage": "clean", **stats})
+
+
+def register(add: Callable[..., argparse.ArgumentParser], site_opts: Callable) -> None:
+    """Add the stage's commands to the `parasim` parser."""
+    sp = add("clean", cmd_clean, "Clean a site's aligned pairs: rules, language, duplicates.")
+    site_opts(sp)
+    sp.add_argument("--aligned", nargs="+", required=True, help="the site's aligned shards")
+    sp.add_argument("--translated", nargs="+", required=True, help="its translated shards")
+    sp.add_argument("--out", nargs="+", required=True, help="positives shards to write")
+    sp.add_argument("--dropped", nargs="+", required=True, help="dropped-pair shards to write")

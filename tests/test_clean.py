@@ -1,0 +1,263 @@
+"""The clean stage: hard rules, language identification, deduplication, and its command."""
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pyarrow as pa
+import pytest
+
+from parasim import io
+from parasim.clean import DEFAULTS, clean_positives, rules
+from parasim.clean.langid import LanguageId
+from parasim.pair.language import main_text_lines
+
+pytest.importorskip("heliport")
+
+SHARED = Path(__file__).resolve().parents[2] / "shared" / "data"
+
+EN_LONG = "The calendar shows the events of the current month and the next one."
+FR_LONG = "Le calendrier affiche les événements du mois en cours et du mois suivant."
+
+
+@pytest.mark.parametrize(
+    "en, other, reason",
+    [
+        ("Questions or comments?", "Questions or comments?", "identical"),
+        ("@user: 5 commits", "@user : « 5 commits »", "identical"),
+        ("Term 1 Description", "Terme 1 Description", "near_identical"),
+        ("2014-07-21 12:00", "2014-07-21 12:00", "identical"),
+        ("2014-07-21 12:00:00 +0400", "21/07/2014 12 h", "no_letters"),
+        (
+            "Website (https://www.example.com/a/b)",
+            "Site (https://www.exemple.com/a/b)",
+            "url_email",
+        ),
+        (
+            '<div class="wb-tabs"><p>Read the guide</p></div>',
+            '<div class="wb-tabs"><p>Lisez le guide</p></div>',
+            "code_markup",
+        ),
+        (
+            "Lorem ipsum dolor sit amet, consectetur",
+            "Lorem ipsum dolor sit amet (fr)",
+            "placeholder",
+        ),
+        (
+            "Needs translation: the plugin setup",
+            "Needs translation: la configuration",
+            "placeholder",
+        ),
+        ("Yes", "Oui, absolument, sans aucun doute possible, et même davantage", "length_ratio"),
+        ("Go go go now please", "Allez allez vite maintenant", "repeated_words"),
+        ("The page was updated", "La page a Ã©tÃ© mise Ã  jour", "bad_encoding"),
+        ("", "Bonjour tout le monde", "empty"),
+    ],
+)
+def test_each_rule_rejects_its_case(en, other, reason):
+    assert rules.make_checker()(en, other) == reason
+
+
+@pytest.mark.parametrize(
+    "en, other",
+    [
+        ("Source code", "Code source"),  # same words, another order: a translation
+        ("Stacked checkboxes in a <li> pattern", "Cases à cocher empilées dans un modèle <li>"),
+        ("We, the people, agree.", "Nous nous sommes mis d'accord."),  # "nous nous" is French
+        ("Visit https://canada.ca for the details", "Visitez https://canada.ca pour les détails"),
+        (EN_LONG, FR_LONG),
+    ],
+)
+def test_real_translations_pass_the_rules(en, other):
+    assert rules.make_checker()(en, other) is None
+
+
+def test_rules_can_be_switched_off_and_unknown_ones_are_named():
+    off = {"identical": False, "near_identical": False}
+    assert rules.make_checker(off)("Same text here", "Same text here") is None
+    with pytest.raises(ValueError, match="unknown rule"):
+        rules.make_checker({"no_such_rule": True})
+    with pytest.raises(ValueError, match="not a regular expression"):
+        rules.make_checker(placeholders=["(unclosed"])
+
+
+def test_normalize_ignores_case_punctuation_and_spacing():
+    assert rules.normalize("Questions  or comments?") == rules.normalize("questions or COMMENTS")
+
+
+def test_language_judgement_line_guess_neighbours_and_page():
+    lid = LanguageId(min_letters=20, window=1)
+    texts = [FR_LONG, EN_LONG, "Colonne 4", "Zz 4", "Qx 7"]
+    ctx = {2: None, 3: "Zz 4 " + FR_LONG, 4: "Qx 7 " + EN_LONG + " " + EN_LONG}
+    verdicts = lid.judge(texts, "fr", lambda i: ctx.get(i), "en")
+    assert verdicts[0] == "line"
+    assert verdicts[1] == "wrong_line"
+    assert verdicts[2] in ("guess", "page")
+    assert verdicts[3] in ("neighbours", "page", "guess")
+    assert verdicts[4] in ("wrong_neighbours", "page")
+    assert lid.page_language([EN_LONG, EN_LONG, FR_LONG])[0] == "eng"
+
+
+def _aligned(rows):
+    out = []
+    for k, (pid, en, other, i) in enumerate(rows):
+        out.append(
+            {
+                "id": f"id{k:03d}",
+                "pair_id": pid,
+                "site": "s",
+                "domain": "government",
+                "lang_pair": "en-fr",
+                "other_lang": "fr",
+                "en_text": en,
+                "other_text": other,
+                "other_en": en,
+                "method": "paper",
+                "en_idx": [i],
+                "other_idx": [i],
+                "score": 1.0,
+                "score_emb": None,
+                "en_url": f"https://s/{pid}-en.html",
+                "other_url": f"https://s/{pid}-fr.html",
+            }
+        )
+    return io.rows_to_table(out, io.ALIGNED_SCHEMA)
+
+
+def _translated(pages):
+    rows = []
+    for pid, en_lines, fr_lines in pages:
+        rows.append({"pair_id": pid, "en_lines": en_lines, "other_lines": fr_lines})
+    return pa.Table.from_pylist(rows)
+
+
+FOOTER_EN = "Questions or comments about this page?"
+FOOTER_FR = "Questions ou commentaires au sujet de cette page?"
+
+
+def _site():
+    """Three page pairs: a shared footer, a copied English line, a French page's English line."""
+    p = ["p1", "p2", "p3"]
+    aligned = [
+        _aligned(
+            [
+                ("p1", EN_LONG, FR_LONG, 0),
+                ("p1", FOOTER_EN, FOOTER_FR, 1),
+                ("p2", "View the code of this example", "View the code of this example", 0),
+                ("p2", FOOTER_EN, FOOTER_FR, 1),
+            ]
+        ),
+        _aligned(
+            [
+                ("p3", "The summary of the changes in this release.", EN_LONG, 0),
+                ("p3", FOOTER_EN, FOOTER_FR, 1),
+            ]
+        ),
+    ]
+    translated = [
+        _translated(
+            [
+                (p[0], [EN_LONG, FOOTER_EN], [FR_LONG, FOOTER_FR]),
+                (p[1], ["View the code of this example", FOOTER_EN], ["x", FOOTER_FR]),
+            ]
+        ),
+        _translated([(p[2], ["The summary...", FOOTER_EN], [EN_LONG, FOOTER_FR])]),
+    ]
+    return aligned, translated
+
+
+def test_clean_keeps_translations_once_and_drops_the_rest_with_reasons():
+    aligned, translated = _site()
+    kept, dropped, stats = clean_positives(aligned, translated, {"furniture_min_pages": 3})
+    k = [r for t in kept for r in t.to_pylist()]
+    d = {r["id"]: r for t in dropped for r in t.to_pylist()}
+    assert [r["en_text"] for r in k] == [EN_LONG, FOOTER_EN]
+    footer = k[1]
+    assert (footer["n_seen"], footer["n_pages"], footer["furniture"]) == (3, 3, True)
+    assert d["id002"]["reason"] == "identical"
+    assert d["id003"]["reason"] == "duplicate" and d["id003"]["duplicate_of"] == footer["id"]
+    assert d["id000"]["reason"] == "wrong_language_other"  # shard 1's first row
+    assert stats["aligned_in"] == 6 and stats["kept"] == 2 and stats["dropped"] == 4
+    assert stats["dropped_duplicate"] == 2 and stats["page_pairs"] == 3
+    # nothing is lost: kept + dropped = aligned, per shard
+    for a, kt, dt in zip(aligned, kept, dropped, strict=True):
+        assert sorted(kt.column("id").to_pylist() + dt.column("id").to_pylist()) == sorted(
+            a.column("id").to_pylist()
+        )
+    assert kept[0].schema == io.POSITIVES_SCHEMA and dropped[0].schema == io.DROPPED_SCHEMA
+
+
+def test_clean_can_drop_furniture_and_skip_dedup():
+    aligned, translated = _site()
+    kept, _, stats = clean_positives(aligned, translated, {"drop_furniture": True})
+    assert [r["en_text"] for t in kept for r in t.to_pylist()] == [EN_LONG]
+    assert stats["dropped_furniture"] == 1
+    kept, _, _ = clean_positives(
+        aligned, translated, {"dedup": False, "langid": {"enabled": False}}
+    )
+    assert sum(t.num_rows for t in kept) == 5  # only the identical copy goes
+
+
+def test_clean_of_nothing_writes_empty_shards():
+    empty = io.rows_to_table([], io.ALIGNED_SCHEMA)
+    kept, dropped, stats = clean_positives([empty, empty], [], DEFAULTS)
+    assert [t.num_rows for t in kept + dropped] == [0, 0, 0, 0]
+    assert stats["kept"] == 0 and kept[0].schema == io.POSITIVES_SCHEMA
+
+
+def test_clean_command_writes_every_shard(tmp_path):
+    aligned, translated = _site()
+    args = ["--aligned"]
+    for k, t in enumerate(aligned):
+        io.write_table(t, tmp_path / f"a{k}.parquet")
+        args.append(str(tmp_path / f"a{k}.parquet"))
+    args.append("--translated")
+    for k, t in enumerate(translated):
+        io.write_table(t, tmp_path / f"t{k}.parquet")
+        args.append(str(tmp_path / f"t{k}.parquet"))
+    args += ["--out", str(tmp_path / "k0.parquet"), str(tmp_path / "k1.parquet")]
+    args += ["--dropped", str(tmp_path / "d0.parquet"), str(tmp_path / "d1.parquet")]
+    args += ["--stats", str(tmp_path / "stats.json")]
+    cmd = [sys.executable, "-m", "parasim.cli", "clean", *args]
+    proc = subprocess.run(cmd, capture_output=True, text=True)
+    assert proc.returncode == 0, proc.stderr
+    assert json.loads((tmp_path / "stats.json").read_text())["kept"] == 2
+    bad = [*cmd[:5], str(tmp_path / "a0.parquet"), *args[3:]]
+    proc = subprocess.run(bad, capture_output=True, text=True)
+    assert (
+        proc.returncode == 2 and "--translated names 2 files but --aligned names 1" in proc.stderr
+    )
+    assert "Traceback" not in proc.stderr
+
+
+def test_main_text_skips_code_and_text_outside_main():
+    html = (
+        "<html><body><nav>Menu</nav><main><h1>Titre</h1><p>Un paragraphe.</p>"
+        "<pre>var x = 1;</pre><code>init()</code></main><footer>Pied</footer></body></html>"
+    )
+    from lxml.cssselect import CSSSelector
+
+    assert main_text_lines(html, CSSSelector("main")) == ["Titre", "Un paragraphe."]
+    assert "Menu" in main_text_lines(html, None)
+
+
+@pytest.mark.shared_data
+@pytest.mark.parametrize(
+    "path, other",
+    [
+        ("parallel/flores200-devtest", "fr"),
+        ("parallel/flores200-devtest", "es"),
+        ("parallel/tatoeba", "fr"),
+        ("parallel/tatoeba", "es"),
+    ],
+)
+def test_real_translations_survive(path, other):
+    """Human translations (Flores-200, Tatoeba): at least 99 % are kept."""
+    from parasim.bench.clean import load_parallel, survival
+
+    if not (SHARED / path).exists():
+        pytest.skip("../shared/data is absent")
+    pairs = load_parallel(SHARED / path, other)
+    res = survival(pairs, other)
+    assert res["kept_share"] >= 0.99, res

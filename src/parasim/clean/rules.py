@@ -108,6 +108,7 @@ _NON_DIGITS = re.compile(r"\D+")
 _SPACES = re.compile(r"\s+")
 
 
+@functools.lru_cache(maxsize=1 << 16)
 def letters_only(text: str) -> str:
     """Case-folded letters of ``text`` (bicleaner's ``no_identical`` normal form)."""
     return _NON_LETTERS.sub("", text.casefold())

@@ -1,0 +1,21 @@
+"""PROBE: crawl a few dozen pages of a new site and suggest its ``sites:`` entry.
+
+``parasim probe URL`` runs the crawl stage on a small sample (same crawler, politeness and
+robots.txt rules), then reads the pages: their languages (declared and measured), which pairing
+evidence they carry and how many pairs each kind yields through the pair stage, the URL rewrites
+behind the linked pairs, the element holding most of the text (``main_selector``), ``data-*``
+attributes that link pages, and other URL prefixes the site links itself by (``aliases``). See
+:mod:`parasim.probe.stage`.
+"""
+
+from parasim.probe.languages import measure_language
+from parasim.probe.stage import ProbeError, Suggestion, diff_rewrite, render_yaml, suggest_site
+
+__all__ = [
+    "ProbeError",
+    "Suggestion",
+    "diff_rewrite",
+    "measure_language",
+    "render_yaml",
+    "suggest_site",
+]

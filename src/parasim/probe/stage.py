@@ -162,6 +162,37 @@ def diff_rewrite(en_url: str, other_url: str) -> tuple[str, str] | None:
     return (en_sub, other_sub) if head + other_sub + tail == other_url else None
 
 
+_EN_TOKEN_RE = re.compile(r"(?<![A-Za-z0-9])en(?![A-Za-z0-9])")
+
+
+def named_pairs(
+    pages: list[Page], langs: tuple[str, ...], skip: set[tuple[str, str]]
+) -> list[tuple[str, str, str]]:
+    """Page pairs by URL naming alone: an English page's URL with a word ``en`` in its path
+    replaced by another language's code is a fetched page in that language.
+
+    Args:
+        pages: the sample.
+        langs: the site's languages.
+        skip: (English URL, language) keys already paired by links.
+
+    Returns:
+        (English URL, other URL, language) triples.
+    """
+    lang_of = {p.url: p.lang for p in pages}
+    out = []
+    for p in pages:
+        if p.lang != "en":
+            continue
+        cut = len(urlsplit(p.url).scheme) + 3 + len(urlsplit(p.url).netloc)
+        for m in _EN_TOKEN_RE.finditer(p.url, cut):
+            for lang in langs[1:]:
+                other = p.url[: m.start()] + lang + p.url[m.end() :]
+                if (p.url, lang) not in skip and lang_of.get(other) == lang:
+                    out.append((p.url, other, lang))
+    return sorted(set(out))
+
+
 def infer_rewrites(pairs: list[tuple[str, str, str]]) -> list[tuple[Rewrite, int]]:
     """Step 2: URL rewrites from page pairs, with how many pairs each explains.
 
@@ -319,6 +350,7 @@ def suggest_pairing(
     notes: dict[str, list[str]] = defaultdict(list)
     linked = _pairs(table, langs, ("hreflang", "toggle"))
     url_pairs = [(en, other, lang) for (en, lang), other in linked.items()]
+    url_pairs += named_pairs(pages, langs, set(linked))
     rewrites_all = infer_rewrites(url_pairs)
     # One pair's odd name (License-en.html -> Licence-fr.html) is not a pattern.
     least = 2 if len(url_pairs) >= 2 else 1
@@ -347,7 +379,7 @@ def suggest_pairing(
     notes["evidence"].append(f"with {', '.join(evidence)}: {len(combined)} pair(s) in the sample")
     for rw, n in rewrites_all:
         used = "" if rw in rewrites and "rewrite" in evidence else " (not used)"
-        notes["rewrites"].append(f"{_fmt(rw.by_lang)}: explains {n} linked pair(s){used}")
+        notes["rewrites"].append(f"{_fmt(rw.by_lang)}: explains {n} pair(s){used}")
     pairing: dict = {"evidence": list(evidence)}
     if "rewrite" in evidence:
         pairing["rewrites"] = [dict(rw.by_lang) for rw in rewrites]

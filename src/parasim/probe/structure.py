@@ -25,8 +25,10 @@ _URLISH_RE = re.compile(r"^[^\s{}\[\]()<>\"'`,;]+$")
 _PAGE_PATH_RE = re.compile(r"(^https?://|/|\.(html?|xhtml|shtml|php|aspx?|jsp)([?#]|$))", re.I)
 #: A main-content candidate must hold at least this share of a page's words ...
 MAIN_MIN_SHARE = 0.5
-#: ... and at most this share on the median page (a wrapper of the whole page sheds nothing).
-MAIN_MAX_SHARE = 0.95
+#: ... and, unless it is ``main`` or ``[role=main]``, less than this share on the median page (a
+#: wrapper of the whole page sheds nothing).
+MAIN_MAX_SHARE = 0.99
+_SEMANTIC = ("main", "[role=main]")
 
 
 @dataclass
@@ -144,16 +146,16 @@ def choose_main_selector(counts: dict[str, dict]) -> tuple[str | None, str]:
     fits = {
         k: v
         for k, v in counts.items()
-        if v["median_share"] <= MAIN_MAX_SHARE and v["pages_holding_most"] * 2 >= v["pages"] > 0
+        if (k in _SEMANTIC or v["median_share"] < MAIN_MAX_SHARE)
+        and v["pages_holding_most"] * 2 >= v["pages"] > 0
     }
     if not fits:
         return None, "no element holds most of the words on at least half of the pages"
-    semantic = ("main", "[role=main]")
     best = min(
         fits,
         key=lambda k: (
             -fits[k]["pages_holding_most"],
-            semantic.index(k) if k in semantic else len(semantic),
+            _SEMANTIC.index(k) if k in _SEMANTIC else len(_SEMANTIC),
             fits[k]["median_share"],
             k,
         ),

@@ -134,6 +134,25 @@ def test_one_language_or_no_english_is_one_sentence():
         suggest_site(unlinked, ORIGIN + "/a.html")
 
 
+def test_a_translation_on_another_host():
+    fr = "https://fr.s.example"
+    en_page = ("/a.html", "en", html("en", EN_TEXT, toggle=("fr", fr + "/a.html")))
+    fr_row = {"url": fr + "/a.html", "final_url": fr + "/a.html", "status": 200}
+    fr_row |= {
+        "declared_lang": "fr",
+        "html": html("fr", FR_TEXT, toggle=("en", ORIGIN + "/a.html")),
+    }
+    only_en = table(en_page, ("/b.html", "fr", html("fr", FR_TEXT)))
+    with pytest.raises(
+        ProbeError, match=r"other hosts \(fr.s.example\): probe again with --allowed"
+    ):
+        suggest_site(only_en, ORIGIN + "/a.html")
+    both = rows_to_table(table(en_page).to_pylist() + [fr_row], PAGES_SCHEMA)
+    s = suggest_site(both, ORIGIN + "/a.html", allowed_domains=("fr.s.example",))
+    assert s.entry["allowed_domains"] == ["fr.s.example", "s.example"]
+    assert s.counts["pairs_suggested"] == 1
+
+
 def test_agreeing_kinds_are_all_kept():
     pages = table(
         ("/a-en.html", "en", html("en", EN_TEXT, ("fr", "/a-fr.html"), ("fr", "/a-fr.html"))),

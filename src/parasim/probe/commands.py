@@ -30,6 +30,10 @@ def _languages(value: str | None) -> tuple[str, ...] | None:
     return langs
 
 
+def _hosts(value: str | None) -> list[str]:
+    return [h.strip().lower() for h in (value or "").split(",") if h.strip()]
+
+
 def cmd_probe(args: argparse.Namespace) -> None:
     """Crawl a sample of one site, print the suggested entry and write it as YAML."""
     import yaml
@@ -47,7 +51,8 @@ def cmd_probe(args: argparse.Namespace) -> None:
     langs = _languages(args.languages)
     name = args.name or site_name(args.url)
     early = {"name": name, "domain": args.domain, "languages": list(langs or ("en", "fr"))}
-    validate_config({"sites": [{**early, "start_urls": [args.url]}]})  # before the crawl
+    early |= {"start_urls": [args.url], "allowed_domains": _hosts(args.allowed_domains)}
+    validate_config({"sites": [early]})  # a bad --name, --domain or host fails before the crawl
     with tempfile.TemporaryDirectory(prefix="parasim-probe-") as tmp:
         try:
             s, crawl = probe_site(
@@ -58,6 +63,7 @@ def cmd_probe(args: argparse.Namespace) -> None:
                 max_pages=args.max_pages,
                 name=name,
                 domain=args.domain,
+                allowed_domains=tuple(_hosts(args.allowed_domains)),
             )
         except ProbeError as exc:
             raise UsageError(str(exc)) from None
@@ -76,7 +82,7 @@ def cmd_probe(args: argparse.Namespace) -> None:
     out = Path(args.out)
     out.parent.mkdir(parents=True, exist_ok=True)
     out.write_text(text, encoding="utf-8")
-    log.info("probe %s: suggestion written to %s", name, out)
+    log.info("probe %s: wrote %s; next: parasim validate-config %s", name, out, out)
     write_stats(args.stats, {"site": name, "stage": "probe", "crawl": crawl, **s.counts})
 
 
@@ -92,6 +98,9 @@ def register(add: Callable[..., argparse.ArgumentParser], site_opts: Callable) -
     sp.add_argument("--languages", help="the site's languages, e.g. en,fr (default: measured)")
     sp.add_argument("--max-pages", type=int, default=40, help="most URLs requested (default 40)")
     sp.add_argument("--out", default="suggested.yaml", help="YAML file to write")
+    sp.add_argument(
+        "--allowed-domains", help="other hosts the site lives on, comma-separated (e.g. fr.x.org)"
+    )
     sp.add_argument("--name", help="the site's name (default: from the host)")
     sp.add_argument("--domain", default="general", help="the corpus domain label")
     sp.add_argument("--work", help="keep the sampled pages in this folder (default: a temp one)")

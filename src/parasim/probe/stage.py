@@ -12,10 +12,13 @@ structure (:mod:`parasim.probe.structure`: ``main_selector``, ``link_attributes`
 from __future__ import annotations
 
 import json
+import logging
 import re
 import subprocess
 import sys
-from collections import Counter, defaultdict
+from collections import Counter, defaultdict, deque
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 from urllib.parse import urlsplit
@@ -36,6 +39,9 @@ from parasim.probe.structure import (
     script_links,
     visible_text,
 )
+
+#: Log lines of the crawl stage itself (``parasim.cli``'s format).
+_CRAWL_LOG_RE = re.compile(r"^\S+ \S+ (INFO|WARNING|ERROR) parasim\.crawl: ")
 
 #: Order of preference among evidence kinds when they disagree: the toggle is the link a reader
 #: follows, hreflang the one a search engine reads, the URL pattern a guess.
@@ -234,30 +240,64 @@ def _probe_site(langs: tuple[str, ...], evidence: tuple[str, ...], rewrites=()) 
     )
 
 
+@contextmanager
+def _quiet(name: str) -> Iterator[None]:
+    """Raise logger ``name`` to WARNING inside the block (the probe pairs its sample many times)."""
+    logger = logging.getLogger(name)
+    level = logger.level
+    logger.setLevel(logging.WARNING)
+    try:
+        yield
+    finally:
+        logger.setLevel(level)
+
+
 def _pairs(table: pa.Table, langs, evidence, rewrites=()) -> dict[tuple[str, str], str]:
     """(English URL, language) -> other URL, by :func:`parasim.pair.pair_pages`, many-to-one."""
-    pairs, _ = pair_pages(table, _probe_site(langs, evidence, rewrites), 1, one_to_one=False)
+    with _quiet("parasim.pair"):
+        site = _probe_site(langs, evidence, rewrites)
+        pairs, _ = pair_pages(table, site, 1, one_to_one=False)
     cols = [pairs.column(c).to_pylist() for c in ("en_url", "other_lang", "other_url")]
     return {(en, lang): other for en, lang, other in zip(*cols, strict=True)}
 
 
 def _predictions(pages: list[Page], langs, rewrites) -> dict[tuple[str, str], dict[str, set]]:
-    """(English page, language) -> kind -> the URLs that kind names as its counterpart."""
+    """(English page, language) -> kind -> the URLs that kind names as its counterpart (a fetched
+    URL that redirected stands for where it landed)."""
     others = set(langs) - {"en"}
+    landed = {p.url: p.base for p in pages}
     out: dict[tuple[str, str], dict[str, set]] = defaultdict(lambda: defaultdict(set))
+
+    def name(url: str) -> str:
+        url = canonical(url) or url
+        return landed.get(url, url)
+
     for p in pages:
         if p.lang != "en":
             continue
         for kind, lang, url in extract_links(p.html, p.base).links:
             if lang in others:
-                out[(p.url, lang)][kind].add(canonical(url) or url)
+                out[(p.url, lang)][kind].add(name(url))
         for rw in rewrites:
             en = rw.by_lang["en"]
             if en in p.url:
                 head, _, tail = p.url.rpartition(en)
                 for lang, sub in rw.by_lang.items():
                     if lang in others:
-                        out[(p.url, lang)]["rewrite"].add(head + sub + tail)
+                        out[(p.url, lang)]["rewrite"].add(name(head + sub + tail))
+    return out
+
+
+def offsite_language_hosts(pages: list[Page], langs: tuple[str, ...], host: str) -> Counter:
+    """Hosts other than ``host`` that the pages' hreflang and toggle links lead to, by pages."""
+    out: Counter = Counter()
+    for p in pages:
+        hosts = {
+            urlsplit(url).hostname
+            for _, lang, url in extract_links(p.html, p.base).links
+            if lang in langs and urlsplit(url).hostname not in (host, None)
+        }
+        out.update(hosts)
     return out
 
 
@@ -340,7 +380,7 @@ def site_name(url: str) -> str:
 
 
 def suggest_pairing(
-    pages: list[Page], table: pa.Table, langs: tuple[str, ...]
+    pages: list[Page], table: pa.Table, langs: tuple[str, ...], host: str
 ) -> tuple[dict, dict, dict[str, list[str]]]:
     """Steps 2-4: the ``pairing`` section, its counts and notes (``evidence``, ``rewrites``).
 
@@ -369,10 +409,17 @@ def suggest_pairing(
         notes["evidence"].append(f"{kinds} name different pages for {len(v)} page(s), e.g. {v[0]}")
     notes["evidence"].extend(why)
     if not evidence:
+        away = offsite_language_hosts(pages, langs, host)
+        hint = (
+            f"; language links lead to other hosts ({', '.join(sorted(away))}): "
+            "probe again with --allowed-domains"
+            if away
+            else "; raise --max-pages or start from a page that links to its translation"
+        )
         raise ProbeError(
             f"no page pair found among the {len(pages)} fetched pages: no hreflang link, language "
             f"toggle or URL pattern leads from an English page to a fetched {'/'.join(langs[1:])} "
-            "page; raise --max-pages or start from a page that links to its translation"
+            f"page{hint}"
         )
     combined = _pairs(table, langs, evidence, rewrites if "rewrite" in evidence else ())
     counts["pairs_suggested"] = len(combined)
@@ -386,12 +433,14 @@ def suggest_pairing(
     return pairing, counts, notes
 
 
-def suggest_structure(pages: list[Page], start_url: str) -> tuple[dict, dict, dict[str, list[str]]]:
+def suggest_structure(
+    pages: list[Page], start_url: str, hosts: tuple[str, ...]
+) -> tuple[dict, dict, dict[str, list[str]]]:
     """Steps 5-6: ``link_attributes``, ``aliases`` and ``main_selector``, counts and notes."""
     parts = urlsplit(start_url)
     notes: dict[str, list[str]] = defaultdict(list)
-    attrs = link_attribute_counts(pages, (parts.hostname or "",))
-    aliases_c = alias_counts(pages, f"{parts.scheme}://{parts.netloc}")
+    attrs = link_attribute_counts(pages, hosts)
+    aliases_c = alias_counts(pages, f"{parts.scheme}://{parts.netloc}", hosts)
     mains = main_selector_counts(pages)
     counts = {"link_attributes": attrs, "aliases": aliases_c, "main_selector": mains}
     keys: dict = {}
@@ -424,6 +473,7 @@ def suggest_site(
     name: str | None = None,
     domain: str = "general",
     serve_dir: str | None = None,
+    allowed_domains: tuple[str, ...] = (),
 ) -> Suggestion:
     """Suggest a ``sites:`` entry from a crawl sample of one site.
 
@@ -434,6 +484,7 @@ def suggest_site(
         name: the site's name (default: from the host).
         domain: the corpus domain label.
         serve_dir: the local folder the site was served from, if any.
+        allowed_domains: hosts the crawl may visit besides the start URL's.
 
     Returns:
         The entry, the counts behind each of its keys and the notes that explain them.
@@ -451,8 +502,11 @@ def suggest_site(
         f"declared {_fmt(lc['declared'])}; measured {_fmt(lc['measured'])}; "
         f"{lc['declared_differs_from_measured']} page(s) read as another language than declared"
     )
-    pairing, pair_counts, pair_notes = suggest_pairing(pages, table, langs)
-    keys, structure_counts, structure_notes = suggest_structure(pages, start_url)
+    host = urlsplit(start_url).hostname or ""
+    pairing, pair_counts, pair_notes = suggest_pairing(pages, table, langs, host)
+    keys, structure_counts, structure_notes = suggest_structure(
+        pages, start_url, (host, *allowed_domains)
+    )
     counts = {"pages_fetched": len(pages), "languages": lc, **pair_counts, **structure_counts}
     notes.update(pair_notes)
     notes.update(structure_notes)
@@ -462,6 +516,8 @@ def suggest_site(
         "languages": list(langs),
         "start_urls": [start_url],
     }
+    if allowed_domains:
+        entry["allowed_domains"] = sorted({host, *allowed_domains})
     if serve_dir:
         entry["serve_dir"] = serve_dir
     entry.update(keys)
@@ -522,7 +578,7 @@ def crawl_sample(entry: dict, settings: dict, work: Path) -> tuple[pa.Table, dic
     """Run the crawl stage (``parasim crawl``) for one site entry in a child process.
 
     Scrapy's reactor runs once per process, and the probe crawls twice; a child process also keeps
-    the probe callable from tests. The child's log goes to this process's stderr.
+    the probe callable from tests. The crawl's progress lines go to this process's stderr.
 
     Args:
         entry: a ``sites:`` entry (validated by the child).
@@ -554,7 +610,19 @@ def crawl_sample(entry: dict, settings: dict, work: Path) -> tuple[pa.Table, dic
         "--stats",
         str(stats),
     ]
-    rc = subprocess.run(cmd, stdin=subprocess.DEVNULL, check=False).returncode
+    # The crawler's own lines (progress, counts) are passed on; scrapy's, which log every failed
+    # request with its traceback although the crawl counts it as a skip reason, only when the
+    # crawl itself fails.
+    proc = subprocess.Popen(cmd, stdin=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+    tail: deque[str] = deque(maxlen=40)
+    for line in proc.stderr:
+        tail.append(line)
+        if _CRAWL_LOG_RE.match(line):
+            sys.stderr.write(line)
+    rc = proc.wait()
+    proc.stderr.close()
+    if rc != 0:
+        sys.stderr.writelines(tail)
     if rc != 0 or not stats.is_file():
         raise ProbeError(
             f"the crawl of {entry['start_urls'][0]} failed (exit status {rc}); "
@@ -584,6 +652,7 @@ def probe_site(
     max_pages: int = 40,
     name: str | None = None,
     domain: str = "general",
+    allowed_domains: tuple[str, ...] = (),
     crawl_settings: dict | None = None,
 ) -> tuple[Suggestion, dict]:
     """Crawl a sample of a site and suggest its ``sites:`` entry.
@@ -600,6 +669,7 @@ def probe_site(
         max_pages: most URLs requested in all.
         name: the site's name (default: from the host).
         domain: the corpus domain label.
+        allowed_domains: hosts the crawl may visit besides the start URL's.
         crawl_settings: the ``crawl`` config section (default: its defaults).
 
     Returns:
@@ -622,12 +692,14 @@ def probe_site(
         "start_urls": [url],
         "limits": {"max_pages": max(1, max_pages - reserve)},
     }
+    if allowed_domains:
+        entry["allowed_domains"] = sorted({host, *allowed_domains})
     if serve_dir:
         entry["serve_dir"] = serve_dir
     table, crawl = crawl_sample(entry, settings, work / "sample")
     second = None
     fetched = set(table.column("url").to_pylist())
-    found = script_links(read_pages(table), (host,))
+    found = script_links(read_pages(table), (host, *allowed_domains))
     extra = sorted(
         {u for v in found.values() for u in v["urls"] if u.startswith(origin + "/")} - fetched
     )[:reserve]
@@ -648,6 +720,12 @@ def probe_site(
             "--serve-dir and the network"
         )
     suggestion = suggest_site(
-        table, url, languages=languages, name=name, domain=domain, serve_dir=serve_dir
+        table,
+        url,
+        languages=languages,
+        name=name,
+        domain=domain,
+        serve_dir=serve_dir,
+        allowed_domains=allowed_domains,
     )
     return suggestion, crawl

@@ -225,10 +225,16 @@ def link_attribute_counts(pages: list[Page], hosts: tuple[str, ...]) -> dict[str
     }
 
 
-def alias_counts(pages: list[Page], origin: str) -> dict[str, dict]:
+def alias_counts(pages: list[Page], origin: str, hosts: tuple[str, ...] = ()) -> dict[str, dict]:
     """Step 6: URL prefixes on other hosts under which the sample links this site's own paths
-    (e.g. its production address): per prefix, the linked paths and how many are known here."""
-    hosts = {urlsplit(origin).hostname}
+    (e.g. its production address): per prefix, the linked paths and how many are known here.
+
+    Args:
+        pages: the sample.
+        origin: the site's origin (its paths are the ones known here).
+        hosts: the hosts the crawl may visit (the origin's host is always one).
+    """
+    hosts = {urlsplit(origin).hostname, *hosts}
     known: set[str] = set()
     offsite: set[str] = set()
     for p in pages:

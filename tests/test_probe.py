@@ -173,8 +173,13 @@ def test_agreeing_kinds_are_all_kept():
 
 def test_kinds_that_disagree_leave_the_toggle_alone():
     # The toggle of /x-en.html leads to /y-fr.html, its name to /x-fr.html: the URL pattern is
-    # not to be trusted here. hreflang pairs nothing the toggle does not.
+    # not to be trusted here, although it pairs more pages (c, d) than the toggle. hreflang pairs
+    # nothing the toggle does not.
     pages = table(
+        ("/c-en.html", "en", html("en", EN_TEXT)),
+        ("/c-fr.html", "fr", html("fr", FR_TEXT)),
+        ("/d-en.html", "en", html("en", EN_TEXT)),
+        ("/d-fr.html", "fr", html("fr", FR_TEXT)),
         ("/a-en.html", "en", html("en", EN_TEXT, ("fr", "/a-fr.html"), ("fr", "/a-fr.html"))),
         ("/a-fr.html", "fr", html("fr", FR_TEXT, ("en", "/a-en.html"))),
         ("/b-en.html", "en", html("en", EN_TEXT, toggle=("fr", "/b-fr.html"))),
@@ -191,8 +196,10 @@ def test_kinds_that_disagree_leave_the_toggle_alone():
     )
     assert list(ev["disagreements"]) == ["toggle/rewrite"]
     assert "/x-en.html" in ev["disagreements"]["toggle/rewrite"][0]
+    assert ev["pairs"] == {"hreflang": 1, "toggle": 3, "rewrite": 5}
     evidence, why = choose_evidence(ev)
     assert evidence == ("toggle",)
+    assert why[0] == "toggle leads: 3 pair(s), 3 different counterpart(s)"
     assert any("rewrite left out" in w for w in why) and any("hreflang left out" in w for w in why)
     s = suggest_site(pages, ORIGIN + "/a-en.html")
     assert s.entry["pairing"] == {"evidence": ["toggle"]}

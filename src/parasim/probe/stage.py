@@ -338,9 +338,11 @@ def choose_evidence(counts: dict) -> tuple[tuple[str, ...], list[str]]:
     """Step 4: the evidence kinds to use, and why.
 
     Kinds that never name different counterparts for one page are all kept (those that yield
-    pairs). Where two kinds disagree on some page, the site's signals cannot all be trusted: the
-    kind that pairs the most English pages is kept (ties: :data:`PREFERENCE`), and another is
-    added only if it pairs pages the kept ones leave unpaired and never disagrees with them.
+    pairs). Where two kinds disagree on some page, the site's signals cannot all be trusted: one
+    kind leads, and another is added only if it pairs pages the kept ones leave unpaired and never
+    disagrees with them. A link the site wrote (toggle, hreflang) leads before a URL pattern,
+    which is a guess; of the two links, the one naming the most different counterparts (a toggle
+    that always leads to the home page names one), ties to :data:`PREFERENCE`.
     """
     pairs = counts["pair_sets"]
     useful = [k for k in PREFERENCE if pairs[k]]
@@ -350,15 +352,23 @@ def choose_evidence(counts: dict) -> tuple[tuple[str, ...], list[str]]:
     if not clash:
         chosen = tuple(k for k in EVIDENCE_KINDS if k in useful)
         return chosen, [f"{', '.join(chosen)}: no page where two kinds name different pages"]
-    ranked = sorted(useful, key=lambda k: (-len({e for e, _ in pairs[k]}), PREFERENCE.index(k)))
+
+    def rank(k: str) -> tuple[bool, int, int]:
+        return (k == "rewrite", -len(set(pairs[k].values())), PREFERENCE.index(k))
+
+    ranked = sorted(useful, key=rank)
     kept = [ranked[0]]
-    why = [f"{ranked[0]}: pairs the most English pages ({len(pairs[ranked[0]])})"]
+    n_lead = len(set(pairs[ranked[0]].values()))
+    why = [f"{ranked[0]} leads: {len(pairs[ranked[0]])} pair(s), {n_lead} different counterpart(s)"]
     for k in ranked[1:]:
         against = [c for c in kept if (c, k) in clash or (k, c) in clash]
         covered = {key for c in kept for key in pairs[c]}
         extra = set(pairs[k]) - covered
         if against:
-            n = sum(len(counts["disagreements"][f"{a}/{b}"]) for a, b in clash if k in (a, b))
+            n = sum(
+                len(counts["disagreements"]["/".join(sorted((c, k), key=PREFERENCE.index))])
+                for c in against
+            )
             why.append(f"{k} left out: names other pages than {', '.join(against)} on {n} page(s)")
         elif not extra:
             why.append(f"{k} left out: pairs no page that {', '.join(kept)} leaves unpaired")

@@ -124,7 +124,7 @@ def test_languages_declared_and_measured():
 
 def test_one_language_or_no_english_is_one_sentence():
     only_en = table(("/a.html", "en", html("en", EN_TEXT)), ("/b.html", "en", html("en", EN_TEXT)))
-    with pytest.raises(ProbeError, match="one language"):
+    with pytest.raises(ProbeError, match=r"only one language has 1 or more .*declared en 2"):
         suggest_site(only_en, ORIGIN + "/a.html")
     only_fr = table(("/a.html", "fr", html("fr", FR_TEXT)))
     with pytest.raises(ProbeError, match="none of the 1 fetched pages is in English"):
@@ -318,6 +318,15 @@ def test_probe_hostile_server(tmp_path):
             ProbeError, match=r"no page of .* could be fetched \(not fetched: http_404"
         ):
             probe_site(server.origin + "/missing", tmp_path / "b", max_pages=5)
+
+
+def test_bench_probe_is_a_benchmark():
+    import parasim.bench
+
+    assert "probe" in parasim.bench.available()
+    cmd = [sys.executable, "-m", "parasim.bench.probe", "--help"]
+    proc = subprocess.run(cmd, capture_output=True, text=True, check=True)
+    assert "usage: parasim bench probe" in proc.stdout
 
 
 def test_probe_command_errors_are_one_line(tmp_path, capsys):

@@ -102,7 +102,8 @@ def language_counts(pages: list[Page]) -> dict:
 
 def choose_languages(pages: list[Page], requested: tuple[str, ...] | None) -> tuple[str, ...]:
     """The site's languages: ``requested`` when given, else every language of at least two pages
-    (one when the sample has fewer than ten), English first, then by page count.
+    (one when the sample has fewer than ten), English first, then by page count. A page's
+    language is the one it declares, else the one measured.
 
     Raises:
         ProbeError: no English page, or no page in another language.
@@ -112,17 +113,18 @@ def choose_languages(pages: list[Page], requested: tuple[str, ...] | None) -> tu
     by_lang = Counter(p.lang for p in pages if p.lang)
     least = 2 if len(pages) >= 10 else 1
     langs = [lang for lang, n in sorted(by_lang.items(), key=lambda x: (-x[1], x[0])) if n >= least]
-    seen = ", ".join(f"{lang} {n}" for lang, n in sorted(by_lang.items())) or "none"
+    lc = language_counts(pages)
+    seen = f"declared {_fmt(lc['declared'])}; measured {_fmt(lc['measured'])}"
     if "en" not in langs:
         raise ProbeError(
-            f"none of the {len(pages)} fetched pages is in English (languages: {seen}), and "
-            "parasim pairs every language with English: probe the site's English start page, "
-            "or pass --languages if the pages declare the wrong language"
+            f"none of the {len(pages)} fetched pages is in English ({seen}), and parasim pairs "
+            "every language with English: probe the site's English start page, or pass "
+            "--languages if the pages declare the wrong language"
         )
     if len(langs) < 2:
         raise ProbeError(
-            f"all {len(pages)} fetched pages are in one language (languages: {seen}): probe a "
-            "page that links to its translation, raise --max-pages, or pass --languages"
+            f"only one language has {least} or more of the {len(pages)} fetched pages ({seen}): "
+            "probe a page that links to its translation, raise --max-pages, or pass --languages"
         )
     return tuple(["en"] + [lang for lang in langs if lang != "en"])
 

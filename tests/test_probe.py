@@ -25,6 +25,8 @@ from parasim.probe.structure import (
     choose_main_selector,
     link_attribute_counts,
     main_selector_counts,
+    visible_text,
+    word_counts,
 )
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
@@ -94,6 +96,19 @@ def test_diff_rewrite_cuts_at_delimiters():
     got = diff_rewrite(ORIGIN + "/License-en.html", ORIGIN + "/Licence-fr.html")
     assert got == ("/License-en.html", "/Licence-fr.html")
     assert diff_rewrite(ORIGIN + "/a", ORIGIN + "/a") is None
+
+
+def test_visible_text_and_word_counts_agree():
+    from parasim.crawl.content import parse_html
+
+    root = parse_html(
+        "<html><head><title>T</title><script>x y</script></head><body><p>a b<!-- c d -->e f"
+        "<b>g</b> h</p><style>z</style>i<template>t</template></body></html>"
+    )
+    assert visible_text(root) == "a b e f g h i"
+    counts = word_counts(root)
+    assert counts[root] == 7 and counts[root.find(".//p")] == 6
+    assert visible_text(None) == ""
 
 
 def test_measure_language_reads_function_words():

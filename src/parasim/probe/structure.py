@@ -48,29 +48,43 @@ class Page:
         return self.declared or self.measured
 
 
+_HIDDEN = frozenset(_INVISIBLE) | {"head", "title"}
+
+
 def visible_text(root: etree._Element | None) -> str:
-    """The text a reader sees in a parsed page (scripts, styles and templates left out)."""
+    """The text a reader sees in a parsed page (head, scripts, styles and templates left out)."""
     if root is None:
         return ""
     parts: list[str] = []
-    for el in root.iter():
-        if not isinstance(el.tag, str):
+    stack: list = [root]
+    while stack:  # depth-first, in document order, without recursion (pages nest deeply)
+        item = stack.pop()
+        if isinstance(item, str):
+            parts.append(item)
             continue
-        if el.text and not _hidden(el):
-            parts.append(el.text)
-        parent = el.getparent()
-        if el.tail and parent is not None and not _hidden(parent):
-            parts.append(el.tail)
+        if not isinstance(item.tag, str) or item.tag in _HIDDEN:
+            continue  # a comment, or text nobody reads; its tail belongs to its parent
+        if item.text:
+            parts.append(item.text)
+        for child in reversed(item):
+            if child.tail:
+                stack.append(child.tail)
+            stack.append(child)
     return " ".join(" ".join(parts).split())
 
 
-def _hidden(el: etree._Element) -> bool:
-    node = el
-    while node is not None:
-        if node.tag in _INVISIBLE or node.tag in ("head", "title"):
-            return True
-        node = node.getparent()
-    return False
+def word_counts(root: etree._Element) -> dict[etree._Element, int]:
+    """Visible words inside each element of a page (as :func:`visible_text` counts them)."""
+    counts: dict[etree._Element, int] = {}
+    for el in reversed(list(root.iter())):  # descendants before their ancestors
+        if not isinstance(el.tag, str) or el.tag in _HIDDEN:
+            counts[el] = 0
+            continue
+        n = len(el.text.split()) if el.text else 0
+        for child in el:
+            n += counts[child] + (len(child.tail.split()) if child.tail else 0)
+        counts[el] = n
+    return counts
 
 
 def _describe(el: etree._Element) -> str | None:
@@ -88,25 +102,25 @@ def _describe(el: etree._Element) -> str | None:
     return f"{el.tag}.{classes[0]}" if classes else el.tag
 
 
-def _words(el: etree._Element) -> int:
-    return len(visible_text(el).split())
-
-
-def main_candidates(root: etree._Element | None) -> list[str]:
+def main_candidates(root: etree._Element | None, words: dict[etree._Element, int]) -> list[str]:
     """Selectors of the elements on the way from ``<body>`` down to where the text spreads out:
     at each step the child holding most of the words, while it holds at least
-    :data:`MAIN_MIN_SHARE` of its parent's."""
+    :data:`MAIN_MIN_SHARE` of its parent's.
+
+    Args:
+        root: the parsed page.
+        words: its :func:`word_counts`.
+    """
     body = root.find(".//body") if root is not None else None
     if body is None:
         return []
     out, node = [], body
-    while True:
-        kids = [(k, _words(k)) for k in node if isinstance(k.tag, str) and k.tag not in _INVISIBLE]
-        total = _words(node)
-        if not kids or total == 0:
+    while words[node]:
+        kids = [k for k in node if isinstance(k.tag, str) and k.tag not in _HIDDEN]
+        if not kids:
             break
-        best, n = max(kids, key=lambda x: x[1])
-        if n < MAIN_MIN_SHARE * total:
+        best = max(kids, key=lambda k: words[k])
+        if words[best] < MAIN_MIN_SHARE * words[node]:
             break
         name = _describe(best)
         if name and name not in out:
@@ -120,17 +134,17 @@ def main_selector_counts(pages: list[Page]) -> dict[str, dict]:
     median share it holds there."""
     from lxml.cssselect import CSSSelector
 
-    names = sorted({c for p in pages for c in main_candidates(p.root)})
+    pairs = [(p, word_counts(p.root) if p.root is not None else {}) for p in pages]
+    names = sorted({c for p, w in pairs for c in main_candidates(p.root, w)})
     out = {}
     for name in names:
         sel = CSSSelector(name)
         shares = []
-        for p in pages:
-            total = _words(p.root) if p.root is not None else 0
-            found = sel(p.root) if p.root is not None and total else []
+        for p, w in pairs:
+            total = w.get(p.root, 0)
+            found = set(sel(p.root)) if total else set()
             outer = [e for e in found if not any(a in found for a in e.iterancestors())]
-            share = sum(_words(e) for e in outer) / total if total else 0.0
-            shares.append(share)
+            shares.append(sum(w[e] for e in outer) / total if total else 0.0)
         held = [s for s in shares if s >= MAIN_MIN_SHARE]
         out[name] = {
             "pages_holding_most": len(held),

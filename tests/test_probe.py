@@ -333,6 +333,8 @@ def test_probe_hostile_server(tmp_path):
             ProbeError, match=r"no page of .* could be fetched \(not fetched: http_404"
         ):
             probe_site(server.origin + "/missing", tmp_path / "b", max_pages=5)
+        with pytest.raises(ProbeError, match="it redirects to another host"):
+            probe_site(server.origin + "/away", tmp_path / "c", max_pages=5)
 
 
 def test_bench_probe_is_a_benchmark():

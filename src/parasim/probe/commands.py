@@ -34,6 +34,20 @@ def _hosts(value: str | None) -> list[str]:
     return [h.strip().lower() for h in (value or "").split(",") if h.strip()]
 
 
+def _options(args: argparse.Namespace) -> list[str]:
+    """The options of this probe that shape its suggestion, as they were given."""
+    out = []
+    for flag, value, default in (
+        ("--serve-dir", args.serve_dir, None),
+        ("--languages", args.languages, None),
+        ("--allowed-domains", args.allowed_domains, None),
+        ("--max-pages", args.max_pages, 40),
+    ):
+        if value != default:
+            out += [flag, str(value)]
+    return out
+
+
 def cmd_probe(args: argparse.Namespace) -> None:
     """Crawl a sample of one site, print the suggested entry and write it as YAML."""
     import yaml
@@ -68,9 +82,7 @@ def cmd_probe(args: argparse.Namespace) -> None:
         except ProbeError as exc:
             raise UsageError(str(exc)) from None
     skipped = ", ".join(f"{k} {v}" for k, v in crawl["pages_skipped_by_reason"].items()) or "none"
-    command = f"parasim probe {args.url}" + (
-        f" --serve-dir {args.serve_dir}" if args.serve_dir else ""
-    )
+    command = " ".join(["parasim probe", args.url, *_options(args)])
     header = [
         f"Suggested by `{command}` from {crawl['pages_ok']} fetched page(s) "
         f"(not fetched: {skipped}).",
@@ -80,8 +92,11 @@ def cmd_probe(args: argparse.Namespace) -> None:
     validate_config(yaml.safe_load(text))  # what the probe suggests must validate as it is
     sys.stdout.write(text)
     out = Path(args.out)
-    out.parent.mkdir(parents=True, exist_ok=True)
-    out.write_text(text, encoding="utf-8")
+    try:
+        out.parent.mkdir(parents=True, exist_ok=True)
+        out.write_text(text, encoding="utf-8")
+    except OSError as exc:
+        raise UsageError(f"cannot write {out}: {exc.strerror or exc}") from None
     log.info("probe %s: wrote %s; next: parasim validate-config %s", name, out, out)
     write_stats(args.stats, {"site": name, "stage": "probe", "crawl": crawl, **s.counts})
 

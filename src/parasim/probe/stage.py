@@ -726,10 +726,14 @@ def probe_site(
     crawl = {k: v for k, v in _merge_crawls(crawl, second).items() if k not in ("site", "stage")}
     crawl["script_linked_pages_requested"] = len(extra)
     if not crawl["pages_ok"]:
-        reasons = _fmt(crawl["pages_skipped_by_reason"])
+        reasons = crawl["pages_skipped_by_reason"]
+        hint = (
+            "it redirects to another host: probe the address it leads to"
+            if reasons.get("offsite_redirect")
+            else "check the URL, --serve-dir and the network"
+        )
         raise ProbeError(
-            f"no page of {url} could be fetched (not fetched: {reasons}): check the URL, "
-            "--serve-dir and the network"
+            f"no page of {url} could be fetched (not fetched: {_fmt(reasons)}): {hint}"
         )
     suggestion = suggest_site(
         table,

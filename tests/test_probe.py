@@ -25,7 +25,6 @@ from parasim.probe.structure import (
     choose_main_selector,
     link_attribute_counts,
     main_selector_counts,
-    visible_text,
     word_counts,
 )
 
@@ -98,29 +97,30 @@ def test_diff_rewrite_cuts_at_delimiters():
     assert diff_rewrite(ORIGIN + "/a", ORIGIN + "/a") is None
 
 
-def test_visible_text_and_word_counts_agree():
+def test_word_counts_leave_out_what_nobody_reads():
     from parasim.crawl.content import parse_html
 
     root = parse_html(
         "<html><head><title>T</title><script>x y</script></head><body><p>a b<!-- c d -->e f"
         "<b>g</b> h</p><style>z</style>i<template>t</template></body></html>"
     )
-    assert visible_text(root) == "a b e f g h i"
     counts = word_counts(root)
     assert counts[root] == 7 and counts[root.find(".//p")] == 6
-    assert visible_text(None) == ""
 
 
-def test_measure_language_reads_function_words():
-    assert measure_language(EN_TEXT) == "en"
-    assert measure_language(FR_TEXT) == "fr"
+def test_measure_language_is_the_pair_stage_measure():
+    lang, share = measure_language(f"<html><body><p>{EN_TEXT}</p></body></html>")
+    assert lang == "en" and share > 0.9
+    assert measure_language(f"<html><body><p>{FR_TEXT}</p></body></html>")[0] == "fr"
     es = (
         "El servicio está abierto a todos los residentes de la región. Puede hacer su solicitud "
         "en línea o por correo, y la oficina le enviará una respuesta en diez días."
     )
-    assert measure_language(es) == "es"
-    assert measure_language("Contact us") is None  # too little to tell
-    assert measure_language("") is None
+    assert measure_language(f"<p>{es}</p>")[0] == "es"
+    # code samples are not the page's language; too little text is no language at all
+    assert measure_language(f"<p>{FR_TEXT}</p><pre>{EN_TEXT}</pre>")[0] == "fr"
+    assert measure_language("<p>Contact us</p>") == (None, 0.0)
+    assert measure_language(None) == (None, 0.0)
 
 
 def test_languages_declared_and_measured():

@@ -1,61 +1,39 @@
-"""A cheap language measure: the share of a text's words that are frequent function words.
+"""A page's measured language: heliport on its main text, as the pair stage measures it.
 
-Good enough to tell a page's language from a few hundred words of running text in the languages
-below (the ones the shipped translation backends serve, and their neighbours); it is a sanity check
-of the declared ``<html lang>``, not a language identifier for short lines.
+The same measure as the pair stage's check for untranslated page pairs
+(:func:`parasim.pair.language.main_text_lines`, then
+:meth:`parasim.clean.langid.LanguageId.page_language`), named in the config's ISO 639-1 codes.
 """
 
 from __future__ import annotations
 
 import re
-from collections import Counter
 
-#: Frequent function words per language (ISO 639-1). Words shared by several languages count for
-#: each of them; the distinctive ones decide.
-STOPWORDS: dict[str, frozenset[str]] = {
-    lang: frozenset(words.split())
-    for lang, words in {
-        "en": "the of and to in is that for it with as was on are be by this from or an at not "
-        "have which you can your will has but all their they more if we our its these about",
-        "fr": "le la les des et est une un du que qui dans pour pas sur au aux ce cette sont avec "
-        "par plus ou nous vous leur être été ses son mais comme il elle ne se",
-        "es": "el la los las de del y que en un una por con para es se no al lo como más pero "
-        "sus su está son este esta o le ha muy",
-        "de": "der die das und ist nicht ein eine zu den von mit sich des auf für im dem auch es "
-        "an als werden wird oder bei aus nach wie sie",
-        "it": "il lo la gli le di che e è un una per non con del della dei nel sono si da al "
-        "come più anche questo ma alla delle",
-        "pt": "o a os as de do da dos das que e é um uma para com não no na em por se mais ao "
-        "pelo pela como mas são seu sua",
-        "nl": "de het een en van is dat niet in op te zijn met voor er die maar ook als aan bij "
-        "door om nog wordt deze u",
-    }.items()
-}
+from parasim.clean.langid import ISO3, LanguageId
+from parasim.pair.language import main_text_lines
 
-_WORD_RE = re.compile(r"[^\W\d_]+")
-
-#: Fewest function words a text needs before a language is named.
-MIN_HITS = 8
-#: Smallest share of the text's words that must be function words of the winning language.
-MIN_SHARE = 0.08
+#: heliport's ISO 639-3 codes -> the config's ISO 639-1 codes (``nob`` is ``nb``).
+ISO1: dict[str, str] = {three: one for one, three in ISO3.items() if one != "no"}
+_CONFIG_CODE_RE = re.compile(r"^[a-z]{2}$")
 
 
-def measure_language(text: str) -> str | None:
-    """The language whose function words make up most of ``text``; None when too little to tell.
+def measure_language(html: str | None, lid: LanguageId | None = None) -> tuple[str | None, float]:
+    """The language holding most letters of a page's text, and its share of them.
 
     Args:
-        text: running text (a page's visible text).
+        html: the page.
+        lid: a :class:`LanguageId` to reuse (default: a new one).
 
     Returns:
-        An ISO 639-1 code from :data:`STOPWORDS`, or None when the text has fewer than
-        :data:`MIN_HITS` function words or they make up less than :data:`MIN_SHARE` of it.
+        An ISO 639-1 code (heliport's 3-letter code when it has none) and its share of the
+        identified letters; ``(None, 0.0)`` when no line of the page is long enough to identify.
     """
-    words = _WORD_RE.findall(text.lower())
-    if not words:
-        return None
-    counts = Counter(words)
-    hits = {lang: sum(counts[w] for w in sw) for lang, sw in STOPWORDS.items()}
-    best = max(sorted(hits), key=lambda lang: hits[lang])
-    if hits[best] < MIN_HITS or hits[best] / len(words) < MIN_SHARE:
-        return None
-    return best
+    lang, share = (lid or LanguageId()).page_language(main_text_lines(html))
+    if lang == "und":
+        return None, 0.0
+    return ISO1.get(lang, lang), share
+
+
+def is_config_code(lang: str | None) -> bool:
+    """Whether ``lang`` can be a site language in the config (two lower-case letters)."""
+    return bool(lang and _CONFIG_CODE_RE.match(lang))

@@ -25,10 +25,11 @@ from urllib.parse import urlsplit
 
 import pyarrow as pa
 
+from parasim.clean.langid import LanguageId
 from parasim.config import Rewrite, SiteConfig
 from parasim.crawl.content import canonical, parse_html
 from parasim.pair import EVIDENCE_KINDS, extract_links, norm_lang, pair_pages
-from parasim.probe.languages import measure_language
+from parasim.probe.languages import is_config_code, measure_language
 from parasim.probe.structure import (
     Page,
     alias_counts,
@@ -37,7 +38,6 @@ from parasim.probe.structure import (
     link_attribute_counts,
     main_selector_counts,
     script_links,
-    visible_text,
 )
 
 #: Log lines of the crawl stage itself (``parasim.cli``'s format).
@@ -66,19 +66,20 @@ class Suggestion:
 
 def read_pages(pages: pa.Table) -> list[Page]:
     """Step 1: the fetched pages (``html`` not null), parsed, declared and measured language."""
+    lid = LanguageId()
     out = []
     for row in pages.select(["url", "final_url", "declared_lang", "html"]).to_pylist():
         if row["html"] is None:
             continue
-        root = parse_html(row["html"])
+        measured, _ = measure_language(row["html"], lid)
         out.append(
             Page(
                 url=row["url"],
                 base=row["final_url"] or row["url"],
                 declared=norm_lang(row["declared_lang"]),
-                measured=measure_language(visible_text(root)),
+                measured=measured,
                 html=row["html"],
-                root=root,
+                root=parse_html(row["html"]),
             )
         )
     out.sort(key=lambda p: p.url)
@@ -110,7 +111,7 @@ def choose_languages(pages: list[Page], requested: tuple[str, ...] | None) -> tu
     """
     if requested:
         return tuple(["en"] + sorted(set(requested) - {"en"}))
-    by_lang = Counter(p.lang for p in pages if p.lang)
+    by_lang = Counter(p.lang for p in pages if is_config_code(p.lang))
     least = 2 if len(pages) >= 10 else 1
     langs = [lang for lang, n in sorted(by_lang.items(), key=lambda x: (-x[1], x[0])) if n >= least]
     lc = language_counts(pages)
@@ -230,13 +231,16 @@ def infer_rewrites(pairs: list[tuple[str, str, str]]) -> list[tuple[Rewrite, int
 # ---------------------------------------------------------------- steps 3-4: pairing evidence
 
 
-def _probe_site(langs: tuple[str, ...], evidence: tuple[str, ...], rewrites=()) -> SiteConfig:
+def _probe_site(
+    langs: tuple[str, ...], evidence: tuple[str, ...], rewrites=(), main_selector=None
+) -> SiteConfig:
     return SiteConfig(
         name="probe",
         domain="probe",
         languages=langs,
         start_urls=("http://probe.invalid/",),
         allowed_domains=("probe.invalid",),
+        main_selector=main_selector,
         evidence=evidence,
         rewrites=tuple(rewrites),
     )
@@ -261,6 +265,17 @@ def _pairs(table: pa.Table, langs, evidence, rewrites=()) -> dict[tuple[str, str
         pairs, _ = pair_pages(table, site, 1, one_to_one=False)
     cols = [pairs.column(c).to_pylist() for c in ("en_url", "other_lang", "other_url")]
     return {(en, lang): other for en, lang, other in zip(*cols, strict=True)}
+
+
+def untranslated_pairs(table: pa.Table, site: SiteConfig) -> list[dict]:
+    """The pairs the pair stage leaves out as untranslated with the default
+    ``clean.untranslated_pages`` settings (each with the measured languages of its pages)."""
+    from parasim.config import validate_section
+
+    settings = validate_section("clean", {})["untranslated_pages"]
+    with _quiet("parasim.pair"):
+        _, stats = pair_pages(table, site, 1, one_to_one=False, untranslated=settings)
+    return stats.get("untranslated", [])
 
 
 def _predictions(pages: list[Page], langs, rewrites) -> dict[tuple[str, str], dict[str, set]]:
@@ -392,9 +407,10 @@ def site_name(url: str) -> str:
 
 
 def suggest_pairing(
-    pages: list[Page], table: pa.Table, langs: tuple[str, ...], host: str
+    pages: list[Page], table: pa.Table, langs: tuple[str, ...], host: str, main_selector=None
 ) -> tuple[dict, dict, dict[str, list[str]]]:
-    """Steps 2-4: the ``pairing`` section, its counts and notes (``evidence``, ``rewrites``).
+    """Steps 2-4: the ``pairing`` section, its counts and notes (``evidence``, ``rewrites``);
+    ``main_selector`` is where the pair stage measures a page's language.
 
     Raises:
         ProbeError: no kind of evidence pairs any two fetched pages.
@@ -433,9 +449,15 @@ def suggest_pairing(
             f"toggle or URL pattern leads from an English page to a fetched {'/'.join(langs[1:])} "
             f"page{hint}"
         )
-    combined = _pairs(table, langs, evidence, rewrites if "rewrite" in evidence else ())
+    used = rewrites if "rewrite" in evidence else ()
+    combined = _pairs(table, langs, evidence, used)
+    untranslated = untranslated_pairs(table, _probe_site(langs, evidence, used, main_selector))
     counts["pairs_suggested"] = len(combined)
-    notes["evidence"].append(f"with {', '.join(evidence)}: {len(combined)} pair(s) in the sample")
+    counts["untranslated_pairs"] = untranslated
+    notes["evidence"].append(
+        f"with {', '.join(evidence)}: {len(combined)} pair(s) in the sample, of which the pair "
+        f"stage leaves out {len(untranslated)} as untranslated (clean.untranslated_pages)"
+    )
     for rw, n in rewrites_all:
         used = "" if rw in rewrites and "rewrite" in evidence else " (not used)"
         notes["rewrites"].append(f"{_fmt(rw.by_lang)}: explains {n} pair(s){used}")
@@ -515,9 +537,11 @@ def suggest_site(
         f"{lc['declared_differs_from_measured']} page(s) read as another language than declared"
     )
     host = urlsplit(start_url).hostname or ""
-    pairing, pair_counts, pair_notes = suggest_pairing(pages, table, langs, host)
     keys, structure_counts, structure_notes = suggest_structure(
         pages, start_url, (host, *allowed_domains)
+    )
+    pairing, pair_counts, pair_notes = suggest_pairing(
+        pages, table, langs, host, keys["main_selector"]
     )
     counts = {"pages_fetched": len(pages), "languages": lc, **pair_counts, **structure_counts}
     notes.update(pair_notes)

@@ -51,30 +51,9 @@ class Page:
 _HIDDEN = frozenset(_INVISIBLE) | {"head", "title"}
 
 
-def visible_text(root: etree._Element | None) -> str:
-    """The text a reader sees in a parsed page (head, scripts, styles and templates left out)."""
-    if root is None:
-        return ""
-    parts: list[str] = []
-    stack: list = [root]
-    while stack:  # depth-first, in document order, without recursion (pages nest deeply)
-        item = stack.pop()
-        if isinstance(item, str):
-            parts.append(item)
-            continue
-        if not isinstance(item.tag, str) or item.tag in _HIDDEN:
-            continue  # a comment, or text nobody reads; its tail belongs to its parent
-        if item.text:
-            parts.append(item.text)
-        for child in reversed(item):
-            if child.tail:
-                stack.append(child.tail)
-            stack.append(child)
-    return " ".join(" ".join(parts).split())
-
-
 def word_counts(root: etree._Element) -> dict[etree._Element, int]:
-    """Visible words inside each element of a page (as :func:`visible_text` counts them)."""
+    """Visible words inside each element of a page: text of the head, scripts, styles and
+    templates left out; the text after a comment counts."""
     counts: dict[etree._Element, int] = {}
     for el in reversed(list(root.iter())):  # descendants before their ancestors
         if not isinstance(el.tag, str) or el.tag in _HIDDEN:

@@ -2,11 +2,12 @@
 
 Steps, each a function below: :func:`crawl_sample` (the crawl stage, in a child process),
 :func:`read_pages` (parse the fetched pages, measure their language), :func:`choose_languages`,
-:func:`infer_rewrites` (URL patterns behind the page pairs the language links give),
-:func:`evidence_counts` and :func:`choose_evidence` (which pairing evidence the pages carry, what
-each kind yields through :func:`parasim.pair.pair_pages`, where kinds disagree), then the page
-structure (:mod:`parasim.probe.structure`: ``main_selector``, ``link_attributes``, ``aliases``);
-:func:`suggest_site` puts the entry together and :func:`render_yaml` writes it with its counts.
+the page structure (:mod:`parasim.probe.structure`: ``main_selector``, ``link_attributes``,
+``aliases``), :func:`infer_rewrites` (URL patterns behind the pairs the language links or the URL
+naming give), :func:`evidence_counts` and :func:`choose_evidence` (which pairing evidence the
+pages carry, what each kind yields through :func:`parasim.pair.pair_pages`, where kinds disagree,
+what the pair stage would leave out as untranslated); :func:`suggest_site` puts the entry
+together and :func:`render_yaml` writes it with its counts.
 """
 
 from __future__ import annotations
@@ -407,7 +408,11 @@ def site_name(url: str) -> str:
 
 
 def suggest_pairing(
-    pages: list[Page], table: pa.Table, langs: tuple[str, ...], host: str, main_selector=None
+    pages: list[Page],
+    table: pa.Table,
+    langs: tuple[str, ...],
+    host: str,
+    main_selector: str | None = None,
 ) -> tuple[dict, dict, dict[str, list[str]]]:
     """Steps 2-4: the ``pairing`` section, its counts and notes (``evidence``, ``rewrites``);
     ``main_selector`` is where the pair stage measures a page's language.
@@ -459,8 +464,8 @@ def suggest_pairing(
         f"stage leaves out {len(untranslated)} as untranslated (clean.untranslated_pages)"
     )
     for rw, n in rewrites_all:
-        used = "" if rw in rewrites and "rewrite" in evidence else " (not used)"
-        notes["rewrites"].append(f"{_fmt(rw.by_lang)}: explains {n} pair(s){used}")
+        suffix = "" if rw in rewrites and "rewrite" in evidence else " (not used)"
+        notes["rewrites"].append(f"{_fmt(rw.by_lang)}: explains {n} pair(s){suffix}")
     pairing: dict = {"evidence": list(evidence)}
     if "rewrite" in evidence:
         pairing["rewrites"] = [dict(rw.by_lang) for rw in rewrites]

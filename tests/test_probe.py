@@ -144,6 +144,8 @@ def test_one_language_or_no_english_is_one_sentence():
     only_fr = table(("/a.html", "fr", html("fr", FR_TEXT)))
     with pytest.raises(ProbeError, match="none of the 1 fetched pages is in English"):
         suggest_site(only_fr, ORIGIN + "/a.html")
+    with pytest.raises(ProbeError, match=r"no fetched page is in de \(declared en 2;"):
+        suggest_site(only_en, ORIGIN + "/a.html", languages=("en", "de"))
     unlinked = table(("/a.html", "en", html("en", EN_TEXT)), ("/b.html", "fr", html("fr", FR_TEXT)))
     with pytest.raises(ProbeError, match="no page pair found among the 2 fetched pages"):
         suggest_site(unlinked, ORIGIN + "/a.html")

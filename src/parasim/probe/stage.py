@@ -110,13 +110,20 @@ def choose_languages(pages: list[Page], requested: tuple[str, ...] | None) -> tu
     Raises:
         ProbeError: no English page, or no page in another language.
     """
+    lc = language_counts(pages)
+    seen = f"declared {_fmt(lc['declared'])}; measured {_fmt(lc['measured'])}"
     if requested:
+        found = {p.declared for p in pages} | {p.measured for p in pages}
+        missing = sorted(set(requested) - found)
+        if missing:
+            raise ProbeError(
+                f"no fetched page is in {', '.join(missing)} ({seen}): check --languages, or "
+                "raise --max-pages"
+            )
         return tuple(["en"] + sorted(set(requested) - {"en"}))
     by_lang = Counter(p.lang for p in pages if is_config_code(p.lang))
     least = 2 if len(pages) >= 10 else 1
     langs = [lang for lang, n in sorted(by_lang.items(), key=lambda x: (-x[1], x[0])) if n >= least]
-    lc = language_counts(pages)
-    seen = f"declared {_fmt(lc['declared'])}; measured {_fmt(lc['measured'])}"
     if "en" not in langs:
         raise ProbeError(
             f"none of the {len(pages)} fetched pages is in English ({seen}), and parasim pairs "

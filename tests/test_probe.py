@@ -18,7 +18,8 @@ from parasim.config import load_config, validate_config
 from parasim.io import PAGES_SCHEMA, read_table, rows_to_table
 from parasim.pair import pair_pages
 from parasim.probe import ProbeError, diff_rewrite, measure_language, render_yaml, suggest_site
-from parasim.probe.stage import choose_evidence, evidence_counts, probe_site, read_pages
+from parasim.probe.evidence import choose_evidence, evidence_counts
+from parasim.probe.stage import probe_site, read_pages
 from parasim.probe.structure import (
     alias_counts,
     choose_aliases,

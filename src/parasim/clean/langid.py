@@ -92,6 +92,13 @@ def letters(text: str) -> int:
     return len(_NON_LETTERS.sub("", text))
 
 
+def enough_letters(text: str, n: int) -> bool:
+    """Whether ``text`` has at least ``n`` letters (a long text is decided on its start)."""
+    if len(text) < n:
+        return False
+    return letters(text[: 4 * n]) >= n or letters(text) >= n
+
+
 @dataclass
 class LanguageId:
     """heliport with parasim's rule for short lines.
@@ -120,7 +127,7 @@ class LanguageId:
         Lines too short to identify alone are left out of the vote; a page with no identifiable
         line is ``("und", 0.0)``.
         """
-        keep = [ln for ln in lines if letters(ln) >= self.min_letters]
+        keep = [ln for ln in lines if enough_letters(ln, self.min_letters)]
         labels = self.identify(keep)
         weight: dict[str, int] = {}
         for ln, lab in zip(keep, labels, strict=True):
@@ -157,7 +164,7 @@ class LanguageId:
         """
         want, other = iso3(expected), iso3(opposite)
         out: list[str | None] = [None] * len(texts)
-        own = [i for i, t in enumerate(texts) if letters(t) >= self.min_letters]
+        own = [i for i, t in enumerate(texts) if enough_letters(t, self.min_letters)]
         for i, lab in zip(own, self.identify([texts[i] for i in own]), strict=True):
             if lab == want:
                 out[i] = OK_LINE
@@ -175,7 +182,7 @@ class LanguageId:
         for i, v in enumerate(out):
             if v is None:
                 c = context(i)
-                if c and letters(c) >= self.min_letters:
+                if c and enough_letters(c, self.min_letters):
                     ctx[i] = c
         for i, lab in zip(ctx, self.identify(list(ctx.values())), strict=True):
             if lab == want:

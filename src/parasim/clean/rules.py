@@ -79,7 +79,7 @@ _URL_TOKEN = re.compile(
     r"|^[\w-]+(?:\.[\w-]+)*\.(?:com|org|net|gov|edu|ca|fr|es|io)/",  # host/path
     re.IGNORECASE,
 )
-_URL_HINTS = ("://", "www.", "@", "/")
+_URL_HINT = re.compile(r"://|www\.|mailto:|@|\.(?:com|org|net|gov|edu|ca|fr|es|io)/", re.IGNORECASE)
 _EXT = r"(?:js|mjs|css|scss|less|html?|json|xml|php|hbs|md|txt|py|sh|ya?ml|png|jpe?g|gif|svg|zip)"
 # Alternatives are anchored on a rare character (``<``, ``=``, ``(``, ``/``) rather than on a
 # leading word, so that a search does not restart a word match at every position.
@@ -96,9 +96,10 @@ _CODE = re.compile(
     r"|\b(?=[0-9a-f]{0,63}\d)(?=[0-9a-f]{0,63}[a-f])[0-9a-f]{7,64}\b"  # hex hashes
     rf"|(?<=[\w.-])/[\w./-]*\.{_EXT}\b",  # file paths with an extension
 )
-#: A code alternative above needs one of these characters, or a run of hex digits.
-_CODE_HINT = re.compile(r"[<>={}\[\]$&|:(/\"]")
-_HEX_HINT = re.compile(r"[0-9a-f]{7}")
+#: Every alternative of :data:`_CODE` needs one of these: a cheap test that skips prose.
+_CODE_HINT = re.compile(
+    r"[<>={}\[\]$&|;\"]|\(\)|::|\.\w+\(|/[\w./-]*\.\w|[0-9a-f]{7}|\bfunction\s*\("
+)
 _MOJIBAKE = re.compile(r"Ã[\x80-\xbf]|Â[\x80-\xbf]|â€|\ufffd")
 _REPEATED = re.compile(r"\b(\w+)(?:\s+\1\b){2,}", re.IGNORECASE)
 
@@ -108,6 +109,7 @@ _NON_DIGITS = re.compile(r"\D+")
 _SPACES = re.compile(r"\s+")
 
 
+@functools.lru_cache(maxsize=1 << 16)
 def letters_only(text: str) -> str:
     """Case-folded letters of ``text`` (bicleaner's ``no_identical`` normal form)."""
     return _NON_LETTERS.sub("", text.casefold())
@@ -145,7 +147,7 @@ def _share(pattern: re.Pattern, text: str) -> float:
 
 def _url_share(text: str) -> float:
     """Share of the non-space characters of ``text`` in URL and e-mail tokens."""
-    if not any(h in text for h in _URL_HINTS):
+    if _URL_HINT.search(text) is None:
         return 0.0
     tokens = text.split()
     covered = sum(len(t) for t in tokens if _URL_TOKEN.match(t))
@@ -154,7 +156,7 @@ def _url_share(text: str) -> float:
 
 def _code_share(text: str) -> float:
     """Share of the non-space characters of ``text`` in code and markup (:data:`_CODE`)."""
-    if _CODE_HINT.search(text) is None and _HEX_HINT.search(text) is None:
+    if _CODE_HINT.search(text) is None:
         return 0.0
     return _share(_CODE, text)
 

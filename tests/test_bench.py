@@ -8,7 +8,17 @@ import pytest
 import parasim.bench
 from parasim.cli import main
 
-STAGES = ["align", "crawl", "divergences", "models", "negatives", "pairs", "site", "translate"]
+STAGES = [
+    "align",
+    "crawl",
+    "divergences",
+    "e5",
+    "models",
+    "negatives",
+    "pairs",
+    "site",
+    "translate",
+]
 
 
 def test_every_stage_benchmark_is_listed(capsys):

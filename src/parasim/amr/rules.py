@@ -38,9 +38,10 @@ from __future__ import annotations
 import re
 from collections.abc import Iterable
 from dataclasses import dataclass, field
+from functools import lru_cache
 
 #: Bumped whenever the converter's output changes: cached parses of older versions are not used.
-RULES_VERSION = "1"
+RULES_VERSION = "2"
 
 Const = str
 
@@ -271,7 +272,7 @@ TRANSFER_VERBS = {"give", "tell", "show", "send", "say", "explain", "offer", "le
 MARKER_ROLES = {
     "because": ":cause",
     "since": ":cause",
-    "as": ":cause",
+    "as": ":time",
     "if": ":condition",
     "unless": ":condition",
     "when": ":time",
@@ -317,20 +318,51 @@ PREP_ROLES = {
     "till": ":time",
     "before": ":time",
     "after": ":time",
-    "of": ":poss",
+    "of": ":ARG1",
     "with": ":instrument",
     "without": ":manner",
-    "like": ":manner",
+    "like": ":resemble",
     "as": ":manner",
     "by": ":manner",
     "than": ":compared-to",
     "despite": ":concession",
     "because": ":cause",
     "for": ":purpose",
-    "to": ":destination",
+    "to": ":ARG2",
 }
 TIME_NOUNS = TIME_UNITS | {"night", "morning", "evening", "afternoon", "moment", "time", "sunset"}
 PERSONISH = {"PRON", "PROPN"}
+FRAME_LIKE = re.compile(r"^.+-\d\d$")
+#: Roles that AMR writes as a frame: role -> (frame, role of the dependent, role of the head,
+#: whether the frame takes the head's place in the graph).
+ROLE_FRAMES = {
+    ":cause": ("cause-01", ":ARG0", ":ARG1", True),
+    ":resemble": ("resemble-01", ":ARG2", ":ARG1", False),
+}
+
+
+@lru_cache(maxsize=1)
+def frame_senses() -> dict[str, str]:
+    """Lemma -> its lowest-numbered PropBank/AMR frame (``good`` -> ``good-02``).
+
+    Read from the frame list that smatchpp ships; empty (lemma-01 for verbs, plain lemmas for
+    the rest) when the file is not there.
+    """
+    try:
+        from importlib.resources import files
+
+        path = files("smatchpp.formalism.amr") / "resource" / "propbank-amr-frames-arg-descr.txt"
+        lines = path.read_text(encoding="utf-8").splitlines()
+    except (ImportError, OSError):
+        return {}
+    best: dict[str, tuple[int, str]] = {}
+    for line in lines:
+        m = re.match(r"^([a-z][a-z-]*?)-(\d\d)\s", line)
+        if m:
+            lemma, sense = m.group(1), int(m.group(2))
+            if lemma not in best or sense < best[lemma][0]:
+                best[lemma] = (sense, f"{lemma}-{m.group(2)}")
+    return {lemma: frame for lemma, (_, frame) in best.items()}
 
 
 def _number(text: str) -> str | None:
@@ -470,18 +502,31 @@ class _Converter:
         return self.new(words[0].lemma_.lower() or low)
 
     def existentials(self) -> None:
-        """A copula left without a complement: ``be-located-at-91`` or ``exist-01``."""
-        for n in self.nodes:
+        """A copula left without a complement: ``be-located-at-91`` when it has a location;
+        else its first other dependent (``the thorns are of no use``: use) or its subject takes
+        its place, keeping the subject as ``:domain``."""
+        for k, n in enumerate(self.nodes):
             if n.concept != "be":
                 continue
             roles = {r for r, _ in n.edges}
             if ":location" in roles:
                 n.concept = "be-located-at-91"
                 swap = {":domain": ":ARG1", ":location": ":ARG2"}
-            else:
+                n.edges = [(swap.get(r, r), x) for r, x in n.edges]
+                continue
+            others = [x for r, x in n.edges if r != ":domain"]
+            subjects = [x for r, x in n.edges if r == ":domain"]
+            if not others and not subjects:
                 n.concept = "exist-01"
-                swap = {":domain": ":ARG1"}
-            n.edges = [(swap.get(r, r), x) for r, x in n.edges]
+                continue
+            new = others[0] if others else subjects[0]
+            self.nodes[new].edges += [(r, x) for r, x in n.edges if x != new]
+            self.nodes[new].attrs += n.attrs
+            self.nodes[k] = _Node("__merged__")
+            self.redirect(k, new)
+            for t, v in self.tok.items():
+                if v == k:
+                    self.tok[t] = new
 
     def token_node(self, t) -> None:
         lemma = t.lemma_.lower()
@@ -531,6 +576,12 @@ class _Converter:
                 return
             self.tok[t.i] = self.new(_adverb_concept(lemma))
             return
+        if t.pos_ == "ADJ":
+            concept = frame_senses().get(lemma, lemma)
+            self.tok[t.i] = self.new(concept)
+            if t.tag_ in ("JJR", "JJS"):
+                self.rel(self.tok[t.i], ":degree", self.new("more" if t.tag_ == "JJR" else "most"))
+            return
         definite = any(c.dep_ == "det" and c.lower_ == "the" for c in t.children)
         if t.pos_ in ("NOUN", "PROPN") and definite:
             self.tok[t.i] = self.shared_node(f"noun:{lemma}", lemma)
@@ -539,13 +590,16 @@ class _Converter:
 
     def verb_concept(self, t) -> str:
         lemma = t.lemma_.lower()
-        if lemma == "be" and self.copula_complement(t) is not None:
-            return "be"  # replaced by the complement in attach()
+        if lemma == "be":
+            return "be"  # replaced by its complement in copula(), or in existentials()
         if lemma == "have":
             return "have-03"
         if lemma == "do":
             return "do-02"
-        return f"{lemma}-01"
+        frames = frame_senses()
+        if f"{lemma}-01" in frames.values() or lemma not in frames:
+            return f"{lemma}-01"
+        return frames[lemma]
 
     def copula_complement(self, t):
         for c in t.children:
@@ -594,7 +648,7 @@ class _Converter:
                 self.attr(node, ":value", value)
         elif label == "QUANTITY":
             node = self.amount(words, None)
-        elif label in NE_TYPES:
+        elif label in NE_TYPES and any(t.pos_ == "PROPN" for t in words):
             name = [t.text for t in words]
             etype = self.entity_type(label, " ".join(name))
             key = f"ne:{etype}:{' '.join(name).lower()}"
@@ -737,11 +791,27 @@ class _Converter:
         role = self.role(t, via, head)
         if role is None:
             return
-        if role.endswith("-of"):
+        if role in ROLE_FRAMES:
+            self.frame_role(role, head, self.outer(node))
+        elif role.endswith("-of"):
             self.rel(self.outer(node), role[:-3], head)
         else:
             self.rel(head, role, self.outer(node))
         self.copula(t)
+
+    def frame_role(self, role: str, head: int, node: int) -> None:
+        """``X because Y``: ``(c / cause-01 :ARG0 Y :ARG1 X)`` in X's place; ``like Y``:
+        ``X :ARG1-of (r / resemble-01 :ARG2 Y)``."""
+        concept, dep_role, head_role, takes_place = ROLE_FRAMES[role]
+        frame = self.new(concept)
+        self.rel(frame, dep_role, node)
+        if takes_place:
+            current = self.outer(head)
+            self.rel(frame, head_role, current)
+            self.redirect(current, frame)
+            self.wrapper[head] = frame
+        else:
+            self.rel(frame, head_role, head)
 
     def copula(self, t) -> None:
         """Make a copula's complement stand in for ``be``: ``(happy :domain X)``."""
@@ -770,14 +840,16 @@ class _Converter:
             self.nodes[node].edges = [
                 (r, x) for r, x in self.nodes[node].edges if x != self.tok[subj.i]
             ]
-            self.rel(node, ":domain", self.tok[subj.i])
+            frame = FRAME_LIKE.match(self.nodes[node].concept)
+            self.rel(node, ":ARG1" if frame else ":domain", self.tok[subj.i])
 
     def role(self, t, via, head) -> str | None:
         dep = t.dep_
         head_tok = t.head
         verb = self.nodes[head].concept.endswith("-01") or head_tok.pos_ in ("VERB", "AUX")
         low = t.text.lower()
-        if low in WH_ROLES and self.nodes[self.tok[t.i]].concept == "amr-unknown":
+        concept = self.nodes[self.tok[t.i]].concept if t.i in self.tok else ""
+        if low in WH_ROLES and concept == "amr-unknown":
             return WH_ROLES[low]
         if via is not t and via.pos_ == "ADP":
             return self.prep_role(via, t, head_tok)
@@ -816,8 +888,12 @@ class _Converter:
             return ":poss"
         if dep == "nummod":
             return ":quant"
+        if concept == "ordinal-entity":
+            return ":ord"
         if dep == "det":
             return ":quant" if low in QUANTIFIERS else ":mod"
+        if dep == "amod" and FRAME_LIKE.match(concept):
+            return ":ARG1-of"  # a good sheep: (s / sheep :ARG1-of (g / good-02))
         if dep in ("amod", "compound", "nmod", "appos", "quantmod"):
             return ":quant" if low in QUANTIFIERS else ":mod"
         if dep in ("advmod", "npadvmod"):
@@ -849,8 +925,6 @@ class _Converter:
             obj.lemma_.lower() in TIME_NOUNS or obj.ent_type_ in ("DATE", "TIME")
         ):
             return ":time"
-        if p == "of" and governor.pos_ in ("NOUN",) and obj.pos_ not in PERSONISH:
-            return ":mod-of" if False else ":poss"
         return PREP_ROLES.get(p, f":prep-{p}")
 
     def coordinate(self, t, first_node: int) -> None:
@@ -958,6 +1032,12 @@ class _Converter:
         else:
             node = self.tok[root.i]
         node = self.outer(node)
+        initial = {c.lower_ for c in root.children if c.dep_ == "cc" and c.i < root.i}
+        if initial & {"but", "and"} and not any(c.dep_ == "conj" for c in root.children):
+            # a sentence that opens with But / And continues the text before it
+            wrap = self.new("contrast-01" if "but" in initial else "and")
+            self.rel(wrap, ":ARG2" if "but" in initial else ":op2", node)
+            node = wrap
         text = sent.text.rstrip().rstrip('"').rstrip()
         has_subject = any(c.dep_ in ("nsubj", "nsubjpass", "expl") for c in root.children)
         if (
@@ -1014,7 +1094,7 @@ def to_penman(nodes: list[_Node], top: int) -> str:
         triples.append((var[k], ":instance", nodes[k].concept))
     for k in reach:
         for role, x in nodes[k].edges:
-            if x in var:
+            if x in var and x != k:
                 triples.append((var[k], role, var[x]))
         for role, value in nodes[k].attrs:
             if not role.startswith("__"):

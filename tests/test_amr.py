@@ -302,3 +302,25 @@ def test_bm25_scores_a_pair_within_its_page_pair():
     assert out["bm25"][0] > 0.0
     assert out["bm25"][2] == 0.0  # no shared word in its page pair
     assert out["bm25"][3] is None
+
+
+# --------------------------------------------------------------------------- the benchmark
+
+
+def test_baseline_graph_has_one_concept_per_content_word_and_no_edge(nlp):
+    from parasim.bench.amr import baseline_graph
+
+    g = baseline_graph(nlp("The little prince saw a sheep."))
+    assert sorted(g.concepts.values()) == ["little", "prince", "see-01", "sheep"]
+    assert not g.relations and not g.attributes
+
+
+@pytest.mark.shared_data
+def test_amr_benchmark_runs_on_a_few_gold_graphs(capsys, nlp):
+    if not GOLD.is_file():
+        pytest.skip("../shared/data absent")
+    from parasim.bench.amr import main
+
+    assert main(["--limit", "15", "--pairs", "10", "--vectors", "hash", "--workers", "2"]) == 0
+    out = capsys.readouterr().out
+    assert "smatch F1" in out and "pairs/s" in out and "sentences/s" in out

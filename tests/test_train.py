@@ -1,0 +1,240 @@
+"""Tests of parasim.train: tiny random BERT models and toy divergences, seconds each, offline."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+torch = pytest.importorskip("torch")
+pytest.importorskip("accelerate")
+
+from parasim.config import ConfigError  # noqa: E402
+from parasim.divergences import DIVERGENCES_SCHEMA  # noqa: E402
+from parasim.io import rows_to_table, stable_id, write_table  # noqa: E402
+
+ROOT = Path(__file__).resolve().parents[1]
+WORDS = [f"w{i}" for i in range(24)]
+TYPES = ["equivalent", "lexical_substitution", "phrase_replacement", "subtree_deletion"]
+
+
+# --- tiny model and toy data ------------------------------------------------------------------
+
+
+@pytest.fixture(scope="session")
+def tiny_model(tmp_path_factory) -> str:
+    """A random 2-layer BERT (hidden 32) and a WordLevel tokenizer over the toy words."""
+    return make_tiny_model(tmp_path_factory.mktemp("tiny-bert"))
+
+
+def make_tiny_model(d: Path) -> str:
+    """Write the tiny model and tokenizer to ``d``; return it."""
+    from tokenizers import Tokenizer, models, pre_tokenizers, processors
+    from transformers import BertConfig, BertModel, PreTrainedTokenizerFast
+
+    specials = ["[PAD]", "[UNK]", "[CLS]", "[SEP]"]
+    vocab = {w: i for i, w in enumerate(specials + WORDS + [f"f{w}" for w in WORDS])}
+    tok = Tokenizer(models.WordLevel(vocab, unk_token="[UNK]"))
+    tok.pre_tokenizer = pre_tokenizers.WhitespaceSplit()
+    tok.post_processor = processors.TemplateProcessing(
+        single="[CLS] $A [SEP]",
+        pair="[CLS] $A [SEP] $B:1 [SEP]:1",
+        special_tokens=[("[CLS]", 2), ("[SEP]", 3)],
+    )
+    fast = PreTrainedTokenizerFast(
+        tokenizer_object=tok, unk_token="[UNK]", pad_token="[PAD]", cls_token="[CLS]",
+        sep_token="[SEP]",
+    )  # fmt: skip
+    fast.save_pretrained(d)
+    torch.manual_seed(0)
+    cfg = BertConfig(
+        vocab_size=len(vocab), hidden_size=32, num_hidden_layers=2, num_attention_heads=2,
+        intermediate_size=64, max_position_embeddings=64, hidden_dropout_prob=0.0,
+        attention_probs_dropout_prob=0.0,
+    )  # fmt: skip
+    BertModel(cfg).save_pretrained(d)
+    return str(d)
+
+
+def toy_rows(n_groups: int, seed: int = 0, site: str = "toy") -> list[dict]:
+    """Ranking groups: an equivalent pair (wK <-> fwK) and three divergences of growing size.
+
+    Seed words come from the first 16 words and replacements from the last 8, so that a tiny
+    model separates the ranks in a few dozen steps."""
+    import random
+
+    rng = random.Random(seed)
+    rows = []
+    for g in range(n_groups):
+        en = rng.sample(WORDS[:16], 6)
+        other = [f"f{w}" for w in en]
+        gid = stable_id(site, "g", str(g))
+        for rank, typ in enumerate(TYPES):
+            e, o = list(en), list(other)
+            e_div, o_div = [False] * 6, [False] * 6
+            for k in range(rank):  # replace `rank` English words: they and their links are DIV
+                e[k] = rng.choice(WORDS[16:])
+                e_div[k] = o_div[k] = True
+            rows.append(
+                {
+                    "id": stable_id(gid, typ), "group_id": gid, "seed_id": gid,
+                    "pair_id": stable_id(site, "page", str(g % 5)), "site": site,
+                    "lang_pair": "en-fr", "other_lang": "fr", "type": typ, "rank": rank,
+                    "side": "en" if rank else "none", "variant": 0,
+                    "en_text": " ".join(e), "other_text": " ".join(o),
+                    "en_tokens": e, "other_tokens": o,
+                    "en_tags": ["DIV" if x else "EQ" for x in e_div],
+                    "other_tags": ["DIV" if x else "EQ" for x in o_div],
+                    "src_spans": [], "new_spans": [], "checks_failed": [],
+                }
+            )  # fmt: skip
+    return rows
+
+
+def write_toy(path: Path, rows: list[dict]) -> Path:
+    write_table(rows_to_table(rows, DIVERGENCES_SCHEMA), path)
+    return path
+
+
+def settings(model: str, **over) -> dict:
+    """A ``train:`` section for the tiny model: float32 on the CPU, no dropout."""
+    ranker = {
+        "model": model, "learning_rate": 1e-3, "batch_size": 8, "epochs": 2, "max_steps": None,
+        "eval_every": 0, "patience": 0, "max_length": 32, "dev_fraction": 0.2, "dropout": 0.0,
+    }  # fmt: skip
+    ranker.update(over.pop("ranker", {}))
+    return {"device": "cpu", "dtype": "float32", "threads": 1, "log_every": 1,
+            "checkpoint_every": 0, **over, "divergence_ranker": ranker}  # fmt: skip
+
+
+def model_weights(folder: Path) -> dict:
+    from safetensors.torch import load_file
+
+    w = load_file(str(folder / "model.safetensors"))
+    w.update(
+        {f"head.{k}": v for k, v in load_file(str(folder / "ranker_heads.safetensors")).items()}
+    )
+    return w
+
+
+def max_diff(a: dict, b: dict) -> float:
+    assert a.keys() == b.keys()
+    return max(float((a[k].float() - b[k].float()).abs().max()) for k in a)
+
+
+# --- the loop's pieces --------------------------------------------------------------------------
+
+
+def test_process_slices_cover_a_global_batch_once():
+    from parasim.train.loop import global_batches, process_slice
+
+    batches = global_batches(list(range(17)), 8, 2)
+    assert [len(b) for b in batches] == [8, 8]  # the last batch of 1 < 2 processes is dropped
+    for b in batches:
+        parts = [process_slice(b, r, 3) for r in range(3)]
+        assert sum(parts, []) == b and [len(p) for p in parts] == [3, 3, 2]
+
+
+def test_settings_split_shared_and_ranker_keys():
+    from parasim.config import validate_section
+    from parasim.train import ranker_settings
+
+    args, cfg = ranker_settings(validate_section("train", settings("m", seed=7)))
+    assert (args.seed, args.learning_rate, args.device, cfg.model) == (7, 1e-3, "cpu", "m")
+    with pytest.raises(ConfigError, match="margin"):
+        validate_section("train", {"divergence_ranker": {"margin": -1}})
+
+
+# --- data and bad input -----------------------------------------------------------------------
+
+
+def test_bad_input_is_a_counted_skip(tmp_path, tiny_model):
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    from parasim.train.ranker import RankerConfig, ranker_data
+
+    rows = toy_rows(6)
+    only_eq = [r for r in toy_rows(1, seed=5, site="eq") if r["rank"] == 0]
+    no_tags = toy_rows(1, seed=6, site="nt")
+    for r in no_tags[1:]:
+        r["en_tags"] = []
+    good = write_toy(tmp_path / "good.parquet", rows + only_eq + no_tags)
+    other = tmp_path / "positives-like.parquet"
+    pq.write_table(pa.table({"id": ["a"], "en_text": ["x"]}), other)
+    empty = write_toy(tmp_path / "empty.parquet", [])
+    test_pair = rows[0]["pair_id"]
+    data = ranker_data([good, other, empty], {test_pair}, RankerConfig(dev_fraction=0.3))
+    c = data.counts
+    assert c["shards_without_groups"] == 1 and c["shards_empty"] == 1
+    assert c["rows_bad_tags"] == 3
+    assert c["groups_without_contrast"] == 2  # the equivalent alone, and the one left alone
+    assert c["groups_test_split"] == sum(r["pair_id"] == test_pair for r in rows) // 4
+    kept = 6 - c["groups_test_split"]
+    assert c["train_groups"] + c["dev_groups"] == kept
+    assert c["train_pairs"] == 3 * c["train_groups"]  # ranking: eq>lex>phrase>subtree
+    assert all(data.items[x].rank + 1 == data.items[y].rank for x, y in data.train)
+
+
+def test_a_model_that_cannot_load_names_the_config_key(tmp_path):
+    from parasim.train.ranker import load_encoder
+
+    (tmp_path / "config.json").write_text("{not json")
+    with pytest.raises(ConfigError, match=r"train\.divergence_ranker\.model"):
+        load_encoder(str(tmp_path))
+
+
+def test_subword_labels_follow_their_word(tiny_model):
+    from transformers import AutoTokenizer
+
+    from parasim.train.ranker import Item, encode
+
+    tok = AutoTokenizer.from_pretrained(tiny_model)
+    it = Item(("w1", "w2"), ("fw1", "fw2", "fw3"), (True, False), (False, False, True), 1)
+    _, labels = encode(tok, [it], 32)
+    assert labels[0].tolist() == [-100, 1, 0, -100, 0, 0, 1, -100]
+
+
+# --- training ---------------------------------------------------------------------------------
+
+
+def test_training_lowers_the_loss_and_writes_a_model_folder(tmp_path, tiny_model):
+    from parasim.train import load_ranker, train_divergence_ranker
+
+    shard = write_toy(tmp_path / "000.parquet", toy_rows(40))
+    out = tmp_path / "ranker"
+    metrics = train_divergence_ranker(
+        [shard], out, settings(tiny_model, ranker={"epochs": 3, "eval_every": 6})
+    )
+    hist = [h for h in json.loads((out / "history.json").read_text()) if h["kind"] == "train"]
+    losses = [h["loss"] for h in hist]
+    assert len(losses) == metrics["train"]["step"] >= 30
+    assert sum(losses[-5:]) / 5 < 0.7 * sum(losses[:5]) / 5, losses
+    assert metrics["dev"]["dev_pair_accuracy"] > 0.8  # chance: 0.5
+    for name in ("README.md", "metrics.json", "training_curve.png", "model/config.json"):
+        assert (out / name).exists(), name
+    assert not (out / "checkpoints").exists() and not (out / "best").exists()
+    card = (out / "README.md").read_text()
+    assert "train_pairs" in card and "margin" in card and "dev_pair_accuracy" in card
+    model, tok, info = load_ranker(out / "model")
+    assert info["threshold"] == metrics["threshold"] and tok.is_fast
+    # the encoder alone is a plain HF folder
+    from transformers import AutoModel
+
+    assert AutoModel.from_pretrained(out / "model").config.hidden_size == 32
+
+
+def test_training_is_reproducible_on_the_cpu(tmp_path, tiny_model):
+    from parasim.train import train_divergence_ranker
+
+    shard = write_toy(tmp_path / "000.parquet", toy_rows(12))
+    cfg = settings(tiny_model, ranker={"epochs": 1, "dropout": 0.1})
+    train_divergence_ranker([shard], tmp_path / "a", cfg)
+    train_divergence_ranker([shard], tmp_path / "b", cfg)
+    assert max_diff(model_weights(tmp_path / "a/model"), model_weights(tmp_path / "b/model")) == 0

@@ -123,6 +123,12 @@ def model_weights(folder: Path) -> dict:
     return w
 
 
+def model_weights_encoder(folder: Path) -> dict:
+    from safetensors.torch import load_file
+
+    return load_file(str(folder / "model.safetensors"))
+
+
 def max_diff(a: dict, b: dict) -> float:
     assert a.keys() == b.keys()
     return max(float((a[k].float() - b[k].float()).abs().max()) for k in a)
@@ -238,3 +244,79 @@ def test_training_is_reproducible_on_the_cpu(tmp_path, tiny_model):
     train_divergence_ranker([shard], tmp_path / "a", cfg)
     train_divergence_ranker([shard], tmp_path / "b", cfg)
     assert max_diff(model_weights(tmp_path / "a/model"), model_weights(tmp_path / "b/model")) == 0
+
+
+def _cli(out: Path, shard: Path, cfg: dict, *launcher: str) -> list[str]:
+    args = ["train-ranker", "--divergences", str(shard), "--out", str(out)]
+    return [*launcher, *args, "--settings-json", json.dumps(cfg)]
+
+
+def _env() -> dict:
+    return {**os.environ, "PYTHONPATH": str(ROOT / "src"), "OMP_NUM_THREADS": "1"}
+
+
+def test_a_rerun_after_kill_9_resumes_from_the_last_checkpoint(tmp_path, tiny_model):
+    from parasim.train import train_divergence_ranker
+
+    shard = write_toy(tmp_path / "000.parquet", toy_rows(40))
+    cfg = settings(tiny_model, checkpoint_every=3, ranker={"epochs": 25})
+    out = tmp_path / "killed"
+    cmd = _cli(out, shard, cfg, sys.executable, "-m", "parasim.cli")
+    proc = subprocess.Popen(cmd, env=_env(), start_new_session=True, stderr=subprocess.PIPE)
+    deadline = time.time() + 120
+    while not list(out.glob("checkpoints/step-*/trainer_state.json")):
+        assert proc.poll() is None, proc.stderr.read().decode()[-2000:]
+        assert time.time() < deadline, "no checkpoint within 120 s"
+        time.sleep(0.02)
+    time.sleep(0.1)
+    os.killpg(proc.pid, signal.SIGKILL)
+    proc.wait()
+    assert not (out / "metrics.json").exists(), "finished before the kill: make the run longer"
+    rerun = subprocess.run(cmd, env=_env(), capture_output=True, text=True, timeout=300)
+    assert rerun.returncode == 0, rerun.stderr[-3000:]
+    assert "resumed from" in rerun.stderr
+    resumed = json.loads((out / "metrics.json").read_text())
+    assert resumed["train"]["resumed_from"].startswith("step-")
+    whole = train_divergence_ranker([shard], tmp_path / "whole", cfg)
+    assert whole["train"]["resumed_from"] is None
+    assert resumed["train"]["step"] == whole["train"]["step"]
+    # same data order, restored optimizer and RNG: the same model (float32, one thread)
+    assert max_diff(model_weights(out / "model"), model_weights(tmp_path / "whole/model")) < 1e-6
+
+
+def test_two_processes_train_the_model_of_one(tmp_path, tiny_model):
+    """2 CPU processes (gloo, DDP through accelerate) against 1 process.
+
+    Each process takes half of every global batch of 8 pairs and the loss is normalised by
+    global counts, so the gradients agree up to float summation order; Adam then amplifies
+    those differences where gradients are near 0. Tolerance: the weights differ by less than
+    one Adam step (lr 1e-3) and by less than 5% of how far training moved them.
+    """
+    from parasim.train import train_divergence_ranker
+
+    shard = write_toy(tmp_path / "000.parquet", toy_rows(40))
+    cfg = settings(tiny_model)
+    # torchrun (what `accelerate launch --multi_gpu` runs): accelerate's `--cpu` launcher needs MPI
+    launch = [
+        sys.executable,
+        "-m",
+        "torch.distributed.run",
+        "--standalone",
+        "--nproc_per_node",
+        "2",
+    ]
+    two = subprocess.run(
+        _cli(tmp_path / "two", shard, cfg, *launch, "-m", "parasim.cli"),
+        env=_env(), capture_output=True, text=True, timeout=300,
+    )  # fmt: skip
+    assert two.returncode == 0, two.stderr[-3000:]
+    m2 = json.loads((tmp_path / "two/metrics.json").read_text())
+    assert m2["processes"] == 2
+    m1 = train_divergence_ranker([shard], tmp_path / "one", cfg)
+    assert m1["processes"] == 1 and m1["train"]["step"] == m2["train"]["step"] > 10
+    one, two_w = model_weights(tmp_path / "one/model"), model_weights(tmp_path / "two/model")
+    diff = max_diff(one, two_w)
+    start = model_weights_encoder(Path(tiny_model))
+    moved = max_diff({k: one[k] for k in start}, start)
+    assert diff < 1e-3 and diff < 0.05 * moved, (diff, moved)
+    assert abs(m1["dev"]["dev_objective"] - m2["dev"]["dev_objective"]) < 1e-3

@@ -1,7 +1,9 @@
 """`parasim train-ranker` and `parasim eval-ranker`: the divergence ranker's rules as commands.
 
-Both run under ``accelerate launch`` unchanged (``accelerate launch --num_processes 2 --cpu -m
-parasim.cli train-ranker ...``): the processes train one model together, the main one writes.
+``train-ranker`` runs under a distributed launcher unchanged: ``accelerate launch --multi_gpu
+--num_processes 4 -m parasim.cli train-ranker ...`` on GPUs, ``torchrun --nproc_per_node 2 -m
+parasim.cli train-ranker ...`` on CPUs (gloo); the processes train one model together and the
+main one writes the outputs.
 """
 
 from __future__ import annotations

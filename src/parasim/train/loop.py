@@ -1,7 +1,9 @@
 """The training loop every model rule shares: accelerate (DDP), checkpoints, early stopping, logs.
 
 Written like the ``accelerate`` examples (``nlp_example.py``): the same code runs on the CPU, one
-GPU, or many processes (``accelerate launch --num_processes N``; gloo on CPUs, NCCL on GPUs).
+GPU, or many processes (``accelerate launch --multi_gpu --num_processes N ...`` or ``torchrun
+--nproc_per_node N ...`` with ``-m parasim.cli train-<model>``; gloo on CPUs, NCCL on GPUs; several
+nodes: ``--num_machines`` / ``--nnodes``).
 
 * **Data.** Every process holds the same example list and the same seeded order; a global batch
   of ``batch_size`` examples is cut into one contiguous slice per process. A loss function returns
@@ -251,6 +253,8 @@ def fit(
     ckpt_dir = out_dir / "checkpoints"
     acc = accelerator or make_accelerator(args)
     world, rank = acc.num_processes, acc.process_index
+    if not acc.is_main_process:  # one progress log, the main process's
+        log.setLevel(logging.WARNING)
     set_seed(args.seed)
     fp = fingerprint([dataclasses.asdict(args), len(examples), world, fingerprint_extra])
 

@@ -1,7 +1,8 @@
 """The divergence ranker (seed 000 §3.3–3.4): a cross-encoder trained on synthetic divergences.
 
 The (English, other) pair is encoded together (``[CLS] en [SEP] other [SEP]``). A linear head on
-the pooled state (the first token's final hidden state) gives the sentence score F, high for
+the pooled state (the encoder's pooler output where it has one, as BERT's tanh layer over
+``[CLS]``; else the first token's final state) gives the sentence score F, high for
 equivalent pairs; a linear head on every token's state gives EQ/DIV logits. For each contrastive
 pair (x, y) of a ranking group, x ranked above y (equivalent > lexical substitution > phrase
 replacement > subtree deletion, :func:`parasim.divergences.contrastive_pairs`), the loss is
@@ -327,8 +328,11 @@ def build_ranker(encoder, dropout: float = 0.1):
             kw = {"input_ids": input_ids, "attention_mask": attention_mask}
             if token_type_ids is not None:
                 kw["token_type_ids"] = token_type_ids
-            h = self.dropout(self.encoder(**kw).last_hidden_state)
-            return self.score(h[:, 0]).squeeze(-1).float(), self.tagger(h).float()
+            out = self.encoder(**kw)
+            pooled = getattr(out, "pooler_output", None)
+            h = self.dropout(out.last_hidden_state)
+            pooled = h[:, 0] if pooled is None else self.dropout(pooled)
+            return self.score(pooled).squeeze(-1).float(), self.tagger(h).float()
 
     return DivergenceRanker(encoder, dropout)
 
@@ -431,7 +435,7 @@ def save_ranker(model, tokenizer, path: str | Path, meta: Mapping[str, Any] | No
     heads = {f"score.{k}": v for k, v in model.score.state_dict().items()}
     heads |= {f"tagger.{k}": v for k, v in model.tagger.state_dict().items()}
     save_file({k: v.detach().contiguous().cpu() for k, v in heads.items()}, str(path / HEADS_FILE))
-    info = {"pooling": "first_token", "dropout": model.dropout.p, **(meta or {})}
+    info = {"pooling": "pooler_output or first token", "dropout": model.dropout.p, **(meta or {})}
     (path / RANKER_FILE).write_text(json.dumps(info, indent=2, sort_keys=True), encoding="utf-8")
 
 

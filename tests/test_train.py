@@ -203,7 +203,7 @@ def test_subword_labels_follow_their_word(tiny_model):
 
     tok = AutoTokenizer.from_pretrained(tiny_model)
     it = Item(("w1", "w2"), ("fw1", "fw2", "fw3"), (True, False), (False, False, True), 1)
-    _, labels = encode(tok, [it], 32)
+    _, labels, _ = encode(tok, [it], 32)
     assert labels[0].tolist() == [-100, 1, 0, -100, 0, 0, 1, -100]
 
 
@@ -320,3 +320,85 @@ def test_two_processes_train_the_model_of_one(tmp_path, tiny_model):
     moved = max_diff({k: one[k] for k in start}, start)
     assert diff < 1e-3 and diff < 0.05 * moved, (diff, moved)
     assert abs(m1["dev"]["dev_objective"] - m2["dev"]["dev_objective"]) < 1e-3
+
+
+# --- evaluation ---------------------------------------------------------------------------------
+
+
+def test_sentence_measures_on_a_hand_made_case():
+    from parasim.train.evaluate import sentence_results
+
+    gold = ["equivalent", "equivalent", "divergent", "divergent", "divergent"]
+    scores = [2.0, -1.0, -3.0, -2.0, 0.5]  # divergent when -F > 0: eq, div, div, div, eq
+    r = sentence_results(scores, gold, threshold=0.0)
+    assert r["equivalent"]["precision"] == r["equivalent"]["recall"] == 0.5
+    assert r["divergent"]["f1"] == pytest.approx(2 / 3)
+    assert r["weighted"]["f1"] == pytest.approx((2 * 0.5 + 3 * 2 / 3) / 5)  # 0.6
+
+
+def test_token_measures_on_a_hand_made_case():
+    from parasim.train.evaluate import token_results
+
+    rows = [{"en_r": [0, 1, 2, 3], "fr_r": [0, 0, 3]}]
+    en_p, fr_p = [[0.1, 0.9, 0.2, 0.8]], [[0.7, 0.1, 0.6]]
+    r = token_results(rows, en_p, fr_p)
+    # predicted DIV: en 1, en 3, fr 0, fr 2
+    # union (>= 1): gold DIV en 1,2,3 + fr 2 -> tp 3, fp 1, fn 1: F1-DIV 0.75; EQ tp 2 fp 1 fn 1
+    assert r["union"]["model"]["f1_div"] == pytest.approx(0.75)
+    assert r["union"]["model"]["f1_eq"] == pytest.approx(2 / 3)
+    assert r["union"]["model"]["f1_mul"] == pytest.approx(0.5)
+    # intersection (3 annotators): gold DIV en 3 + fr 2 -> tp 2, fp 2, fn 0: F1-DIV 2/3
+    assert r["intersection"]["model"]["f1_div"] == pytest.approx(2 / 3)
+    assert r["words"] == 7
+
+
+def test_threshold_sweep_matches_brute_force():
+    import random
+
+    from parasim.train.metrics import best_threshold, prf
+
+    rng = random.Random(3)
+    scores = [round(rng.gauss(0, 1), 1) for _ in range(60)]
+    pos = [s + rng.gauss(0, 1) > 0 for s in scores]
+
+    def macro(t):
+        pred = [s > t for s in scores]
+        return (prf(pos, pred, True)["f1"] + prf(pos, pred, False)["f1"]) / 2
+
+    t, f = best_threshold(scores, pos)
+    cuts = sorted(set(scores))
+    brute = max(macro(c - 1e-9) for c in cuts + [cuts[-1] + 1])
+    assert f == pytest.approx(brute) and macro(t) == pytest.approx(f)
+
+
+def test_eval_ranker_writes_the_refresd_measures(tmp_path, tiny_model):
+    from parasim.cli import main
+
+    shard = write_toy(tmp_path / "000.parquet", toy_rows(20))
+    cfg = json.dumps(settings(tiny_model, ranker={"epochs": 1}))
+    assert main(["train-ranker", "--divergences", str(shard), "--out", str(tmp_path / "m"),
+                 "--settings-json", cfg]) == 0  # fmt: skip
+    ref = tmp_path / "data" / "refresd"
+    ref.mkdir(parents=True)
+    lines = [
+        ("equivalent", "no_meaning_difference", "w1 w2 w3", "fw1 fw2 fw3", "0 0 0", "0 0 0"),
+        ("divergent", "some_meaning_difference", "w1 w20 w3", "fw1 fw2 fw3", "0 3 0", "0 2 0"),
+        ("divergent", "unrelated", "w20 w21", "fw4 fw5 fw6", "3 3", "3 3 3"),
+    ]
+    head = "#binary_label\t#3_labels\t#english_sentence\t#french_sentence"
+    (ref / "sentence_labels.dev.tsv").write_text(
+        "\n".join([head] + ["\t".join(r[:4]) for r in lines]) + "\n"
+    )
+    (ref / "rationale.dev.tsv").write_text(
+        "\n".join([head + "\t#en_r\t#fr_r"] + ["\t".join(r) for r in lines]) + "\n"
+    )
+    out = tmp_path / "eval" / "refresd.json"
+    assert main(["eval-ranker", "--model", str(tmp_path / "m/model"), "--refresd", str(ref),
+                 "--out", str(out)]) == 0  # fmt: skip
+    res = json.loads(out.read_text())
+    assert res["n_pairs"] == 3
+    assert set(res["sentence"]) == {"equivalent", "divergent", "weighted"}
+    assert res["baselines"]["all_divergent_weighted_f1"] == pytest.approx(2 / 3 * 0.8)
+    tok = res["tokens_some_meaning_difference"]
+    assert tok["pairs"] == 1 and tok["words"] == 6
+    assert tok["union"]["gold_div_share"] == pytest.approx(2 / 6)

@@ -337,8 +337,15 @@ def build_ranker(encoder, dropout: float = 0.1):
     return DivergenceRanker(encoder, dropout)
 
 
-def encode(tokenizer, items: Sequence[Item], max_length: int, device=None) -> tuple[dict, Any]:
-    """Tokenize pairs of words; returns (model inputs, subword labels: 1 DIV, 0 EQ, -100 none)."""
+def encode(
+    tokenizer, items: Sequence[Item], max_length: int, device=None, labels: bool = True
+) -> tuple[dict, Any, Any]:
+    """Tokenize pairs of words.
+
+    Returns:
+        ``(model inputs, subword labels, encoding)``: labels 1 DIV, 0 EQ, -100 for special and
+        padding tokens (None when ``labels`` is False); the encoding maps subwords to words.
+    """
     import torch
 
     enc = tokenizer(
@@ -350,17 +357,18 @@ def encode(tokenizer, items: Sequence[Item], max_length: int, device=None) -> tu
         padding=True,
         return_tensors="pt",
     )
-    labels = torch.full(enc["input_ids"].shape, -100, dtype=torch.long)
-    for b, it in enumerate(items):
-        for t, (w, s) in enumerate(zip(enc.word_ids(b), enc.sequence_ids(b), strict=True)):
-            if w is not None and s is not None:
-                labels[b, t] = int((it.en_div if s == 0 else it.other_div)[w])
-    inputs = {
-        k: v for k, v in enc.items() if k in ("input_ids", "attention_mask", "token_type_ids")
-    }
+    out = None
+    if labels:
+        out = torch.full(enc["input_ids"].shape, -100, dtype=torch.long)
+        for b, it in enumerate(items):
+            for t, (w, s) in enumerate(zip(enc.word_ids(b), enc.sequence_ids(b), strict=True)):
+                if w is not None and s is not None:
+                    out[b, t] = int((it.en_div if s == 0 else it.other_div)[w])
+    keep = ("input_ids", "attention_mask", "token_type_ids")
+    inputs = {k: v for k, v in enc.items() if k in keep}
     if device is not None:
         inputs = {k: v.to(device) for k, v in inputs.items()}
-    return inputs, labels
+    return inputs, out, enc
 
 
 def ranker_loss(tokenizer, items: Sequence[Item], cfg: RankerConfig):
@@ -371,7 +379,7 @@ def ranker_loss(tokenizer, items: Sequence[Item], cfg: RankerConfig):
     def loss_fn(model, pairs: Sequence[tuple[int, int]]):
         n = len(pairs)
         batch = [items[x] for x, _ in pairs] + [items[y] for _, y in pairs]
-        inputs, labels = encode(tokenizer, batch, cfg.max_length)
+        inputs, labels, _ = encode(tokenizer, batch, cfg.max_length)
         device = next(model.parameters()).device
         scores, logits = model(**{k: v.to(device) for k, v in inputs.items()})
         margin = torch.relu(cfg.margin - scores[:n] + scores[n:]).sum()
@@ -400,19 +408,13 @@ def predict(model, tokenizer, items: Sequence[Item], max_length: int, batch_size
     with torch.no_grad():
         for i in range(0, len(items), batch_size):
             chunk = items[i : i + batch_size]
-            inputs, labels = encode(tokenizer, chunk, max_length, device)
+            inputs, _, enc = encode(tokenizer, chunk, max_length, device, labels=False)
             s, logits = model(**inputs)
             p = torch.softmax(logits.float(), -1)[..., 1].cpu()
             scores += s.float().cpu().tolist()
-            enc_words = tokenizer(
-                [list(it.en) for it in chunk], [list(it.other) for it in chunk],
-                is_split_into_words=True, truncation="longest_first", max_length=max_length,
-            )  # fmt: skip
             for b, it in enumerate(chunk):
                 e, o = [0.0] * len(it.en), [0.0] * len(it.other)
-                for t, (w, sq) in enumerate(
-                    zip(enc_words.word_ids(b), enc_words.sequence_ids(b), strict=True)
-                ):
+                for t, (w, sq) in enumerate(zip(enc.word_ids(b), enc.sequence_ids(b), strict=True)):
                     if w is None or sq is None:
                         continue
                     side = e if sq == 0 else o

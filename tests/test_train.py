@@ -188,6 +188,20 @@ def test_bad_input_is_a_counted_skip(tmp_path, tiny_model):
     assert all(data.items[x].rank + 1 == data.items[y].rank for x, y in data.train)
 
 
+def test_streamed_shards_give_the_same_pairs_as_in_memory(tmp_path):
+    from parasim.train.data import use_streaming
+    from parasim.train.ranker import RankerConfig, ranker_data
+
+    shards = [
+        write_toy(tmp_path / f"{i}.parquet", toy_rows(5, seed=i, site=f"s{i}")) for i in (0, 1)
+    ]
+    a = ranker_data(shards, (), RankerConfig(streaming=False, dev_fraction=0.3))
+    b = ranker_data(shards, (), RankerConfig(streaming=True, dev_fraction=0.3))
+    assert (a.items, a.train, a.dev_groups, a.counts) == (b.items, b.train, b.dev_groups, b.counts)
+    assert len(a.train) + 3 * len(a.dev_groups) == 30
+    assert not use_streaming(shards) and use_streaming(shards, True)
+
+
 def test_a_model_that_cannot_load_names_the_config_key(tmp_path):
     from parasim.train.ranker import load_encoder
 
@@ -399,6 +413,8 @@ def test_eval_ranker_writes_the_refresd_measures(tmp_path, tiny_model):
     assert res["n_pairs"] == 3
     assert set(res["sentence"]) == {"equivalent", "divergent", "weighted"}
     assert res["baselines"]["all_divergent_weighted_f1"] == pytest.approx(2 / 3 * 0.8)
+    base = res["baselines"]["untrained_encoder_cosine"]
+    assert set(base) == {"equivalent", "divergent", "weighted"}
     tok = res["tokens_some_meaning_difference"]
     assert tok["pairs"] == 1 and tok["words"] == 6
     assert tok["union"]["gold_div_share"] == pytest.approx(2 / 6)

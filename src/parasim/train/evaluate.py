@@ -7,8 +7,10 @@
   any of its subwords; gold DIV when at least one (union), two (pair-wise union) or three
   (intersection) annotators marked it in their rationale. F1 of DIV and EQ and their product
   (F1-Mul), over the words of both sides together.
-* Beside them: all-divergent (the majority class), seeded uniform random tags (Table 4's random
-  baseline), and the published figures.
+* Beside them: the untrained encoder (cosine of the two sides' mean-pooled vectors, threshold
+  picked on the same synthetic dev split at training time), all-divergent (the majority class),
+  seeded uniform random tags (Table 4's random baseline), the alignment baseline's figure
+  (``parasim bench divergences refresd``) and the published figures.
 """
 
 from __future__ import annotations
@@ -93,6 +95,15 @@ def evaluate_refresd(
     gold = [r["binary"] for r in ref]
     sentence = sentence_results(scores, gold, float(info["threshold"]))
     all_div = class_report(gold, ["divergent"] * len(gold), ["equivalent", "divergent"])
+    untrained = None
+    if info.get("base_model") and "untrained_cosine_threshold" in info:
+        from .ranker import encoder_cosines, load_encoder
+
+        base, base_tok = load_encoder(info["base_model"], key=f"{model_dir}: base_model")
+        base = base.to(next(model.parameters()).device)
+        cos = encoder_cosines(base, base_tok, items, max_length)
+        untrained = sentence_results(cos, gold, float(info["untrained_cosine_threshold"]))
+        del base
     rats = [r for r in read_rationales(refresd) if r["label"] == SOME]
     titems = [Item(tuple(r["en"]), tuple(r["fr"]), (), (), 0) for r in rats]
     _, en_p, fr_p = predict(model, tokenizer, titems, max_length)
@@ -114,6 +125,7 @@ def evaluate_refresd(
         "tokens_some_meaning_difference": token_results(rats, en_p, fr_p),
         "baselines": {
             "all_divergent_weighted_f1": all_div["weighted"]["f1"],
+            "untrained_encoder_cosine": untrained,
             "alignment_unaligned_share_weighted_f1": {
                 "value": 0.744,
                 "command": "parasim bench divergences refresd",

@@ -391,6 +391,38 @@ def ranker_loss(tokenizer, items: Sequence[Item], cfg: RankerConfig):
     return loss_fn
 
 
+def encoder_cosines(
+    encoder, tokenizer, items: Sequence[Item], max_length: int, batch_size: int = 64
+) -> list[float]:
+    """Cosine of the mean-pooled vectors of each side, encoded apart: the untrained baseline
+    (a bi-encoder similarity, as LASER in seed 000 Table 3)."""
+    import torch
+
+    device = next(encoder.parameters()).device
+
+    def vectors(sides: list[list[str]]):
+        out = []
+        for i in range(0, len(sides), batch_size):
+            enc = tokenizer(
+                sides[i : i + batch_size], is_split_into_words=True, truncation=True,
+                max_length=max_length, padding=True, return_tensors="pt",
+            ).to(device)  # fmt: skip
+            keep = ("input_ids", "attention_mask", "token_type_ids")
+            h = encoder(**{k: v for k, v in enc.items() if k in keep}).last_hidden_state.float()
+            mask = enc["attention_mask"].unsqueeze(-1).float()
+            out.append((h * mask).sum(1) / mask.sum(1).clamp(min=1))
+        return torch.cat(out)
+
+    was_training = encoder.training
+    encoder.eval()
+    with torch.no_grad():
+        en = vectors([list(it.en) for it in items])
+        other = vectors([list(it.other) for it in items])
+        cos = torch.nn.functional.cosine_similarity(en, other).cpu().tolist()
+    encoder.train(was_training)
+    return cos
+
+
 def predict(model, tokenizer, items: Sequence[Item], max_length: int, batch_size: int = 64):
     """Scores F and per-word P(DIV) (max over the word's subwords; truncated words: 0).
 
@@ -513,6 +545,17 @@ def dev_scores(model, tokenizer, data: RankerData, cfg: RankerConfig) -> dict[st
     return {"metrics": metrics, "scores": by_item, "threshold": t}
 
 
+def untrained_baseline(encoder, tokenizer, data: RankerData, cfg: RankerConfig) -> dict:
+    """The untrained encoder's cosine on the dev rows, and its threshold (divergent when -cos >
+    t, best dev macro F1): the baseline :mod:`parasim.train.evaluate` puts beside the ranker."""
+    from .metrics import best_threshold
+
+    items = [data.items[i] for g in data.dev_groups for i in g]
+    cos = encoder_cosines(encoder, tokenizer, items, cfg.max_length, cfg.eval_batch_size)
+    t, f = best_threshold([-c for c in cos], [it.rank > 0 for it in items])
+    return {"untrained_cosine_threshold": t, "untrained_cosine_dev_macro_f1": f}
+
+
 def train_divergence_ranker(
     divergences: Sequence[str | os.PathLike],
     out_dir: str | os.PathLike,
@@ -556,6 +599,7 @@ def train_divergence_ranker(
     acc = accelerator or make_accelerator(args)
     set_seed(args.seed)
     encoder, tokenizer = load_encoder(cfg.model)
+    baseline = untrained_baseline(encoder, tokenizer, data, cfg)
     model = build_ranker(encoder, cfg.dropout)
 
     def evaluate(m):
@@ -587,6 +631,7 @@ def train_divergence_ranker(
         "train": {k: v for k, v in result.state.items() if k != "fingerprint"},
         "dev": dev["metrics"],
         "threshold": dev["threshold"],
+        "untrained_baseline": baseline,
         "pairs_per_s": sum(speeds) / len(speeds) if speeds else None,
         "wall_s": round(train_s, 1),
         "peak_rss_mb": _peak_rss_mb(),
@@ -598,6 +643,7 @@ def train_divergence_ranker(
         **info,
         "threshold": dev["threshold"],
         "threshold_on": "-F (divergent when -F > threshold)",
+        **baseline,
         "base_model": cfg.model,
         "margin": cfg.margin,
         "max_length": cfg.max_length,

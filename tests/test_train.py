@@ -202,12 +202,21 @@ def test_streamed_shards_give_the_same_pairs_as_in_memory(tmp_path):
     assert not use_streaming(shards) and use_streaming(shards, True)
 
 
-def test_a_model_that_cannot_load_names_the_config_key(tmp_path):
+def test_a_model_that_cannot_load_names_the_config_key(tmp_path, capsys):
+    from parasim.cli import main
     from parasim.train.ranker import load_encoder
 
-    (tmp_path / "config.json").write_text("{not json")
+    bad = tmp_path / "bad-model"
+    bad.mkdir()
+    (bad / "config.json").write_text("{not json")
     with pytest.raises(ConfigError, match=r"train\.divergence_ranker\.model"):
-        load_encoder(str(tmp_path))
+        load_encoder(str(bad))
+    shard = write_toy(tmp_path / "000.parquet", toy_rows(10))
+    cfg = json.dumps(settings(str(bad)))
+    args = ["train-ranker", "--divergences", str(shard), "--out", str(tmp_path / "m")]
+    assert main([*args, "--settings-json", cfg]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "train.divergence_ranker.model: cannot load" in err[0], err
 
 
 def test_subword_labels_follow_their_word(tiny_model):

@@ -1,13 +1,3 @@
-RANKER_DIR = "results/models/divergence-ranker"
-
-
-def refresd_dir():
-    """REFreSD dev: `train.refresd`, or the project's real-data folder beside the checkout."""
-    return config["train"]["refresd"] or str(
-        Path(workflow.basedir).parent / "shared" / "data" / "refresd"
-    )
-
-
 rule train_divergence_ranker:
     """The divergence ranker (seed 000 §3.3-3.4) on every site's synthetic divergences.
 
@@ -46,11 +36,10 @@ rule train_divergence_ranker:
     params:
         train=section_json("train"),
         corpus=section_json("corpus"),
-        out=RANKER_DIR,
     shell:
         "parasim train-ranker --divergences {input.divergences} --positives {input.positives}"
         " --corpus-json {params.corpus:q} --settings-json {params.train:q}"
-        " --out {params.out} > {log} 2>&1"
+        " --out $(dirname {output.metrics}) > {log} 2>&1"
 
 
 rule eval_divergence_ranker:

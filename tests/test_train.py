@@ -246,7 +246,8 @@ def test_training_lowers_the_loss_and_writes_a_model_folder(tmp_path, tiny_model
     assert len(losses) == metrics["train"]["step"] >= 30
     assert sum(losses[-5:]) / 5 < 0.7 * sum(losses[:5]) / 5, losses
     assert metrics["dev"]["dev_pair_accuracy"] > 0.8  # chance: 0.5
-    for name in ("README.md", "metrics.json", "training_curve.png", "model/config.json"):
+    for name in ("README.md", "metrics.json", "training_curve.png", "model/config.json",
+                 "model/README.md"):  # fmt: skip
         assert (out / name).exists(), name
     assert not (out / "checkpoints").exists() and not (out / "best").exists()
     card = (out / "README.md").read_text()

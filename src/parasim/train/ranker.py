@@ -671,6 +671,8 @@ def train_divergence_ranker(
          "stopped": result.state["stopped"], "pairs_per_s": metrics["pairs_per_s"],
          "peak_rss_mb": metrics["peak_rss_mb"]},
     )  # fmt: skip
+    # the model folder describes itself too (HF shows a folder's README.md as its card)
+    shutil.copyfile(out / "README.md", final / "README.md")
     return metrics
 
 

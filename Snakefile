@@ -28,6 +28,7 @@ include: "workflow/rules/clean.smk"
 include: "workflow/rules/divergences.smk"
 include: "workflow/rules/negatives.smk"
 include: "workflow/rules/report.smk"
+include: "workflow/rules/train.smk"
 
 
 rule all:

@@ -126,3 +126,14 @@ def upstream_stats(stage):
 def allow_empty_flag():
     """`--allow-empty` for `parasim summarize` when the config allows empty stages."""
     return "--allow-empty" if config["allow_empty"] else ""
+
+
+#: The divergence ranker's folder (workflow/rules/train.smk).
+RANKER_DIR = "results/models/divergence-ranker"
+
+
+def refresd_dir():
+    """REFreSD dev: `train.refresd`, or the project's real-data folder beside the checkout."""
+    return config["train"]["refresd"] or str(
+        Path(workflow.basedir).parent / "shared" / "data" / "refresd"
+    )

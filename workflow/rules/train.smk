@@ -1,0 +1,68 @@
+rule train_divergence_ranker:
+    """The divergence ranker (seed 000 §3.3-3.4) on every site's synthetic divergences.
+
+    The corpus test split's page pairs (from the positives, `corpus:` settings) stay out of
+    training. A rerun after a crash resumes from the last checkpoint in RANKER_DIR/checkpoints.
+    Several GPUs: run the command under `accelerate launch --multi_gpu` (README).
+    """
+    input:
+        divergences=expand(
+            "results/divergences/{site}/{shard}.parquet", site=SITES, shard=SHARDS
+        ),
+        positives=expand(
+            "results/positives/{site}/{shard}.parquet", site=SITES, shard=SHARDS
+        ),
+        code=code("train"),
+    output:
+        model=directory(f"{RANKER_DIR}/model"),
+        card=f"{RANKER_DIR}/README.md",
+        metrics=f"{RANKER_DIR}/metrics.json",
+        curve=report(
+            f"{RANKER_DIR}/training_curve.png",
+            caption="../report/training_curve.rst",
+            category="Models",
+        ),
+    log:
+        "logs/train_divergence_ranker.log",
+    benchmark:
+        "benchmarks/train_divergence_ranker.tsv"
+    conda:
+        "../../envs/nlp.yaml"
+    threads: 2
+    resources:
+        mem_mb=8000,
+        runtime=240,
+        gpu=1,  # CUDA + bf16 autocast when present; runs on the CPU without one
+    params:
+        train=section_json("train"),
+        corpus=section_json("corpus"),
+    shell:
+        "parasim train-ranker --divergences {input.divergences} --positives {input.positives}"
+        " --corpus-json {params.corpus:q} --settings-json {params.train:q}"
+        " --out $(dirname {output.metrics}) > {log} 2>&1"
+
+
+rule eval_divergence_ranker:
+    """REFreSD dev measures of the ranker (seed 000 Tables 3-4), baselines beside them.
+
+    Not in `rule all` (REFreSD lives outside the project): `snakemake
+    results/eval/divergence-ranker/refresd.json`.
+    """
+    input:
+        model=f"{RANKER_DIR}/model",
+        refresd=refresd_dir(),
+        code=code("train"),
+    output:
+        "results/eval/divergence-ranker/refresd.json",
+    log:
+        "logs/eval_divergence_ranker.log",
+    conda:
+        "../../envs/nlp.yaml"
+    threads: 2
+    resources:
+        mem_mb=4000,
+        runtime=30,
+        gpu=1,
+    shell:
+        "parasim eval-ranker --model {input.model} --refresd {input.refresd}"
+        " --out {output} > {log} 2>&1"

@@ -27,9 +27,10 @@ falls to steps 2-3; a name inside a sentence does not move heliport's decision f
 from __future__ import annotations
 
 import functools
-import re
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+
+from .rules import count_letters
 
 #: ISO 639-1 (config) -> ISO 639-3 (heliport) for the languages parasim's backends translate, and
 #: other common web languages. A language missing here is looked up by its 3-letter code as is.
@@ -84,12 +85,8 @@ def _identifier():
     return Identifier()
 
 
-_NON_LETTERS = re.compile(r"[\W\d_]+")
-
-
-def letters(text: str) -> int:
-    """Number of letters in ``text`` (what heliport scores; digits and symbols are dropped)."""
-    return len(_NON_LETTERS.sub("", text))
+#: Number of letters in a text (what heliport scores; digits and symbols are dropped).
+letters = count_letters
 
 
 def enough_letters(text: str, n: int) -> bool:

@@ -115,6 +115,11 @@ def letters_only(text: str) -> str:
     return _NON_LETTERS.sub("", text.casefold())
 
 
+def count_letters(text: str) -> int:
+    """Number of letters in ``text`` (digits, symbols and spaces do not count)."""
+    return len(_NON_LETTERS.sub("", text))
+
+
 def _visible(text: str) -> int:
     return len(_SPACES.sub("", text))
 
@@ -165,7 +170,7 @@ def _no_letters(text: str) -> bool:
     n = len(text)
     if not n:
         return True
-    alpha = len(_NON_LETTERS.sub("", text))
+    alpha = count_letters(text)
     digits = len(_NON_DIGITS.sub("", text))
     return alpha / n <= 0.1 or digits / n >= 0.5
 
@@ -206,7 +211,6 @@ def make_checker(
     on = {name: value for name, value in cfg.items() if value is not False and value is not None}
 
     side_tests: dict[str, Callable[[str], bool]] = {
-        "empty": lambda s: not s.strip(),
         "no_letters": _no_letters,
         "url_email": lambda s: _url_share(s) >= float(on["url_email"]),
         "code_markup": lambda s: _code_share(s) >= float(on["code_markup"]),

@@ -38,3 +38,4 @@ rule all:
         expand("results/divergences/{site}.done", site=SITES),
         "results/corpus",
         "results/report/yield.tsv",
+        f"{RANKER_DIR}/metrics.json",

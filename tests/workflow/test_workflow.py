@@ -49,8 +49,23 @@ def light_demo(work: Path) -> dict:
         "topics": {"num_topics": [2, 3], "passes": 5},
     }
     cfg["divergences"] = {"lm": "none"}
+    cfg["train"] = tiny_train_section(work.parent / "tiny-bert")
     (work / "config.yaml").write_text(yaml.safe_dump(cfg))
     return cfg
+
+
+def tiny_train_section(model_dir: Path) -> dict:
+    """`train:` for the tests: the ranker of `rule all` on a tiny random character-level BERT
+    (tests/conftest.py), 6 steps: seconds instead of the shipped run's minutes."""
+    from conftest import make_tiny_bert
+
+    if not (model_dir / "config.json").exists():
+        make_tiny_bert(model_dir, chars=True)
+    ranker = {
+        "model": str(model_dir), "max_steps": 6, "batch_size": 4, "eval_every": 3,
+        "max_length": 64, "learning_rate": 1e-3, "dropout": 0.0,
+    }  # fmt: skip
+    return {"checkpoint_every": 3, "log_every": 1, "dtype": "float32", "divergence_ranker": ranker}
 
 
 def demo_args(work: Path, *extra: str) -> list[str]:
@@ -196,6 +211,14 @@ def test_end_to_end_demo(tmp_path):
     assert (work / "results" / "corpus" / "README.md").exists()
     report = (work / "results" / "report" / "yield.tsv").read_text()
     assert "funnel: positives" in report
+    # rule all trained the (tiny) divergence ranker on every site's divergences
+    ranker = work / "results" / "models" / "divergence-ranker"
+    metrics = json.loads((ranker / "metrics.json").read_text())
+    assert "skipped" not in metrics, metrics
+    assert metrics["train"]["step"] == 6 and metrics["data"]["train_pairs"] > 0, metrics
+    assert metrics["data"]["groups_test_split"] > 0  # the corpus test split stayed out
+    assert (ranker / "model" / "ranker_heads.safetensors").exists()
+    assert (ranker / "training_curve.png").exists() and (ranker / "README.md").exists()
     # a second run has nothing to do
     proc = run_demo(work, "-n")
     assert "Nothing to be done" in proc.stdout + proc.stderr

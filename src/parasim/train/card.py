@@ -44,7 +44,10 @@ def plot_curve(history: Sequence[Mapping[str, Any]], path: str | os.PathLike, ti
             ax2.plot([h["step"] for h in evals], [h[key] for h in evals], "o--", label=key)
         ax2.set_ylabel("dev")
         ax2.legend(loc="upper right", fontsize=8)
-    ax.legend(loc="upper left", fontsize=8)
+    if train:
+        ax.legend(loc="upper left", fontsize=8)
+    else:
+        ax.text(0.5, 0.5, "no training steps", ha="center", va="center", transform=ax.transAxes)
     ax.set_title(title)
     fig.tight_layout()
     Path(path).parent.mkdir(parents=True, exist_ok=True)

@@ -34,7 +34,7 @@ def cmd_train_ranker(args: argparse.Namespace) -> None:
         metrics = train_divergence_ranker(shards, args.out, section, test)
     except ValueError as exc:
         raise UsageError(str(exc)) from None
-    if metrics:
+    if metrics and "dev" in metrics:
         log.info("dev: %s", json.dumps(metrics["dev"]))
 
 

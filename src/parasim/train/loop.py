@@ -265,7 +265,9 @@ def fit(
     if args.max_steps is not None:
         total = min(total, args.max_steps)
     optimizer = torch.optim.AdamW(
-        model.parameters(), lr=args.learning_rate, weight_decay=args.weight_decay
+        [p for p in model.parameters() if p.requires_grad],
+        lr=args.learning_rate,
+        weight_decay=args.weight_decay,
     )
     scheduler = torch.optim.lr_scheduler.LambdaLR(optimizer, _lr_lambda(args, total))
     model, optimizer, scheduler = acc.prepare(model, optimizer, scheduler)

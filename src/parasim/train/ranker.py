@@ -66,6 +66,14 @@ class RankerConfig:
         freeze_embeddings: keep the encoder's input embeddings fixed: the shared multilingual
             vocabulary stays aligned across languages while the layers learn, and Adam skips a
             large matrix (multilingual-e5-small: 96M of its 118M parameters).
+        pooling: the state the score F reads: ``"cls"`` (the pooler output, BERT's tanh layer
+            over ``[CLS]``, where the encoder has one; else the first token), ``"mean"`` (mean
+            of the token states), or ``"auto"``: ``cls`` when the checkpoint holds trained
+            pooler weights (BERT, mBERT), else ``mean`` (e5 and sentence encoders, trained with
+            mean pooling: a pooler there would start from random weights).
+        head_learning_rate: learning rate of the new score and tag heads (None: the encoder's).
+            They start from random weights; at an encoder rate such as 2e-5 a linear head
+            moves too little in a few hundred steps for F(x) − F(y) to approach ξ.
         length_chunks: encode a step's rows in this many forward passes, sorted by length, each
             padded to its own longest row (1: one pass). The loss is the same; on a CPU, where
             padding costs as much as text, it saves time (one process only: under DDP, 1).
@@ -82,6 +90,8 @@ class RankerConfig:
     streaming: bool | str = "auto"
     freeze_embeddings: bool = False
     length_chunks: int = 1
+    pooling: str = "auto"
+    head_learning_rate: float | None = 1e-3
 
     def __post_init__(self) -> None:
         if not 0 < self.dev_fraction < 1:
@@ -90,6 +100,10 @@ class RankerConfig:
             )
         if self.margin < 0:
             raise ValueError(f"train.divergence_ranker.margin: >= 0, not {self.margin}")
+        if self.pooling not in ("auto", "cls", "mean"):
+            raise ValueError(
+                f"train.divergence_ranker.pooling: auto, cls or mean, not {self.pooling!r}"
+            )
 
 
 def ranker_settings(section: Mapping[str, Any] | None) -> tuple[TrainingArguments, RankerConfig]:
@@ -313,7 +327,7 @@ def load_encoder(name: str, key: str = MODEL_KEY):
     path = resolve_model(name)
     try:
         tokenizer = AutoTokenizer.from_pretrained(path)
-        encoder = AutoModel.from_pretrained(path)
+        encoder, info = AutoModel.from_pretrained(path, output_loading_info=True)
     except (OSError, ValueError, KeyError) as exc:
         first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
         raise ConfigError(
@@ -323,32 +337,67 @@ def load_encoder(name: str, key: str = MODEL_KEY):
         raise ConfigError(
             f"{key}: {name!r} has no fast tokenizer (needed to map words to subwords)"
         )
+    # whether the checkpoint trained the pooler (pooling "auto" reads it)
+    pooler = getattr(encoder, "pooler", None)
+    encoder.parasim_trained_pooler = pooler is not None and not any(
+        k.startswith("pooler.") for k in info.get("missing_keys", ())
+    )
     return encoder, tokenizer
 
 
-def build_ranker(encoder, dropout: float = 0.1):
-    """A :class:`DivergenceRanker` module around ``encoder`` (defined lazily: torch on demand)."""
+def resolve_pooling(pooling: str, encoder) -> str:
+    """``cls`` or ``mean`` for a :class:`RankerConfig` ``pooling`` and a loaded encoder."""
+    if pooling != "auto":
+        return pooling
+    return "cls" if getattr(encoder, "parasim_trained_pooler", False) else "mean"
+
+
+def build_ranker(
+    encoder, dropout: float = 0.1, pooling: str = "cls", head_learning_rate: float | None = None
+):
+    """A :class:`DivergenceRanker` module around ``encoder`` (defined lazily: torch on demand).
+
+    ``pooling``: ``cls`` or ``mean`` (:func:`resolve_pooling`). With ``mean`` the encoder's
+    pooler, if any, is dropped (unused weights would also stall DDP).
+    """
     from torch import nn
 
+    if pooling not in ("cls", "mean"):
+        raise ValueError(f"pooling: cls or mean, not {pooling!r}")
+
     class DivergenceRanker(nn.Module):
-        """Sentence score F (pooled first-token state) and per-token EQ/DIV logits."""
+        """Sentence score F (pooled state) and per-token EQ/DIV logits."""
 
         def __init__(self, encoder, dropout: float) -> None:
             super().__init__()
             hidden = encoder.config.hidden_size
+            if pooling == "mean" and getattr(encoder, "pooler", None) is not None:
+                encoder.pooler = None
             self.encoder = encoder
+            self.pooling = pooling
+            self.head_learning_rate = head_learning_rate
             self.dropout = nn.Dropout(dropout)
             self.score = nn.Linear(hidden, 1)
             self.tagger = nn.Linear(hidden, 2)
+
+        def optimizer_groups(self, lr: float) -> list[dict]:
+            """The encoder at ``lr``, the new heads at ``head_learning_rate`` (frozen: left out)."""
+            enc = [p for p in self.encoder.parameters() if p.requires_grad]
+            heads = [*self.score.parameters(), *self.tagger.parameters()]
+            return [{"params": enc}, {"params": heads, "lr": self.head_learning_rate or lr}]
 
         def forward(self, input_ids, attention_mask, token_type_ids=None):
             kw = {"input_ids": input_ids, "attention_mask": attention_mask}
             if token_type_ids is not None:
                 kw["token_type_ids"] = token_type_ids
             out = self.encoder(**kw)
-            pooled = getattr(out, "pooler_output", None)
             h = self.dropout(out.last_hidden_state)
-            pooled = h[:, 0] if pooled is None else self.dropout(pooled)
+            if self.pooling == "mean":
+                m = attention_mask.unsqueeze(-1).to(h.dtype)
+                pooled = (h * m).sum(1) / m.sum(1).clamp(min=1)
+            else:
+                pooled = getattr(out, "pooler_output", None)
+                pooled = h[:, 0] if pooled is None else self.dropout(pooled)
             return self.score(pooled).squeeze(-1).float(), self.tagger(h).float()
 
     return DivergenceRanker(encoder, dropout)
@@ -513,7 +562,7 @@ def save_ranker(model, tokenizer, path: str | Path, meta: Mapping[str, Any] | No
     heads = {f"score.{k}": v for k, v in model.score.state_dict().items()}
     heads |= {f"tagger.{k}": v for k, v in model.tagger.state_dict().items()}
     save_file({k: v.detach().contiguous().cpu() for k, v in heads.items()}, str(path / HEADS_FILE))
-    info = {"pooling": "pooler_output or first token", "dropout": model.dropout.p, **(meta or {})}
+    info = {"pooling": model.pooling, "dropout": model.dropout.p, **(meta or {})}
     (path / RANKER_FILE).write_text(json.dumps(info, indent=2, sort_keys=True), encoding="utf-8")
 
 
@@ -526,7 +575,8 @@ def load_ranker(path: str | Path, device: str = "cpu"):
         raise FileNotFoundError(f"{path}: not a divergence ranker (no {HEADS_FILE})")
     encoder, tokenizer = load_encoder(str(path), key=f"ranker model {path}")
     info = json.loads((path / RANKER_FILE).read_text(encoding="utf-8"))
-    model = build_ranker(encoder, info.get("dropout", 0.1))
+    pooling = info.get("pooling", "cls")
+    model = build_ranker(encoder, info.get("dropout", 0.1), "mean" if pooling == "mean" else "cls")
     heads = load_file(str(path / HEADS_FILE))
     model.score.load_state_dict({k[6:]: v for k, v in heads.items() if k.startswith("score.")})
     model.tagger.load_state_dict({k[7:]: v for k, v in heads.items() if k.startswith("tagger.")})
@@ -651,7 +701,9 @@ def train_divergence_ranker(
     if cfg.freeze_embeddings:
         for p in encoder.get_input_embeddings().parameters():
             p.requires_grad_(False)
-    model = build_ranker(encoder, cfg.dropout)
+    pooling = resolve_pooling(cfg.pooling, encoder)
+    log.info("pooling: %s (train.divergence_ranker.pooling %s)", pooling, cfg.pooling)
+    model = build_ranker(encoder, cfg.dropout, pooling, cfg.head_learning_rate)
     latest: dict[str, Any] = {}
 
     def evaluate(m):

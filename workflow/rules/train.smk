@@ -1,6 +1,9 @@
 rule train_divergence_ranker:
     """The divergence ranker (seed 000 §3.3-3.4) on every site's synthetic divergences.
 
+    In `rule all` (the shipped `train:` defaults train a small one); with no usable ranking
+    group anywhere it writes a `skipped` record instead of a model and the run goes on.
+
     The corpus test split's page pairs (from the positives, `corpus:` settings) stay out of
     training. A rerun after a crash resumes from the last checkpoint in RANKER_DIR/checkpoints.
     Several GPUs: run the command under `accelerate launch --multi_gpu` (README).

@@ -355,3 +355,36 @@ def test_msrp_reader_names_a_bad_line(tmp_path):
     bad.write_text(bad.read_text() + "maybe\tx\ty\n", encoding="utf-8")
     with pytest.raises(ValueError, match=r"msr_paraphrase_test\.txt:5: not an MSRP row"):
         read_msrp(bad)
+
+
+# --- workflow ----------------------------------------------------------------------------------
+
+
+def test_workflow_plans_one_model_per_encoder_and_partition(tmp_path):
+    """Dry run of the similarity target: every encoder x (partition + combined), MSRP when set."""
+    import os
+
+    import yaml
+
+    cfg = yaml.safe_load((ROOT / "config.yaml").read_text())
+    for site in cfg["sites"]:
+        site["serve_dir"] = str(ROOT / site["serve_dir"])
+    msrp = write_msrp(tmp_path / "msrp", 3, 3)
+    cfg["eval"] = {"msrp_dir": str(msrp)}
+    (tmp_path / "config.yaml").write_text(yaml.safe_dump(cfg))
+    cmd = [
+        sys.executable, "-m", "snakemake", "results/models/similarity.done",
+        "--snakefile", str(ROOT / "Snakefile"), "--directory", str(tmp_path),
+        "--configfile", str(tmp_path / "config.yaml"), "--cores", "2", "-n", "--quiet", "rules",
+    ]  # fmt: skip
+    p = subprocess.run(cmd, capture_output=True, text=True, timeout=600, env=dict(os.environ))
+    assert p.returncode == 0, p.stdout + p.stderr
+    counts = {}
+    for line in p.stdout.splitlines():
+        parts = line.split()
+        if len(parts) == 2 and parts[1].isdigit():
+            counts[parts[0]] = int(parts[1])
+    n = 2 * (len(validate_section("corpus", cfg.get("corpus", {}))["partitions"]) + 1)
+    assert counts["train_similarity"] == n
+    assert counts["eval_similarity_msrp"] == n
+    assert counts["similarity_report"] == 1

@@ -39,6 +39,7 @@ import os
 import shutil
 import statistics
 import time
+import warnings
 from collections import Counter
 from collections.abc import Mapping, Sequence
 from pathlib import Path
@@ -396,7 +397,9 @@ def _skip(out: Path, eval_dir: Path, name: str, reason: str, extra: dict) -> dic
     log.warning("%s skipped: %s", name, reason)
     metrics = {"model": name, "skipped": reason, **extra}
     write_metrics(out / "metrics.json", metrics)
-    plot_curve([], out / "training_curve.png", f"{name}: skipped ({reason[:60]})")
+    with warnings.catch_warnings():  # an empty plot: no legend entries
+        warnings.simplefilter("ignore", UserWarning)
+        plot_curve([], out / "training_curve.png", f"{name}: skipped ({reason[:60]})")
     write_model_card(out / "README.md", name, f"Not trained: {reason}", extra, {}, {})
     for f in ("cv.json", "test.json"):
         _write_json(eval_dir / f, {"model": name, "skipped": reason})

@@ -257,7 +257,8 @@ def test_bilstm_on_a_transformers_encoders_input_embeddings(tmp_path, toy_corpus
     bert, tok = AutoModel.from_pretrained(tiny_bert), AutoTokenizer.from_pretrained(tiny_bert)
     model = load_classifier(out / "model")
     row = model.encoder.embed.weight[vocab.index("esw1")]
-    assert torch.allclose(row, bert.get_input_embeddings().weight[tok.convert_tokens_to_ids("esw1")])
+    table = bert.get_input_embeddings().weight
+    assert torch.allclose(row, table[tok.convert_tokens_to_ids("esw1")])
 
 
 def test_biencoder_protocol_and_model_folder(tmp_path, toy_corpus, tiny_bert):

@@ -191,8 +191,10 @@ def test_partitions_settings_and_combined_name():
     section = validate_section("train", {})
     corpus = validate_section("corpus", {})
     names = similarity_partitions(corpus, section)
-    assert names[:-1] == list(corpus["partitions"]) and names[-1] == "EN-FR-ES"
-    assert combined_name(CORPUS["partitions"]) == "EN-FR-ES"
+    assert names[:-1] == list(corpus["partitions"]) and names[-1] == "EN-ES-FR"
+    # the name does not depend on the partitions' order (the rules pass them as sorted JSON)
+    reverse = dict(reversed(list(CORPUS["partitions"].items())))
+    assert combined_name(CORPUS["partitions"]) == combined_name(reverse) == "EN-ES-FR"
     args, cfg, sim = similarity_settings({**section, "seed": 5}, "bilstm")
     assert args.seed == 5 and cfg.dropout == 0.5 and args.learning_rate == 1e-3
     args, cfg, _ = similarity_settings(section, "biencoder")
@@ -240,8 +242,12 @@ def test_bilstm_protocol_on_a_toy_corpus(tmp_path, toy_corpus, vectors_file):
 
 def test_combined_partition_trains_on_every_partition(tmp_path, toy_corpus, vectors_file):
     section = settings("bilstm", word_vectors=str(vectors_file), epochs=1, max_folds=2)
-    metrics, _, _ = run(toy_corpus, tmp_path, "bilstm", "EN-FR-ES", section)
-    assert metrics["members"] == ["EN-FR-G", "EN-ES-IB"]
+    corpus = dict(reversed(list(CORPUS["partitions"].items())))
+    out, ev = tmp_path / "m", tmp_path / "e"
+    metrics = train_similarity(
+        toy_corpus, out, ev, "bilstm", "EN-ES-FR", section, {"partitions": corpus}
+    )
+    assert sorted(metrics["members"]) == ["EN-ES-IB", "EN-FR-G"]
     assert metrics["data"]["train_rows"] == 96 + 72
 
 

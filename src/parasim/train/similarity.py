@@ -2,8 +2,8 @@
 
 For one encoder (``bilstm``: InferSent-style BiLSTM-max over frozen word vectors; ``biencoder``:
 a fine-tuned transformer, see :mod:`.similarity_models`) and one training partition (a corpus
-partition such as ``EN-FR-G``, or all of them together, named by their languages as the seed's
-``EN-FR-ES``), :func:`train_similarity` runs:
+partition such as ``EN-FR-G``, or all of them together, named by their languages: ``EN-ES-FR``,
+the seed's ``EN-FR-ES``), :func:`train_similarity` runs:
 
 * **k-fold cross-validation on the corpus's folds** (the ``fold`` column of the train split,
   grouped by page pair): fold model i trains on the other folds for a fixed budget (no early
@@ -165,13 +165,17 @@ def similarity_settings(
 
 
 def combined_name(partitions: Mapping[str, Mapping[str, Any]]) -> str:
-    """The name of all partitions together, by their languages: en-fr + en-es -> ``EN-FR-ES``."""
-    langs: list[str] = []
-    for spec in partitions.values():
-        for lang in str(spec.get("lang_pair", "")).split("-"):
-            if lang and lang not in langs:
-                langs.append(lang)
-    return "-".join(lang.upper() for lang in langs) or "ALL"
+    """The name of all partitions together, by their languages, English first and the others
+    sorted (independent of the partitions' order): en-fr + en-es -> ``EN-ES-FR`` (the seed's
+    EN-FR-ES)."""
+    langs = {
+        lang
+        for spec in partitions.values()
+        for lang in str(spec.get("lang_pair", "")).split("-")
+        if lang
+    }
+    ordered = (["en"] if "en" in langs else []) + sorted(langs - {"en"})
+    return "-".join(lang.upper() for lang in ordered) or "ALL"
 
 
 def similarity_partitions(
@@ -354,6 +358,16 @@ def loss_fn_for(split: Split):
     return loss_fn
 
 
+def _code_fingerprint() -> str:
+    """Hash of the code that trains a fold: a fold result kept from other code is not reused."""
+    import hashlib
+
+    h = hashlib.sha1()
+    for name in ("similarity.py", "similarity_models.py", "loop.py"):
+        h.update((Path(__file__).parent / name).read_bytes())
+    return h.hexdigest()[:16]
+
+
 def _peak_rss_mb() -> float:
     import resource
 
@@ -478,7 +492,7 @@ def train_similarity(
     majority = int(2 * sum(train.label) >= len(train))
     data_fp = [
         [(str(f), f.stat().st_size) for f in sorted(Path(corpus_dir, "data").rglob("*.parquet"))],
-        members, info,
+        members, info, _code_fingerprint(),
     ]  # fmt: skip
     folds: list[dict] = []
     best: dict | None = None

@@ -100,12 +100,16 @@ class BiEncoderConfig:
         prefix: prepended to every sentence (e5's ``"query: "`` for symmetric tasks).
         freeze_embeddings: keep the input embeddings fixed (most of e5's weights: faster steps,
             smaller optimiser state, words unseen in training keep their place).
+        head_learning_rate: Adam learning rate of the new classifier head (None: the encoder's
+            ``learning_rate``); a fine-tuning rate leaves a fresh head near chance for hundreds
+            of steps.
         fc, dropout, max_length, max_folds: as :class:`BiLSTMConfig`.
     """
 
     model: str = "e5-torch"
     prefix: str = "query: "
     freeze_embeddings: bool = True
+    head_learning_rate: float | None = 1e-3
     fc: int = 128
     dropout: float = 0.5
     max_length: int = 64
@@ -345,6 +349,19 @@ def cosines(model, split: Split, batch_size: int) -> list[float]:
     return out
 
 
+def head_groups(head_lr: float | None):
+    """Optimizer groups: the classifier head at ``head_lr``, the rest at the loop's rate."""
+    if head_lr is None:
+        return None
+
+    def groups(model) -> list[dict]:
+        head = {id(p) for p in model.head.parameters()}
+        rest = [p for p in model.parameters() if id(p) not in head]
+        return [{"params": rest}, {"params": list(model.head.parameters()), "lr": head_lr}]
+
+    return groups
+
+
 def loss_fn_for(split: Split):
     """:data:`parasim.train.loop.LossFn` over row indices of ``split`` (summed cross-entropy)."""
     import torch
@@ -548,6 +565,7 @@ def train_similarity(
         result = fit(
             model, list(range(len(tr))), loss_fn_for(tr), args, fold_dir,
             fingerprint_extra=[data_fp, f], accelerator=acc,
+            param_groups=head_groups(info.get("head_learning_rate")),
         )  # fmt: skip
         fold_s = time.perf_counter() - tf
         m = result.model
@@ -817,6 +835,7 @@ def evaluate_msrp(
             r = fit(
                 m.train(), list(range(len(train))), loss_fn_for(train), args,
                 Path(tmp) / key, accelerator=acc,
+                param_groups=head_groups(info.get("head_learning_rate")),
             )  # fmt: skip
             res[key] = acc_of(r.model)
             res[f"{key}_steps"] = r.state["step"]

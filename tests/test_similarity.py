@@ -395,3 +395,14 @@ def test_workflow_plans_one_model_per_encoder_and_partition(tmp_path):
     assert counts["train_similarity"] == n
     assert counts["eval_similarity_msrp"] == n
     assert counts["similarity_report"] == 1
+
+
+def test_the_head_gets_its_own_learning_rate():
+    from parasim.train.similarity import head_groups
+
+    model = torch.nn.Module()
+    model.body, model.head = torch.nn.Linear(3, 3), torch.nn.Linear(3, 2)
+    groups = head_groups(1e-2)(model)
+    opt = torch.optim.AdamW(groups, lr=1e-5)
+    assert [g["lr"] for g in opt.param_groups] == [1e-5, 1e-2]
+    assert len(opt.param_groups[1]["params"]) == 2 and head_groups(None) is None

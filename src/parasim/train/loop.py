@@ -229,6 +229,7 @@ def fit(
     save: SaveFn | None = None,
     fingerprint_extra: Any = None,
     accelerator: Any = None,
+    param_groups: Callable[[Any], list[dict]] | None = None,
 ) -> TrainResult:
     """Train ``model`` on ``examples`` (see the module docstring for what is shared).
 
@@ -243,6 +244,8 @@ def fit(
         save: writes the best model; without it the best weights are kept in memory.
         fingerprint_extra: what else identifies the run (data files, model name) for resuming.
         accelerator: an ``Accelerator`` to use (default: :func:`make_accelerator`).
+        param_groups: ``param_groups(model)`` -> optimizer parameter groups (e.g. a new head
+            with its own ``lr``); default: every parameter at ``args.learning_rate``.
 
     Returns:
         :class:`TrainResult`.
@@ -265,7 +268,9 @@ def fit(
     if args.max_steps is not None:
         total = min(total, args.max_steps)
     optimizer = torch.optim.AdamW(
-        model.parameters(), lr=args.learning_rate, weight_decay=args.weight_decay
+        param_groups(model) if param_groups is not None else model.parameters(),
+        lr=args.learning_rate,
+        weight_decay=args.weight_decay,
     )
     scheduler = torch.optim.lr_scheduler.LambdaLR(optimizer, _lr_lambda(args, total))
     model, optimizer, scheduler = acc.prepare(model, optimizer, scheduler)

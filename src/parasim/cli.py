@@ -31,6 +31,7 @@ STAGE_COMMANDS = [
     "parasim.corpus.commands",
     "parasim.divergences.commands",
     "parasim.train.commands",
+    "parasim.train.align_commands",
     "parasim.report.commands",
     "parasim.probe.commands",
 ]

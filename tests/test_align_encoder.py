@@ -84,7 +84,7 @@ def test_extraction_holds_out_the_corpus_test_split_and_counts_skips(tiny_model)
     few = _positives(1, 3, "es", "b")  # too few for eflomal
     shards = [pa.Table.from_pylist(rows[:50]), pa.Table.from_pylist(rows[50:] + few)]
     nlps = {"en": spacy.blank("en"), "fr": spacy.blank("fr"), "es": spacy.blank("es")}
-    cfg = {"max_length": 32, "min_pairs": 10, "dev_fraction": 0.2, "seed": 3}
+    cfg = {"max_length": 32, "min_pairs": 10, "dev_fraction": 0.2, "seed": 3, "eflomal_samplers": 1}
     out, st = extract_word_pairs(shards, cfg, {"test_fraction": 0.2}, tok, nlps)
     assert [t.schema for t in out] == [WORDPAIRS_SCHEMA, WORDPAIRS_SCHEMA]
     assert st["rows"] == len(rows) + len(few)
@@ -288,3 +288,43 @@ def test_cli_wordpairs_and_training(tmp_path, tiny_model):
     r = subprocess.run([*base, "align-wordpairs", "--positives", str(pos), "--out", "a", "b"],
                        env=_env(), capture_output=True, text=True, timeout=300)  # fmt: skip
     assert r.returncode == 2 and "--out" in r.stderr
+
+
+def test_a_rerun_after_kill_9_resumes_and_ends_with_the_uninterrupted_model(tmp_path, tiny_model):
+    import os
+    import signal
+    import subprocess
+    import sys
+    import time
+
+    from safetensors.torch import load_file
+    from test_train import _env
+
+    from parasim.train.align_encoder import train_align_encoder
+
+    shard = _wordpair_shard(tmp_path / "000.parquet", n=44)
+    cfg = _settings(tiny_model, epochs=6)
+    cfg["checkpoint_every"] = 3
+    out = tmp_path / "killed"
+    cmd = [sys.executable, "-m", "parasim.cli", "train-align-encoder", "--wordpairs", str(shard),
+           "--out", str(out), "--settings-json", json.dumps(cfg)]  # fmt: skip
+    proc = subprocess.Popen(cmd, env=_env(), start_new_session=True, stderr=subprocess.PIPE)
+    work = tmp_path / "killed.work"
+    deadline = time.time() + 180
+    while not list(work.glob("checkpoints/step-*/trainer_state.json")):
+        assert proc.poll() is None, proc.stderr.read().decode()[-2000:]
+        assert time.time() < deadline, "no checkpoint within 180 s"
+        time.sleep(0.02)
+    os.killpg(proc.pid, signal.SIGKILL)
+    proc.wait()
+    assert not (out / "metrics.json").exists(), "finished before the kill: make the run longer"
+    rerun = subprocess.run(cmd, env=_env(), capture_output=True, text=True, timeout=600)
+    assert rerun.returncode == 0, rerun.stderr[-3000:]
+    assert "resumed from" in rerun.stderr
+    resumed = json.loads((out / "metrics.json").read_text())
+    whole = train_align_encoder([shard], tmp_path / "whole", cfg)
+    assert resumed["train"]["resumed_from"].startswith("step-")
+    assert resumed["train"]["step"] == whole["train"]["step"]
+    a = load_file(out / "model.safetensors")
+    b = load_file(tmp_path / "whole" / "model.safetensors")
+    assert max(float((a[k] - b[k]).abs().max()) for k in a) < 1e-6

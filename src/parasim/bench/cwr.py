@@ -67,12 +67,18 @@ def main(argv: Sequence[str] | None = None) -> int:
     ap.add_argument("--no-tatoeba", action="store_true",
                     help="no Tatoeba text as extra eflomal statistics for Flores")  # fmt: skip
     ap.add_argument("--no-rotation", action="store_true")
+    ap.add_argument("--rotation-pairs", type=int, default=10_000,
+                    help="training word pairs for the Procrustes rotation")  # fmt: skip
     ap.add_argument("--threads", type=int, default=None)
     ap.add_argument("--json", type=Path, default=None)
     args = ap.parse_args(argv)
+    import logging
+
     import torch
 
     from parasim.train.cwr_eval import evaluate_cwr
+
+    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s: %(message)s")
 
     if args.threads:
         torch.set_num_threads(args.threads)
@@ -90,6 +96,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         args.wordpairs, args.encoders, flores=args.flores if Path(args.flores).is_dir() else None,
         langs=args.langs, extra=extra, rotation=not args.no_rotation,
         max_test_pairs=args.max_test_pairs, max_flores=args.max_flores,
+        max_rotation_pairs=args.rotation_pairs,
     )  # fmt: skip
     res["bench"] = {
         "load_before": load0, "load_after": _load(), "wall_s": round(time.perf_counter() - t0, 1),

@@ -328,3 +328,18 @@ def test_a_rerun_after_kill_9_resumes_and_ends_with_the_uninterrupted_model(tmp_
     a = load_file(out / "model.safetensors")
     b = load_file(tmp_path / "whole" / "model.safetensors")
     assert max(float((a[k] - b[k]).abs().max()) for k in a) < 1e-6
+
+
+def test_the_align_stage_encodes_with_an_encoder_folder_and_its_prefix(tmp_path, tiny_model):
+    import shutil
+
+    from parasim.align.scoring import load_encoder as align_encoder
+    from parasim.models import encode, load_encoder
+
+    folder = tmp_path / "enc"
+    shutil.copytree(tiny_model, folder)
+    (folder / "parasim_encoder.json").write_text(json.dumps({"passage_prefix": "w1 "}))
+    got = align_encoder(str(folder))(["w2 w3", "w4"])
+    model, tok = load_encoder(str(folder), "cpu", "float32")
+    assert np.allclose(got, encode(model, tok, ["w2 w3", "w4"], prefix="w1 "), atol=1e-6)
+    assert not np.allclose(got, encode(model, tok, ["w2 w3", "w4"]), atol=1e-3)

@@ -32,6 +32,7 @@ STAGE_COMMANDS = [
     "parasim.divergences.commands",
     "parasim.train.commands",
     "parasim.train.similarity_commands",
+    "parasim.train.align_commands",
     "parasim.report.commands",
     "parasim.probe.commands",
 ]

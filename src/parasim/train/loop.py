@@ -54,6 +54,7 @@ class TrainingArguments:
         seed: seeds python, numpy and torch, the data order and dropout.
         learning_rate: Adam(W) learning rate.
         weight_decay: AdamW weight decay (0: Adam, as seed 000).
+        adam_beta1, adam_beta2, adam_epsilon: Adam's betas and epsilon (torch's defaults).
         epochs: passes over the training examples at most.
         max_steps: stop after this many optimizer steps (None: ``epochs`` decide).
         batch_size: examples per optimizer step, over all processes together.
@@ -73,6 +74,9 @@ class TrainingArguments:
     seed: int = 13
     learning_rate: float = 2e-5
     weight_decay: float = 0.0
+    adam_beta1: float = 0.9
+    adam_beta2: float = 0.999
+    adam_epsilon: float = 1e-8
     epochs: int = 5
     max_steps: int | None = None
     batch_size: int = 16
@@ -271,6 +275,8 @@ def fit(
         param_groups(model) if param_groups is not None else model.parameters(),
         lr=args.learning_rate,
         weight_decay=args.weight_decay,
+        betas=(args.adam_beta1, args.adam_beta2),
+        eps=args.adam_epsilon,
     )
     scheduler = torch.optim.lr_scheduler.LambdaLR(optimizer, _lr_lambda(args, total))
     model, optimizer, scheduler = acc.prepare(model, optimizer, scheduler)

@@ -29,6 +29,8 @@ include: "workflow/rules/divergences.smk"
 include: "workflow/rules/negatives.smk"
 include: "workflow/rules/report.smk"
 include: "workflow/rules/train.smk"
+include: "workflow/rules/similarity.smk"
+include: "workflow/rules/align_encoder.smk"
 
 
 rule all:

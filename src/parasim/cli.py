@@ -31,6 +31,8 @@ STAGE_COMMANDS = [
     "parasim.corpus.commands",
     "parasim.divergences.commands",
     "parasim.train.commands",
+    "parasim.train.similarity_commands",
+    "parasim.train.align_commands",
     "parasim.report.commands",
     "parasim.probe.commands",
 ]

@@ -137,3 +137,17 @@ def refresd_dir():
     return config["train"]["refresd"] or str(
         Path(workflow.basedir).parent / "shared" / "data" / "refresd"
     )
+
+
+ALIGNED_DIR = "results/models/aligned-encoder"
+
+
+def flores_dir():
+    """Flores-200 devtest: `train.flores`, or the project's real-data folder beside the checkout."""
+    return config["train"]["flores"] or str(
+        Path(workflow.basedir).parent
+        / "shared"
+        / "data"
+        / "parallel"
+        / "flores200-devtest"
+    )

@@ -23,6 +23,8 @@ from parasim.divergences import DIVERGENCES_SCHEMA  # noqa: E402
 from parasim.io import rows_to_table, stable_id, write_table  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[1]
+#: The word-level tiny model under its earlier name (tests/test_align_encoder.py imports it).
+make_tiny_model = make_tiny_bert
 TYPES = ["equivalent", "lexical_substitution", "phrase_replacement", "subtree_deletion"]
 
 

@@ -38,11 +38,9 @@ in :mod:`.stage`.
 from __future__ import annotations
 
 import functools
-import multiprocessing
 import re
-import sys
 import unicodedata
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Mapping
 from typing import Any
 
 #: Rule switches and thresholds (the ``clean.rules`` config section; false turns a rule off).
@@ -213,8 +211,7 @@ def compile_placeholders(patterns: list[str]) -> re.Pattern:
 class Checker:
     """``checker(en, other) -> reason or None``: the switched-on rules, in :data:`RULE_ORDER`.
 
-    The side rules of a text are computed once (page furniture repeats the same lines);
-    :meth:`prime` computes them for many texts at once, in several processes when asked.
+    The side rules of a text are computed once (page furniture repeats the same lines).
 
     Args:
         rules: the ``clean.rules`` section (missing keys take :data:`DEFAULT_RULES`).
@@ -267,25 +264,6 @@ class Checker:
                 return k
         return self._never
 
-    def prime(self, texts: Iterable[str], workers: int = 1) -> None:
-        """Compute the side rules of ``texts`` now; with ``workers`` > 1 and many texts, in
-        forked worker processes (Linux), each on a slice of the distinct texts."""
-        todo = [t for t in dict.fromkeys(texts) if t not in self._side]
-        if workers > 1 and len(todo) >= _PARALLEL_MIN and _can_fork():
-            global _PRIMING
-            _PRIMING = self
-            try:
-                ctx = multiprocessing.get_context("fork")
-                chunks = [todo[k::workers] for k in range(workers)]
-                with ctx.Pool(workers) as pool:
-                    for chunk, found in zip(chunks, pool.map(_side_of_chunk, chunks), strict=True):
-                        self._side.update(zip(chunk, found, strict=True))
-            finally:
-                _PRIMING = None
-            return
-        for t in todo:
-            self.side(t)
-
     def __call__(self, en: str, other: str) -> str | None:
         first = min(self.side(en), self.side(other))
         if first < 0:
@@ -295,21 +273,6 @@ class Checker:
             if test is not None and test(en, other):
                 return self.order[k]
         return self.order[first] if first < self._never else None
-
-
-#: Fewer distinct texts than this are not worth starting worker processes for.
-_PARALLEL_MIN = 2000
-#: The checker whose side rules forked workers compute (set only while :meth:`Checker.prime` runs).
-_PRIMING: Checker | None = None
-
-
-def _can_fork() -> bool:
-    return sys.platform.startswith("linux") and "fork" in multiprocessing.get_all_start_methods()
-
-
-def _side_of_chunk(texts: list[str]) -> list[int]:
-    assert _PRIMING is not None
-    return [_PRIMING._first_side_failure(t) for t in texts]
 
 
 def make_checker(

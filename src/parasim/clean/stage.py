@@ -82,7 +82,6 @@ def clean_positives(
     translated: Sequence[pa.Table],
     cfg: Mapping[str, Any] | None = None,
     log: logging.Logger | None = None,
-    workers: int = 1,
 ) -> tuple[list[pa.Table], list[pa.Table], dict]:
     """Clean the aligned pairs of one site.
 
@@ -93,7 +92,6 @@ def clean_positives(
             lines and the number of page pairs).
         cfg: the ``clean`` config section (see :data:`DEFAULTS`).
         log: logger (module logger when None).
-        workers: processes for the side rules (output is the same for any number).
 
     Returns:
         per shard the kept pairs (:data:`parasim.io.POSITIVES_SCHEMA`) and the dropped ones
@@ -124,7 +122,6 @@ def clean_positives(
 
     # 1. hard rules
     check = rules.make_checker(s["rules"], s["placeholders"])
-    check.prime(en_text + other_text, workers)
     reason: list[str | None] = list(map(check, en_text, other_text))
 
     # 2. language identification, per side (the other side per declared language)
@@ -193,18 +190,18 @@ def clean_positives(
     dropped: list[pa.Table] = []
     start = 0
     for table in aligned:
-        rows = range(start, start + table.num_rows)
+        idx = range(start, start + table.num_rows)
         start += table.num_rows
         base = table.select([f.name for f in io.ALIGNED_SCHEMA]).cast(io.ALIGNED_SCHEMA)
-        k = [j for j, i in enumerate(rows) if reason[i] is None]
-        d = [j for j, i in enumerate(rows) if reason[i] is not None]
+        k = [j for j, i in enumerate(idx) if reason[i] is None]
+        d = [j for j, i in enumerate(idx) if reason[i] is not None]
         kept.append(
             _with_columns(
                 base.take(pa.array(k, type=pa.int64())),
                 {
-                    "n_seen": [n_seen[rows[j]] for j in k],
-                    "n_pages": [n_pages[rows[j]] for j in k],
-                    "furniture": [furniture[rows[j]] for j in k],
+                    "n_seen": [n_seen[idx[j]] for j in k],
+                    "n_pages": [n_pages[idx[j]] for j in k],
+                    "furniture": [furniture[idx[j]] for j in k],
                 },
                 io.POSITIVES_SCHEMA,
             )
@@ -213,8 +210,8 @@ def clean_positives(
             _with_columns(
                 base.take(pa.array(d, type=pa.int64())),
                 {
-                    "reason": [reason[rows[j]] for j in d],
-                    "duplicate_of": [duplicate_of[rows[j]] for j in d],
+                    "reason": [reason[idx[j]] for j in d],
+                    "duplicate_of": [duplicate_of[idx[j]] for j in d],
                 },
                 io.DROPPED_SCHEMA,
             )
@@ -226,7 +223,7 @@ def clean_positives(
     seconds = time.perf_counter() - t0
     stats["seconds"] = round(seconds, 3)
     out = dict(sorted(stats.items()))
-    out["pairs_per_s"] = round(len(rows) / seconds, 1) if seconds > 0 else None
+    out["pairs_per_s"] = round(n / seconds, 1) if seconds > 0 else None
     log.info("clean: %s", out)
     return kept, dropped, out
 

@@ -212,3 +212,47 @@ def test_stsb_reader_and_spearman(tmp_path, tiny_model):
     enc, tok = load_encoder(tiny_model)
     rho = s3bert.stsb_spearman(enc, tok, rows, 16)
     assert rho is not None and -1 <= rho <= 1
+
+
+def _score_shard(path: Path, n: int, seed: int = 0) -> Path:
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    rows = toy_rows(n, seed)
+    table = pa.table(
+        {
+            "id": [f"r{i}" for i in range(n)],
+            "source": rows.pop("source"),
+            "pair_id": rows.pop("group"),
+            "en_text": rows.pop("text_a"),
+            "other_text": ["x"] * n,
+            "other_en": rows.pop("text_b"),
+            "skip_reason": [None] * n,
+            **{k: pa.array(v, pa.float32()) for k, v in rows.items()},
+        }
+    )
+    pq.write_table(table, path)
+    return path
+
+
+def test_train_s3bert_command_reads_score_shards(tmp_path, tiny_model):
+    import subprocess
+    import sys
+
+    shards = [_score_shard(tmp_path / f"s{k}.parquet", 120, seed=k) for k in range(2)]
+    cfg = settings(tiny_model, epochs=1, max_steps=4)
+    cmd = [sys.executable, "-m", "parasim.cli", "train-s3bert", "--scores", *map(str, shards),
+           "--settings-json", json.dumps(cfg), "--out", str(tmp_path / "m")]  # fmt: skip
+    proc = subprocess.run(cmd, capture_output=True, text=True)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    metrics = json.loads((tmp_path / "m" / "metrics.json").read_text())
+    assert metrics["train"]["step"] == 4 and metrics["data"]["rows"] == 240
+    assert metrics["stsb_en_dev_spearman"] == {"before": None, "after": None}  # no --sts
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    pq.write_table(pa.table({"id": ["a"]}), tmp_path / "bad.parquet")
+    bad = [*cmd[:5], str(tmp_path / "bad.parquet"), *cmd[7:]]
+    proc = subprocess.run(bad, capture_output=True, text=True)
+    assert proc.returncode == 2 and "not a score shard with AMR aspects" in proc.stderr
+    assert "Traceback" not in proc.stderr

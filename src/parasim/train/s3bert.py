@@ -147,6 +147,39 @@ def _slice_of(group: str, seed: int, dev: float, test: float) -> str:
     return "test" if u < test else "dev" if u < test + dev else "train"
 
 
+def rows_from_scores(files: Sequence[str | os.PathLike]) -> dict[str, list]:
+    """The scored rows of score shards as :func:`s3bert_data` columns: ``text_a`` the English
+    side, ``text_b`` the English translation of the other side, ``group`` the page pair.
+
+    Rows the scores stage skipped (``skip_reason`` set) stay out, counted by
+    :func:`s3bert_data` as having no scores.
+    """
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    names = aspect_names()
+    cols = ["en_text", "other_en", "pair_id", "source", *(f"amr_{k}" for k in names)]
+    tables = [pq.read_table(f) for f in files]
+    if not tables:
+        return {"text_a": [], "text_b": [], "group": [], "source": []} | {
+            f"amr_{k}": [] for k in names
+        }
+    t = pa.concat_tables(tables, promote_options="default")
+    missing = [c for c in cols if c not in t.column_names]
+    if missing:
+        raise ValueError(
+            f"{files[0]}: not a score shard with AMR aspects (no {', '.join(missing[:3])})"
+        )
+    d = t.select(cols).to_pydict()
+    return {
+        "text_a": d.pop("en_text"),
+        "text_b": d.pop("other_en"),
+        "group": d.pop("pair_id"),
+        "source": d.pop("source"),
+        **d,
+    }
+
+
 def s3bert_data(rows: Mapping[str, Sequence], cfg: S3bertConfig, seed: int) -> S3bertData:
     """Train / dev / test pairs from scored rows (columns ``text_a``, ``text_b``, ``group``,
     ``source`` and ``amr_<aspect>`` for every aspect).
@@ -480,9 +513,20 @@ def train_s3bert(
     trainable = freeze_all_but_last(encoder, cfg.tune_layers)
     model = build_s3bert(encoder, len(names))
 
+    loss_fn = s3bert_loss(tokenizer, teacher, cfg)
+
     def evaluate(m):
+        """Minus the dev loss (the seed keeps the model of the lowest dev loss), and the dev
+        mean aspect Spearman."""
+        sums: Counter = Counter()
+        counts: Counter = Counter()
+        for i in range(0, len(data.dev), cfg.eval_batch_size):
+            for name, (total, n) in loss_fn(m, data.dev[i : i + cfg.eval_batch_size]).items():
+                sums[name] += float(total)
+                counts[name] += n
+        dev_loss = sum(sums[k] / max(counts[k], 1) for k in sums)
         r = evaluate_slice(m.encoder, tokenizer, data.dev, cfg, args.seed)["s3bert"]
-        return {"dev_mean_spearman": _mean(r) or 0.0}
+        return {"minus_dev_loss": -dev_loss, "dev_mean_spearman": _mean(r) or 0.0}
 
     def save(m, path: Path) -> None:
         tmp = path.with_name(f".{path.name}.tmp")
@@ -493,7 +537,7 @@ def train_s3bert(
 
     extra = [dataclasses.asdict(cfg), len(data.train), len(data.dev), data.train[:3]]
     result = fit(
-        model, data.train, s3bert_loss(tokenizer, teacher, cfg), args, out,
+        model, data.train, loss_fn, args, out,
         evaluate=evaluate, save=save, fingerprint_extra=extra, accelerator=acc,
     )  # fmt: skip
     train_s = time.perf_counter() - t0

@@ -132,6 +132,18 @@ def allow_empty_flag():
 RANKER_DIR = "results/models/divergence-ranker"
 
 
+#: S3BERT's folder (workflow/rules/train.smk).
+S3BERT_DIR = "results/models/s3bert"
+
+
+def sts_flag():
+    """`--sts <folder>` for S3BERT's forgetting check when STSb-multi-mt is there, else nothing."""
+    folder = config["train"]["sts"] or str(
+        Path(workflow.basedir).parent / "shared" / "data" / "sts" / "stsb-multi-mt"
+    )
+    return f"--sts {folder}" if Path(folder, "stsb-en-dev.csv").exists() else ""
+
+
 def refresd_dir():
     """REFreSD dev: `train.refresd`, or the project's real-data folder beside the checkout."""
     return config["train"]["refresd"] or str(

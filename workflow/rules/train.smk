@@ -69,3 +69,41 @@ rule eval_divergence_ranker:
     shell:
         "parasim eval-ranker --model {input.model} --refresd {input.refresd}"
         " --out {output} > {log} 2>&1"
+
+
+rule train_s3bert:
+    """S3BERT (seed 002 §3): AMR-aspect sub-embeddings trained on every site's scored pairs.
+
+    Reads the scores stage's shards (English side, translation of the other side, 15 aspects);
+    writes the model folder, card, metrics (per-aspect Spearman beside SB-full and SB-rand, STSb
+    dev before and after) and the training curve. Resumes from its last checkpoint after a crash.
+    """
+    input:
+        scores=expand("results/scores/{site}/{shard}.parquet", site=SITES, shard=SHARDS),
+        code=code("train"),
+    output:
+        model=directory(f"{S3BERT_DIR}/model"),
+        card=f"{S3BERT_DIR}/README.md",
+        metrics=f"{S3BERT_DIR}/metrics.json",
+        curve=report(
+            f"{S3BERT_DIR}/training_curve.png",
+            caption="../report/training_curve.rst",
+            category="Models",
+        ),
+    log:
+        "logs/train_s3bert.log",
+    benchmark:
+        "benchmarks/train_s3bert.tsv"
+    conda:
+        "../../envs/nlp.yaml"
+    threads: 2
+    resources:
+        mem_mb=6000,
+        runtime=240,
+        gpu=1,  # CUDA + bf16 autocast when present; runs on the CPU without one
+    params:
+        train=section_json("train"),
+        sts=sts_flag(),
+    shell:
+        "parasim train-s3bert --scores {input.scores} {params.sts}"
+        " --settings-json {params.train:q} --out $(dirname {output.metrics}) > {log} 2>&1"

@@ -48,6 +48,22 @@ def cmd_eval_ranker(args: argparse.Namespace) -> None:
     write_stats(args.out, res)
 
 
+def cmd_train_s3bert(args: argparse.Namespace) -> None:
+    """Train S3BERT (seed 002) on the scores stage's English sentence pairs and their aspects."""
+    from parasim.stagecli import UsageError, need, section_from_args
+
+    from .s3bert import rows_from_scores, train_s3bert
+
+    section = section_from_args(args, "train")
+    shards = [need(p, "scores shard") for p in args.scores]
+    try:
+        metrics = train_s3bert(rows_from_scores(shards), args.out, section, sts_dir=args.sts)
+    except ValueError as exc:
+        raise UsageError(str(exc)) from None
+    if metrics:
+        log.info("mean Spearman: %s", json.dumps(metrics["mean_spearman"]))
+
+
 def register(add: Callable[..., argparse.ArgumentParser], site_opts: Callable) -> None:
     """Add the training commands to the `parasim` parser."""
     sp = add(
@@ -63,6 +79,17 @@ def register(add: Callable[..., argparse.ArgumentParser], site_opts: Callable) -
     sp.add_argument("--settings-json", help="the train: config section as JSON")
     sp.add_argument("--config", help="config file (instead of --settings-json)")
     sp.add_argument("--out", required=True, help="model folder, results/models/<model>")
+
+    sp = add(
+        "train-s3bert",
+        cmd_train_s3bert,
+        "Train S3BERT (seed 002): AMR-aspect sub-embeddings from the scores stage's pairs.",
+    )
+    sp.add_argument("--scores", nargs="+", required=True, help="score shards (results/scores)")
+    sp.add_argument("--sts", help="STSb-multi-mt folder for the forgetting check (optional)")
+    sp.add_argument("--settings-json", help="the train: config section as JSON")
+    sp.add_argument("--config", help="config file (instead of --settings-json)")
+    sp.add_argument("--out", required=True, help="model folder, results/models/s3bert")
 
     sp = add("eval-ranker", cmd_eval_ranker, "Evaluate a divergence ranker on REFreSD dev.")
     sp.add_argument("--model", required=True, help="the ranker's model/ folder")

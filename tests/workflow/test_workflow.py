@@ -49,6 +49,8 @@ def light_demo(work: Path) -> dict:
         "topics": {"num_topics": [2, 3], "passes": 5},
     }
     cfg["divergences"] = {"lm": "none"}
+    # every score but the embedding cosine; label vectors without a model (seconds, not minutes)
+    cfg["scores"] = {"amr": {"vectors": "hash"}, "embedding": None}
     (work / "config.yaml").write_text(yaml.safe_dump(cfg))
     return cfg
 

@@ -112,13 +112,17 @@ def score_graph_pairs(
         vectors(labels)
     _WORKER.update(vectors=vectors, solver=solver, restarts=restarts, iters=iters)
     pairs = list(zip(graphs_a, graphs_b, strict=True))
-    if workers > 1 and len(pairs) > 1:
+    # a pair seen twice (a divergence's unedited seed, a repeated sentence) is scored once
+    unique = list(dict.fromkeys(pairs))
+    if workers > 1 and len(unique) > 1:
         ctx = multiprocessing.get_context("fork")
         with ctx.Pool(workers) as pool:
-            rows = pool.map(_score_one, pairs, chunksize=max(1, len(pairs) // (workers * 8)))
+            done = pool.map(_score_one, unique, chunksize=max(1, len(unique) // (workers * 8)))
     else:
-        rows = [_score_one(p) for p in pairs]
+        done = [_score_one(p) for p in unique]
     _WORKER_GRAPHS.clear()
+    by_pair = dict(zip(unique, done, strict=True))
+    rows = [by_pair[p] for p in pairs]
     return {k: [r[k] for r in rows] for k in ASPECTS}
 
 

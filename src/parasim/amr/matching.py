@@ -87,6 +87,8 @@ class NumpyHillClimber:
     def solve(self, unary, binary, size: int):
         """(alignment array: variable i of graph 1 -> j of graph 2, objective, bound)."""
         n = int(size)
+        if n == 0:
+            return np.zeros(0, int), 0.0, 0.0
         if n > DENSE_MAX_VARS:
             from smatchpp import solvers
 
@@ -100,8 +102,8 @@ class NumpyHillClimber:
         for (i, j), w in unary.items():
             u[i, j] += w
         b = np.zeros((n, n, n, n))
-        for (i, j, k, l), w in binary.items():
-            b[i, j, k, l] += w
+        for (i, j, k, m), w in binary.items():
+            b[i, j, k, m] += w
         rng = np.random.default_rng(self.seed)
         best_p, best = None, -1.0
         for start in range(self.restarts):
@@ -130,27 +132,35 @@ def _greedy_start(u: np.ndarray) -> np.ndarray:
     return p
 
 
+def swap_gains(u: np.ndarray, b: np.ndarray, bt: np.ndarray, p: np.ndarray) -> np.ndarray:
+    """Objective change of swapping the targets of variables i and k, for every i < k (else 0).
+
+    ``bt`` is ``b + b.transpose(2, 3, 0, 1)`` (pair terms counted from either end).
+    """
+    n = len(p)
+    idx = np.arange(n)
+    ii, kk = idx[:, None], idx[None, :]
+    j, m = p[:, None], p[None, :]  # j = p[i], m = p[k] on the (i, k) grid
+    # g[a, x]: pair terms of a -> x against every variable's current target
+    g = bt[:, :, idx, p].sum(axis=2)
+    gain = u[ii, m] + u[kk, j] - u[ii, j] - u[kk, m]
+    gain = gain + g[ii, m] - g[ii, j] + g[kk, j] - g[kk, m]
+    # g counted the pairs inside {i, k} at their old targets: take them out, put in the new
+    gain -= bt[ii, m, ii, j] + bt[ii, m, kk, m] - bt[ii, j, ii, j] - bt[ii, j, kk, m]
+    gain -= bt[kk, j, ii, j] + bt[kk, j, kk, m] - bt[kk, m, ii, j] - bt[kk, m, kk, m]
+    new = b[ii, m, ii, m] + b[ii, m, kk, j] + b[kk, j, ii, m] + b[kk, j, kk, j]
+    old = b[ii, j, ii, j] + b[ii, j, kk, m] + b[kk, m, ii, j] + b[kk, m, kk, m]
+    gain += new - old
+    return np.where(ii < kk, gain, 0.0)
+
+
 def _climb(u: np.ndarray, b: np.ndarray, p: np.ndarray) -> tuple[np.ndarray, float]:
     """Best-swap hill climbing from ``p`` to a local optimum; returns it and its objective."""
     n = len(p)
     p = p.copy()
-    idx = np.arange(n)
-    ii, kk = idx[:, None], idx[None, :]
-    upper = ii < kk
-    bt = b + b.transpose(2, 3, 0, 1)  # pair terms counted from either end
+    bt = b + b.transpose(2, 3, 0, 1)
     for _ in range(n * n + 10):  # each swap gains > 0: ends long before this
-        j, l = p[:, None], p[None, :]  # j = p[i], l = p[k] on the (i, k) grid
-        # g[a, x]: pair terms of a -> x against every variable's current target
-        g = bt[:, :, idx, p].sum(axis=2)
-        gain = u[ii, l] + u[kk, j] - u[ii, j] - u[kk, l]
-        gain = gain + g[ii, l] - g[ii, j] + g[kk, j] - g[kk, l]
-        # g counted the pairs inside {i, k} at their old targets: take them out, put in the new
-        gain -= bt[ii, l, ii, j] + bt[ii, l, kk, l] - bt[ii, j, ii, j] - bt[ii, j, kk, l]
-        gain -= bt[kk, j, ii, j] + bt[kk, j, kk, l] - bt[kk, l, ii, j] - bt[kk, l, kk, l]
-        new = b[ii, l, ii, l] + b[ii, l, kk, j] + b[kk, j, ii, l] + b[kk, j, kk, j]
-        old = b[ii, j, ii, j] + b[ii, j, kk, l] + b[kk, l, ii, j] + b[kk, l, kk, l]
-        gain += new - old
-        gain = np.where(upper, gain, 0.0)
+        gain = swap_gains(u, b, bt, p)
         flat = int(np.argmax(gain))
         if gain.flat[flat] <= 1e-9:
             break

@@ -69,7 +69,7 @@ def plot_distributions(
             if vals:
                 data.append(vals)
                 labels.append(f"{g} (n={len(vals)})")
-        ax.boxplot(data, vert=False, showfliers=False)
+        ax.boxplot(data, orientation="horizontal", showfliers=False)
         ax.set_yticks(range(1, len(labels) + 1), labels, fontsize=7)
         ax.invert_yaxis()
         ax.set_title(col, fontsize=9)

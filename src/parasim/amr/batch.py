@@ -15,6 +15,8 @@ from collections.abc import Hashable, Mapping, Sequence
 from dataclasses import dataclass, field, fields
 from typing import Any
 
+from threadpoolctl import threadpool_limits
+
 from parasim.amr.aspects import ASPECTS, Vectors, aspect_scores
 from parasim.amr.cache import ParseCache
 from parasim.amr.entities import bm25_in_groups, entity_features
@@ -114,12 +116,17 @@ def score_graph_pairs(
     pairs = list(zip(graphs_a, graphs_b, strict=True))
     # a pair seen twice (a divergence's unedited seed, a repeated sentence) is scored once
     unique = list(dict.fromkeys(pairs))
-    if workers > 1 and len(unique) > 1:
-        ctx = multiprocessing.get_context("fork")
-        with ctx.Pool(workers) as pool:
-            done = pool.map(_score_one, unique, chunksize=max(1, len(unique) // (workers * 8)))
-    else:
-        done = [_score_one(p) for p in unique]
+    # One BLAS thread: the matrices of a pair are tiny, and OpenBLAS's threads only spin. On the
+    # loaded 2-core machine WWLK took 9x the CPU time with them (BENCHMARKS.md, issue 13).
+    # Forked workers inherit the limit.
+    with threadpool_limits(limits=1, user_api="blas"):
+        if workers > 1 and len(unique) > 1:
+            ctx = multiprocessing.get_context("fork")
+            with ctx.Pool(workers) as pool:
+                chunk = max(1, len(unique) // (workers * 8))
+                done = pool.map(_score_one, unique, chunksize=chunk)
+        else:
+            done = [_score_one(p) for p in unique]
     _WORKER_GRAPHS.clear()
     by_pair = dict(zip(unique, done, strict=True))
     rows = [by_pair[p] for p in pairs]

@@ -200,6 +200,34 @@ def test_rerun_parses_nothing_and_is_identical(scored):
     assert t1.equals(t2)
 
 
+def test_edited_other_sides_are_translated_through_the_cache(tmp_path, nlp, settings):
+    from parasim.translate.base import Translator, register_backend
+
+    calls = []
+
+    class Fake(Translator):
+        name = "fake-scores"
+
+        def translate_batch(self, lines, src_lang):
+            calls.extend(lines)
+            return ["The office is closed." for _ in lines]
+
+    register_backend("fake-scores", Fake)
+    translate = {"backend": "fake-scores", "cache": str(tmp_path / "tr.sqlite")}
+    parser = Parser()
+    parser._nlp = nlp
+    for _ in range(2):
+        table, stats = score_pairs(
+            positives_table(), None, divergences_table(), settings, vectors=hash_vectors(),
+            parser=parser, translate=translate,
+        )  # fmt: skip
+    d = table.to_pydict()
+    k = d["id"].index("d2")
+    assert d["other_en"][k] == "The office is closed." and d["skip_reason"][k] is None
+    assert d["amr_smatch"][k] is not None and stats["edits_translated"] == 1
+    assert calls == ["Le bureau est fermé."]  # the second run read the translation cache
+
+
 def test_entity_cosines_are_cached(tmp_path, nlp):
     cache = ParseCache(tmp_path / "c.sqlite")
     a, b = ["Paris is in France."], ["Paris is in Italy."]

@@ -19,13 +19,15 @@ rule score_pairs:
         gpu=SCORES_GPU,  # 1 only for scores.amr.parser: amrlib
     params:
         scores=section_json("scores"),
+        translate=section_json("translate"),
         inputs=score_input_args,
         parse_cache="results/cache/amr.sqlite",
         vector_cache="results/cache/amr_vectors.sqlite",
         sentence_cache="results/cache/sentence_vectors.sqlite",
     shell:
         "parasim score-pairs {params.inputs} --output {output.scores}"
-        " --settings-json {params.scores:q} --parse-cache {params.parse_cache}"
+        " --settings-json {params.scores:q} --translate-json {params.translate:q}"
+        " --parse-cache {params.parse_cache}"
         " --vector-cache {params.vector_cache} --sentence-cache {params.sentence_cache}"
         " --threads {threads} --stats {output.stats} > {log} 2>&1"
 

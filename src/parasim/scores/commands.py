@@ -44,6 +44,7 @@ def cmd_score_pairs(args: argparse.Namespace) -> None:
             vector_cache=args.vector_cache,
             sentence_cache=args.sentence_cache,
             workers=args.threads,
+            translate=json.loads(args.translate_json) if args.translate_json else None,
         )
     finally:
         if cache is not None:
@@ -132,6 +133,11 @@ def register(add: Callable[..., argparse.ArgumentParser], site_opts: Callable) -
     sp.add_argument("--vector-cache", help="SQLite cache of concept-label vectors")
     sp.add_argument("--sentence-cache", help="SQLite cache of sentence vectors")
     sp.add_argument("--threads", type=int, default=1, help="processes for the AMR aspects")
+    sp.add_argument(
+        "--translate-json",
+        help="the translate config section as JSON: translate the divergences' edited other "
+        "sides with it (without: they are skipped as untranslated)",
+    )
 
     sp = add(
         "scores-summary",

@@ -6,7 +6,8 @@ then the shard's divergences. Steps (:func:`score_pairs`):
 
 1. :func:`gather_pairs`: the English side, the other side and its English translation
    (``other_en``) of every row. A divergence whose edited side is the English one (or none)
-   takes its seed's translation; one whose other side was edited has none.
+   takes its seed's translation; one whose other side was edited is translated with the
+   translate stage's backend and cache (:func:`translate_edits`).
 2. :func:`skip_reasons`: ``empty`` (a side or the translation is blank), ``untranslated`` (no
    translation, or one equal to the other side) and ``too_long`` (over ``max_chars``) are
    counted skips: no graph and null scores, except the embedding cosine, which needs no
@@ -153,11 +154,14 @@ def gather_pairs(
         d = divergences.to_pydict()
         for i in range(divergences.num_rows):
             # an edited other side has no translation; the others are the seed's other side
-            other_en = None if d["side"][i] == "other" else seed_en.get(d["seed_id"][i])
+            edited = d["side"][i] == "other"
+            other_en = None if edited else seed_en.get(d["seed_id"][i])
             rows.append(
                 {
                     "id": d["id"][i],
                     "source": "divergence",
+                    "other_lang": d["other_lang"][i],
+                    "edited_other": edited,
                     "site": d["site"][i],
                     "pair_id": d["pair_id"][i],
                     "label": None,
@@ -325,6 +329,45 @@ def embedding_cosines(
     return out
 
 
+# ------------------------------------------------------------------- 1b. edited other sides
+
+
+def translate_edits(rows: Sequence[dict[str, Any]], translate: Mapping[str, Any]) -> dict[str, int]:
+    """Translate the edited other sides of divergences into ``other_en`` (in place).
+
+    The translate stage's backend and cache (the ``translate:`` section, its ``cache`` file):
+    a sentence translated before costs nothing. A failed translation stays None (the row is
+    then skipped as ``untranslated``).
+
+    Returns:
+        ``edits_translated`` and ``edits_untranslated``.
+    """
+    from parasim.translate import make_translator
+    from parasim.translate.cache import TranslationCache
+    from parasim.translate.stage import translate_texts
+
+    todo: dict[str, list[int]] = {}
+    for k, r in enumerate(rows):
+        if r.get("edited_other") and r["other_en"] is None and _norm(r["other_text"]):
+            todo.setdefault(r["other_lang"], []).append(k)
+    counts = {"edits_translated": 0, "edits_untranslated": 0}
+    if not todo:
+        return counts
+    cfg = dict(translate)
+    cache_path = cfg.pop("cache", None)
+    backend = make_translator(cfg)
+    try:
+        with TranslationCache(cache_path) as cache:
+            for lang, idx in sorted(todo.items()):
+                out, _ = translate_texts([rows[k]["other_text"] for k in idx], lang, backend, cache)
+                for k, text in zip(idx, out, strict=True):
+                    rows[k]["other_en"] = text or None
+                    counts["edits_translated" if text else "edits_untranslated"] += 1
+    finally:
+        backend.close()
+    return counts
+
+
 # -------------------------------------------------------------------------------- the stage
 
 
@@ -339,6 +382,7 @@ def score_pairs(
     workers: int = 1,
     vectors=None,
     parser: Parser | None = None,
+    translate: Mapping[str, Any] | None = None,
 ) -> tuple[pa.Table, dict[str, Any]]:
     """Score one shard: the stage function.
 
@@ -353,6 +397,9 @@ def score_pairs(
         workers: Processes for the aspects.
         vectors: Label vectors to use instead of loading ``settings.amr.vectors`` (tests).
         parser: A loaded parser to reuse (tests).
+        translate: The ``translate:`` config section: with it, the edited other sides of
+            divergences are translated (``scores.translate_edits``); without, they are skipped
+            as ``untranslated``.
 
     Returns:
         The table (:data:`SCORES_SCHEMA`) and the stats of the shard.
@@ -363,13 +410,18 @@ def score_pairs(
     seconds: dict[str, float] = {}
     amr = dict(settings.get("amr", {}))
     rows = gather_pairs(positives, negatives, divergences, settings.get("inputs", tuple(SOURCES)))
+    stats: dict[str, Any] = {}
+    if settings.get("translate_edits", True) and translate is not None:
+        t0 = time.perf_counter()
+        stats.update(translate_edits(rows, translate))
+        seconds["translate"] = time.perf_counter() - t0
     reasons = skip_reasons(rows, int(settings.get("max_chars", 1000)))
     ok = [i for i, r in enumerate(reasons) if r is None]
     en = [rows[i]["en_text"] for i in ok]
     oe = [rows[i]["other_en"] for i in ok]
     n = len(rows)
     cols: dict[str, list] = {c: [None] * n for c in ("graph_en", "graph_other", *SCORE_COLUMNS)}
-    stats: dict[str, Any] = {"rows_in": n, "n_rows": n}
+    stats.update(rows_in=n, n_rows=n)
 
     def put(name: str, values: Sequence) -> None:
         for i, v in zip(ok, values, strict=True):
@@ -387,9 +439,23 @@ def score_pairs(
             processes=int(amr.get("processes", 1)),
         )
         parser = parser or Parser(parse, parse_cache)
+    log.info(
+        "%d rows (%s); %d to score, skipped %s",
+        n,
+        dict(Counter(r["source"] for r in rows)),
+        len(ok),
+        dict(Counter(r for r in reasons if r)),
+    )
     if amr.get("enabled", True) and ok:
         t0 = time.perf_counter()
         graphs, pc = parser.parse([*en, *oe])
+        log.info(
+            "parsed %d sentences, %d from the cache, %d failed (%.1f s)",
+            pc.parsed,
+            pc.cached,
+            pc.failed,
+            time.perf_counter() - t0,
+        )
         ga, gb = graphs[: len(ok)], graphs[len(ok) :]
         seconds["parse"] = time.perf_counter() - t0
         stats.update(
@@ -419,6 +485,7 @@ def score_pairs(
         for k, v in aspects.items():
             put(f"amr_{k}", v)
         seconds["aspects"] = time.perf_counter() - t0
+        log.info("15 aspects of %d pairs (%.1f s)", len(ok), seconds["aspects"])
         stats["aspect_pairs"] = sum(
             a is not None and b is not None for a, b in zip(ga, gb, strict=True)
         )
@@ -429,6 +496,11 @@ def score_pairs(
             put(k, v)
         stats.update(ec)
         seconds["entities"] = time.perf_counter() - t0
+        log.info(
+            "entities: %d sentences through NER (%.1f s)",
+            ec["entity_texts_ner"],
+            seconds["entities"],
+        )
     if settings.get("bm25", True) and ok:
         t0 = time.perf_counter()
         pos = [k for k, i in enumerate(ok) if rows[i]["source"] == "positive"]
@@ -453,6 +525,7 @@ def score_pairs(
         )
         stats.update(embedding_texts_encoded=sv.n_encoded, embedding_texts_cached=sv.n_cached)
         seconds["embedding"] = time.perf_counter() - t0
+        log.info("embedding cosines: %d texts encoded (%.1f s)", sv.n_encoded, seconds["embedding"])
     # rows whose parse failed keep their other scores; a skipped row keeps only emb_cosine
     data = {k: [r[k] for r in rows] for k in _TEXT_KEYS}
     data["other_en"] = [r["other_en"] for r in rows]

@@ -41,7 +41,7 @@ from dataclasses import dataclass, field
 from functools import lru_cache
 
 #: Bumped whenever the converter's output changes: cached parses of older versions are not used.
-RULES_VERSION = "5"
+RULES_VERSION = "6"
 
 Const = str
 
@@ -1154,12 +1154,14 @@ def _variables(nodes: list[_Node], used: Iterable[int]) -> dict[int, str]:
 #: Characters a Penman symbol cannot hold (penman's lexer): a lemma such as ``haspart/`` or
 #: ``a:b`` would otherwise give a graph no reader can decode.
 _NOT_SYMBOL = re.compile(r'[\s"()/:~]+')
+#: A whole Penman string constant (penman's lexer's STRING).
+_STRING = re.compile(r'"[^"\\]*(?:\\.[^"\\]*)*"')
 
 
 def _symbol(value: str) -> str:
     """``value`` as a Penman symbol: forbidden characters become ``-`` (``thing`` if none left);
     quoted strings and clean symbols (``-``, ``1.5``) are returned as they are."""
-    if value.startswith('"') or not _NOT_SYMBOL.search(value):
+    if _STRING.fullmatch(value) or not _NOT_SYMBOL.search(value):
         return value
     return _NOT_SYMBOL.sub("-", value).strip("-") or "thing"
 

@@ -362,3 +362,4 @@ def test_concepts_that_penman_cannot_hold_are_made_symbols():
     assert _symbol("haspart/") == "haspart" and _symbol("a:b c") == "a-b-c"
     assert _symbol("-") == "-" and _symbol('"x y"') == '"x y"' and _symbol("///") == "thing"
     assert _symbol('"https://a.b/".insteadof') == "https-a.b-.insteadof"
+    assert _symbol("#") == "thing" and _symbol("#tag") == "tag" and _symbol("c#") == "c#"

@@ -1151,8 +1151,9 @@ def _variables(nodes: list[_Node], used: Iterable[int]) -> dict[int, str]:
     return names
 
 
-#: Characters a Penman symbol cannot hold (penman's lexer): a lemma such as ``haspart/`` or
-#: ``a:b`` would otherwise give a graph no reader can decode.
+#: Characters a Penman symbol cannot hold (penman's lexer; nor a leading ``#``): a lemma such as
+#: ``haspart/``, ``a:b`` or ``#`` would otherwise give a graph no reader can decode. Only graphs
+#: that failed to decode change, and those were never cached: RULES_VERSION stays.
 _NOT_SYMBOL = re.compile(r'[\s"()/:~]+')
 #: A whole Penman string constant (penman's lexer's STRING).
 _STRING = re.compile(r'"[^"\\]*(?:\\.[^"\\]*)*"')
@@ -1161,9 +1162,10 @@ _STRING = re.compile(r'"[^"\\]*(?:\\.[^"\\]*)*"')
 def _symbol(value: str) -> str:
     """``value`` as a Penman symbol: forbidden characters become ``-`` (``thing`` if none left);
     quoted strings and clean symbols (``-``, ``1.5``) are returned as they are."""
-    if _STRING.fullmatch(value) or not _NOT_SYMBOL.search(value):
+    if _STRING.fullmatch(value) or not (_NOT_SYMBOL.search(value) or value.startswith("#")):
         return value
-    return _NOT_SYMBOL.sub("-", value).strip("-") or "thing"
+    # a leading "#" starts a Penman comment
+    return _NOT_SYMBOL.sub("-", value).strip("-").lstrip("#").strip("-") or "thing"
 
 
 def to_penman(nodes: list[_Node], top: int) -> str:

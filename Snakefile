@@ -30,6 +30,8 @@ include: "workflow/rules/negatives.smk"
 include: "workflow/rules/scores.smk"
 include: "workflow/rules/report.smk"
 include: "workflow/rules/train.smk"
+include: "workflow/rules/similarity.smk"
+include: "workflow/rules/align_encoder.smk"
 
 
 rule all:

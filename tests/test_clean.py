@@ -188,6 +188,20 @@ def test_clean_keeps_translations_once_and_drops_the_rest_with_reasons():
     assert kept[0].schema == io.POSITIVES_SCHEMA and dropped[0].schema == io.DROPPED_SCHEMA
 
 
+def test_clean_in_worker_processes_gives_the_same_tables(monkeypatch):
+    aligned, translated = _site()
+    one = clean_positives(aligned, translated, {"furniture_min_pages": 3})
+    monkeypatch.setattr(rules, "_PARALLEL_MIN", 1)  # the side rules in 2 forked processes
+    rules.clear_caches()
+    two = clean_positives(aligned, translated, {"furniture_min_pages": 3}, workers=2)
+    assert [t.equals(u) for t, u in zip(one[0] + one[1], two[0] + two[1], strict=True)] == [
+        True
+    ] * 4
+    assert {k: v for k, v in one[2].items() if k not in ("seconds", "pairs_per_s")} == {
+        k: v for k, v in two[2].items() if k not in ("seconds", "pairs_per_s")
+    }
+
+
 def test_clean_can_drop_furniture_and_skip_dedup():
     aligned, translated = _site()
     kept, _, stats = clean_positives(aligned, translated, {"drop_furniture": True})

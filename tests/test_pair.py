@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import random
 
 import pyarrow as pa
@@ -377,3 +378,17 @@ def test_untranslated_page_pairs_are_counted_listed_and_left_out():
     assert stats["untranslated"][0]["measured"]["other"][0] == "eng"
     pairs, stats = pair_pages(pages, site(), 1, untranslated={"enabled": False})
     assert pairs.num_rows == 2 and stats["untranslated_pairs"] == 0
+
+
+def test_a_main_selector_that_is_not_css_is_named_in_one_sentence():
+    pytest.importorskip("heliport")
+    pages = table(
+        _body_page("/a-en", "en", EN_TEXT, [("fr", "a-fr")]),
+        _body_page("/a-fr", "fr", FR_TEXT),
+    )
+    bad = dataclasses.replace(site(), main_selector="main[")
+    with pytest.raises(ValueError, match=r"site 's': main_selector 'main\[' is not valid CSS"):
+        pair_pages(pages, bad, 1, untranslated={"enabled": True, "min_share": 0.65})
+    good = dataclasses.replace(site(), main_selector="main")
+    pairs, _ = pair_pages(pages, good, 1, untranslated={"enabled": True, "min_share": 0.65})
+    assert urlpairs(pairs) == [("/a-en", "/a-fr")]

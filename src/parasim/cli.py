@@ -32,6 +32,8 @@ STAGE_COMMANDS = [
     "parasim.divergences.commands",
     "parasim.scores.commands",
     "parasim.train.commands",
+    "parasim.train.similarity_commands",
+    "parasim.train.align_commands",
     "parasim.report.commands",
     "parasim.probe.commands",
 ]

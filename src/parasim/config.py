@@ -178,6 +178,24 @@ class SiteConfig:
         """The site's languages other than the English pivot."""
         return tuple(lang for lang in self.languages if lang != "en")
 
+    def main_text_selector(self):
+        """``main_selector`` compiled (an lxml ``CSSSelector``), None when unset.
+
+        Raises:
+            ValueError: one sentence naming the site and the selector when it is not valid CSS.
+        """
+        if not self.main_selector:
+            return None
+        from cssselect import SelectorError
+        from lxml.cssselect import CSSSelector
+
+        try:
+            return CSSSelector(self.main_selector)
+        except SelectorError as exc:
+            raise ValueError(
+                f"site {self.name!r}: main_selector {self.main_selector!r} is not valid CSS ({exc})"
+            ) from None
+
     @classmethod
     def from_dict(cls, d: Mapping[str, Any]) -> SiteConfig:
         """Build from one validated ``sites[i]`` entry."""

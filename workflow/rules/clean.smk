@@ -14,7 +14,7 @@ rule clean_positives:
         "benchmarks/clean_positives/{site}.tsv"
     conda:
         "../../envs/nlp.yaml"
-    threads: 1
+    threads: 2
     resources:
         mem_mb=3000,
         runtime=60,
@@ -23,7 +23,8 @@ rule clean_positives:
     shell:
         "parasim clean --aligned {input.aligned} --translated {input.translated}"
         " --out {output.positives} --dropped {output.dropped}"
-        " --settings-json {params.clean:q} --stats {output.stats} > {log} 2>&1"
+        " --settings-json {params.clean:q} --threads {threads}"
+        " --stats {output.stats} > {log} 2>&1"
 
 
 rule positives_done:

@@ -143,6 +143,20 @@ def refresd_dir():
     )
 
 
+ALIGNED_DIR = "results/models/aligned-encoder"
+
+
+def flores_dir():
+    """Flores-200 devtest: `train.flores`, or the project's real-data folder beside the checkout."""
+    return config["train"]["flores"] or str(
+        Path(workflow.basedir).parent
+        / "shared"
+        / "data"
+        / "parallel"
+        / "flores200-devtest"
+    )
+
+
 def score_inputs(wildcards):
     """The tables `scores.inputs` names for one shard (positives are always read)."""
     out = {"positives": f"results/positives/{wildcards.site}/{wildcards.shard}.parquet"}

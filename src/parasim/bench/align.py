@@ -27,6 +27,7 @@ from __future__ import annotations
 import argparse
 import hashlib
 import json
+import re
 import shutil
 import subprocess
 import sys
@@ -332,7 +333,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         enc = None
         if args.embeddings:
             methods += ["dp-embeddings", "dp-both"]
-            enc = DiskCachedEncoder(args.encoder, args.cache / f"emb-{args.encoder}.npz")
+            key = re.sub(r"[^\w.-]+", "_", args.encoder.strip("/"))  # a folder path too
+            enc = DiskCachedEncoder(args.encoder, args.cache / f"emb-{key}.npz")
         try:
             q = bench_quality(methods, params, enc, args.cache, args.sets, args.emb_overlaps)
         finally:

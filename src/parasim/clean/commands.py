@@ -27,7 +27,9 @@ def cmd_clean(args: argparse.Namespace) -> None:
         read_table(need(p, "translated shard"), columns=["pair_id", "en_lines", "other_lines"])
         for p in args.translated
     ]
-    kept, dropped, stats = clean_positives(aligned, translated, cfg, log=log)
+    kept, dropped, stats = clean_positives(
+        aligned, translated, cfg, log=log, workers=max(1, args.threads)
+    )
     for table, path in zip(kept, args.out, strict=True):
         write_table(table, path)
     for table, path in zip(dropped, args.dropped, strict=True):
@@ -43,3 +45,6 @@ def register(add: Callable[..., argparse.ArgumentParser], site_opts: Callable) -
     sp.add_argument("--translated", nargs="+", required=True, help="its translated shards")
     sp.add_argument("--out", nargs="+", required=True, help="positives shards to write")
     sp.add_argument("--dropped", nargs="+", required=True, help="dropped-pair shards to write")
+    sp.add_argument(
+        "--threads", type=int, default=1, help="processes for the side rules (same output)"
+    )

@@ -38,9 +38,11 @@ in :mod:`.stage`.
 from __future__ import annotations
 
 import functools
+import multiprocessing
 import re
+import sys
 import unicodedata
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 
 #: Rule switches and thresholds (the ``clean.rules`` config section; false turns a rule off).
@@ -115,15 +117,25 @@ def letters_only(text: str) -> str:
     return _NON_LETTERS.sub("", text.casefold())
 
 
+@functools.lru_cache(maxsize=1 << 16)
 def count_letters(text: str) -> int:
-    """Number of letters in ``text`` (digits, symbols and spaces do not count)."""
+    """Number of letters in ``text`` (digits, symbols and spaces do not count; cached: the
+    no-letters rule and the language check both ask)."""
     return len(_NON_LETTERS.sub("", text))
 
 
+def clear_caches() -> None:
+    """Forget the per-text caches (a benchmark that times several runs in one process)."""
+    for f in (letters_only, count_letters, normalize):
+        f.cache_clear()
+
+
 def _visible(text: str) -> int:
-    return len(_SPACES.sub("", text))
+    """Number of non-space characters of ``text``."""
+    return len("".join(text.split()))
 
 
+@functools.lru_cache(maxsize=1 << 16)
 def normalize(text: str) -> str:
     """The deduplication key of a side: NFKC, case folded, words (letters, digits) joined by one
     space; punctuation, symbols and spacing do not count."""
@@ -141,29 +153,33 @@ def _near(a: str, b: str, threshold: float) -> bool:
     return ratio(la, lb, score_cutoff=100 * threshold) > 0
 
 
-def _share(pattern: re.Pattern, text: str) -> float:
-    """Share of the non-space characters of ``text`` inside matches of ``pattern``."""
-    if pattern.search(text) is None:
-        return 0.0
-    chars = _visible(text)
-    covered = sum(_visible(m.group()) for m in pattern.finditer(text))
-    return covered / chars if chars else 0.0
+def _covers(pattern: re.Pattern, text: str, share: float) -> bool:
+    """Whether matches of ``pattern`` cover at least ``share`` of the non-space characters of
+    ``text`` (stops at the first match that reaches it)."""
+    need = share * _visible(text)
+    covered = 0
+    for m in pattern.finditer(text):
+        covered += _visible(m.group())
+        if covered >= need:
+            return covered > 0
+    return False
 
 
-def _url_share(text: str) -> float:
-    """Share of the non-space characters of ``text`` in URL and e-mail tokens."""
+def _url_email(text: str, share: float) -> bool:
+    """Whether URL and e-mail tokens cover at least ``share`` of the non-space characters."""
     if _URL_HINT.search(text) is None:
-        return 0.0
+        return False
     tokens = text.split()
     covered = sum(len(t) for t in tokens if _URL_TOKEN.match(t))
-    return covered / sum(len(t) for t in tokens) if covered else 0.0
+    return covered > 0 and covered >= share * sum(len(t) for t in tokens)
 
 
-def _code_share(text: str) -> float:
-    """Share of the non-space characters of ``text`` in code and markup (:data:`_CODE`)."""
+def _code_markup(text: str, share: float) -> bool:
+    """Whether code and markup (:data:`_CODE`) cover at least ``share`` of the non-space
+    characters of ``text``."""
     if _CODE_HINT.search(text) is None:
-        return 0.0
-    return _share(_CODE, text)
+        return False
+    return _covers(_CODE, text, share)
 
 
 def _no_letters(text: str) -> bool:
@@ -194,59 +210,111 @@ def compile_placeholders(patterns: list[str]) -> re.Pattern:
     return re.compile("|".join(f"(?:{p})" for p in patterns) or r"(?!)", re.IGNORECASE)
 
 
-def make_checker(
-    rules: Mapping[str, Any] | None = None, placeholders: list[str] | None = None
-) -> Callable[[str, str], str | None]:
-    """A function ``(en, other) -> reason or None`` applying the switched-on rules in order.
+class Checker:
+    """``checker(en, other) -> reason or None``: the switched-on rules, in :data:`RULE_ORDER`.
+
+    The side rules of a text are computed once (page furniture repeats the same lines);
+    :meth:`prime` computes them for many texts at once, in several processes when asked.
 
     Args:
         rules: the ``clean.rules`` section (missing keys take :data:`DEFAULT_RULES`).
         placeholders: placeholder expressions (default :data:`DEFAULT_PLACEHOLDERS`).
     """
-    cfg = {**DEFAULT_RULES, **(rules or {})}
-    unknown = set(cfg) - set(DEFAULT_RULES)
-    if unknown:
-        raise ValueError(f"clean.rules: unknown rule(s) {sorted(unknown)}; known: {RULE_ORDER}")
-    ph = compile_placeholders(DEFAULT_PLACEHOLDERS if placeholders is None else placeholders)
-    on = {name: value for name, value in cfg.items() if value is not False and value is not None}
 
-    side_tests: dict[str, Callable[[str], bool]] = {
-        "no_letters": _no_letters,
-        "url_email": lambda s: _url_share(s) >= float(on["url_email"]),
-        "code_markup": lambda s: _code_share(s) >= float(on["code_markup"]),
-        "placeholder": lambda s: ph.search(s) is not None,
-        "repeated_words": lambda s: _REPEATED.search(s) is not None,
-        "bad_encoding": lambda s: _MOJIBAKE.search(s) is not None,
-    }
-    pair_tests: dict[str, Callable[[str, str], bool]] = {
-        "identical": lambda a, b: letters_only(a) == letters_only(b),
-        "near_identical": lambda a, b: _near(a, b, float(on["near_identical"])),
-        "length_ratio": lambda a, b: _ratio(a, b, float(on["length_ratio"])),
-    }
-    order = [name for name in RULE_ORDER if name in on]
-    active_side = [name for name in order if name in side_tests]
+    def __init__(
+        self, rules: Mapping[str, Any] | None = None, placeholders: list[str] | None = None
+    ) -> None:
+        cfg = {**DEFAULT_RULES, **(rules or {})}
+        unknown = set(cfg) - set(DEFAULT_RULES)
+        if unknown:
+            raise ValueError(f"clean.rules: unknown rule(s) {sorted(unknown)}; known: {RULE_ORDER}")
+        ph = compile_placeholders(DEFAULT_PLACEHOLDERS if placeholders is None else placeholders)
+        on = {k: v for k, v in cfg.items() if v is not False and v is not None}
+        side_tests: dict[str, Callable[[str], bool]] = {
+            "no_letters": _no_letters,
+            "url_email": functools.partial(_url_email, share=float(on.get("url_email", 1))),
+            "code_markup": functools.partial(_code_markup, share=float(on.get("code_markup", 1))),
+            "placeholder": lambda s: ph.search(s) is not None,
+            "repeated_words": lambda s: _REPEATED.search(s) is not None,
+            "bad_encoding": lambda s: _MOJIBAKE.search(s) is not None,
+        }
+        pair_tests: dict[str, Callable[[str, str], bool]] = {
+            "identical": lambda a, b: letters_only(a) == letters_only(b),
+            "near_identical": lambda a, b: _near(a, b, float(on["near_identical"])),
+            "length_ratio": lambda a, b: _ratio(a, b, float(on["length_ratio"])),
+        }
+        self.order = [name for name in RULE_ORDER if name in on]
+        pos = {name: k for k, name in enumerate(self.order)}
+        self._side_tests = [(pos[n], side_tests[n]) for n in self.order if n in side_tests]
+        self._pair_tests = [pair_tests.get(n) for n in self.order]
+        self._empty = pos.get("empty", -1)
+        self._never = len(self.order)
+        self._side: dict[str, int] = {}
 
-    pos = {name: k for k, name in enumerate(order)}
-    never = len(order)
+    def side(self, text: str) -> int:
+        """Position in ``order`` of the first side rule ``text`` fails; ``len(order)`` when it
+        fails none, -1 for an empty side when the ``empty`` rule is off."""
+        k = self._side.get(text)
+        if k is None:
+            k = self._side[text] = self._first_side_failure(text)
+        return k
 
-    @functools.lru_cache(maxsize=1 << 16)
-    def first_side_failure(text: str) -> int:
-        """Position in ``order`` of the first side rule ``text`` fails (cached: page furniture
-        repeats the same lines); ``len(order)`` when it fails none."""
+    def _first_side_failure(self, text: str) -> int:
         if not text.strip():
-            return pos.get("empty", -1)
-        for name in active_side:
-            if side_tests[name](text):
-                return pos[name]
-        return never
+            return self._empty
+        for k, test in self._side_tests:
+            if test(text):
+                return k
+        return self._never
 
-    def check(en: str, other: str) -> str | None:
-        first = min(first_side_failure(en), first_side_failure(other))
+    def prime(self, texts: Iterable[str], workers: int = 1) -> None:
+        """Compute the side rules of ``texts`` now; with ``workers`` > 1 and many texts, in
+        forked worker processes (Linux), each on a slice of the distinct texts."""
+        todo = [t for t in dict.fromkeys(texts) if t not in self._side]
+        if workers > 1 and len(todo) >= _PARALLEL_MIN and _can_fork():
+            global _PRIMING
+            _PRIMING = self
+            try:
+                ctx = multiprocessing.get_context("fork")
+                chunks = [todo[k::workers] for k in range(workers)]
+                with ctx.Pool(workers) as pool:
+                    for chunk, found in zip(chunks, pool.map(_side_of_chunk, chunks), strict=True):
+                        self._side.update(zip(chunk, found, strict=True))
+            finally:
+                _PRIMING = None
+            return
+        for t in todo:
+            self.side(t)
+
+    def __call__(self, en: str, other: str) -> str | None:
+        first = min(self.side(en), self.side(other))
         if first < 0:
             return "empty"  # an empty side fails every comparison; never kept
-        for name in order[:first]:
-            if name in pair_tests and pair_tests[name](en, other):
-                return name
-        return order[first] if first < never else None
+        for k in range(first):
+            test = self._pair_tests[k]
+            if test is not None and test(en, other):
+                return self.order[k]
+        return self.order[first] if first < self._never else None
 
-    return check
+
+#: Fewer distinct texts than this are not worth starting worker processes for.
+_PARALLEL_MIN = 2000
+#: The checker whose side rules forked workers compute (set only while :meth:`Checker.prime` runs).
+_PRIMING: Checker | None = None
+
+
+def _can_fork() -> bool:
+    return sys.platform.startswith("linux") and "fork" in multiprocessing.get_all_start_methods()
+
+
+def _side_of_chunk(texts: list[str]) -> list[int]:
+    assert _PRIMING is not None
+    return [_PRIMING._first_side_failure(t) for t in texts]
+
+
+def make_checker(
+    rules: Mapping[str, Any] | None = None, placeholders: list[str] | None = None
+) -> Checker:
+    """A :class:`Checker`: ``(en, other) -> reason or None`` applying the switched-on rules in
+    order (``rules``: the ``clean.rules`` section; ``placeholders``: placeholder expressions)."""
+    return Checker(rules, placeholders)

@@ -58,6 +58,20 @@ def settings(cfg: Mapping[str, Any] | None) -> dict[str, Any]:
     return out
 
 
+#: The aligned columns the steps read (the rest goes from input to output as Arrow columns).
+_READ = (
+    "id",
+    "pair_id",
+    "other_lang",
+    "en_text",
+    "other_text",
+    "en_idx",
+    "other_idx",
+    "en_url",
+    "other_url",
+)
+
+
 def _context(lines: Sequence[str | None], idx: Sequence[int], window: int) -> str:
     lo, hi = max(0, min(idx) - window), max(idx) + window + 1
     return " ".join((x or "").strip() for x in lines[lo:hi])
@@ -68,6 +82,7 @@ def clean_positives(
     translated: Sequence[pa.Table],
     cfg: Mapping[str, Any] | None = None,
     log: logging.Logger | None = None,
+    workers: int = 1,
 ) -> tuple[list[pa.Table], list[pa.Table], dict]:
     """Clean the aligned pairs of one site.
 
@@ -78,6 +93,7 @@ def clean_positives(
             lines and the number of page pairs).
         cfg: the ``clean`` config section (see :data:`DEFAULTS`).
         log: logger (module logger when None).
+        workers: processes for the side rules (output is the same for any number).
 
     Returns:
         per shard the kept pairs (:data:`parasim.io.POSITIVES_SCHEMA`) and the dropped ones
@@ -87,13 +103,18 @@ def clean_positives(
     s = settings(cfg)
     t0 = time.perf_counter()
     stats: Counter = Counter()
-    rows: list[dict] = []
+    # Only the columns the steps read become Python lists; the output rows are taken from the
+    # Arrow tables (one column per step, not one dict per row).
+    cols: dict[str, list] = {c: [] for c in _READ}
     shard_of: list[int] = []
     for k, table in enumerate(aligned):
-        part = table.to_pylist()
-        rows.extend(part)
-        shard_of.extend([k] * len(part))
-    stats["aligned_in"] = len(rows)
+        d = table.select(list(_READ)).to_pydict()
+        for c in _READ:
+            cols[c].extend(d[c])
+        shard_of.extend([k] * table.num_rows)
+    n = len(shard_of)
+    en_text, other_text, other_lang = cols["en_text"], cols["other_text"], cols["other_lang"]
+    stats["aligned_in"] = n
     lines: dict[str, tuple[list, list]] = {}
     for table in translated:
         d = table.select(["pair_id", "en_lines", "other_lines"]).to_pydict()
@@ -102,10 +123,9 @@ def clean_positives(
     stats["page_pairs"] = len(lines)
 
     # 1. hard rules
-    reason: list[str | None] = [None] * len(rows)
     check = rules.make_checker(s["rules"], s["placeholders"])
-    for i, r in enumerate(rows):
-        reason[i] = check(r["en_text"], r["other_text"])
+    check.prime(en_text + other_text, workers)
+    reason: list[str | None] = list(map(check, en_text, other_text))
 
     # 2. language identification, per side (the other side per declared language)
     if s["langid"]["enabled"]:
@@ -113,22 +133,22 @@ def clean_positives(
         todo = [i for i, x in enumerate(reason) if x is None]
         groups: dict[tuple[str, str], list[int]] = defaultdict(list)
         for i in todo:  # grouped by (side, language): one expected and one opposite each
-            groups[("en", rows[i]["other_lang"])].append(i)
-            groups[("other", rows[i]["other_lang"])].append(i)
+            groups[("en", other_lang[i])].append(i)
+            groups[("other", other_lang[i])].append(i)
         for (side, lang), members in sorted(groups.items()):
-            text_key, idx_key, pos = (
-                ("en_text", "en_idx", 0) if side == "en" else ("other_text", "other_idx", 1)
+            texts_all, idx_all, pos = (
+                (en_text, cols["en_idx"], 0) if side == "en" else (other_text, cols["other_idx"], 1)
             )
 
-            def context(j: int, members=members, idx_key=idx_key, pos=pos) -> str | None:
-                r = rows[members[j]]
-                page = lines.get(r["pair_id"])
-                if page is None or not r[idx_key]:
+            def context(j: int, members=members, idx_all=idx_all, pos=pos) -> str | None:
+                i = members[j]
+                page = lines.get(cols["pair_id"][i])
+                if page is None or not idx_all[i]:
                     return None
-                return _context(page[pos], r[idx_key], lid.window)
+                return _context(page[pos], idx_all[i], lid.window)
 
-            texts = [rows[i][text_key] for i in members]
-            opposite = rows[members[0]]["other_lang"] if side == "en" else "en"
+            texts = [texts_all[i] for i in members]
+            opposite = lang if side == "en" else "en"
             verdicts = lid.judge(texts, "en" if side == "en" else lang, context, opposite)
             for i, v in zip(members, verdicts, strict=True):
                 stats[f"langid_{side}_{v}"] += 1
@@ -136,29 +156,29 @@ def clean_positives(
                     reason[i] = f"wrong_language_{side}"
 
     # 3. deduplication (and page furniture)
-    duplicate_of: list[str | None] = [None] * len(rows)
-    n_seen = [1] * len(rows)
-    n_pages = [1] * len(rows)
-    furniture = [False] * len(rows)
+    duplicate_of: list[str | None] = [None] * n
+    n_seen = [1] * n
+    n_pages = [1] * n
+    furniture = [False] * n
     keep = [i for i, x in enumerate(reason) if x is None]
     keep.sort(
         key=lambda i: (
-            rows[i]["en_url"],
-            rows[i]["other_url"],
-            rows[i]["en_idx"],
-            rows[i]["other_idx"],
-            rows[i]["id"],
+            cols["en_url"][i],
+            cols["other_url"][i],
+            cols["en_idx"][i],
+            cols["other_idx"][i],
+            cols["id"][i],
         )
     )
     if s["dedup"]:
         first: dict[tuple[str, str], int] = {}
         pages: dict[int, set[str]] = defaultdict(set)
         for i in keep:
-            key = (rules.normalize(rows[i]["en_text"]), rules.normalize(rows[i]["other_text"]))
+            key = (rules.normalize(en_text[i]), rules.normalize(other_text[i]))
             j = first.setdefault(key, i)
-            pages[j].add(rows[i]["pair_id"])
+            pages[j].add(cols["pair_id"][i])
             if j != i:
-                reason[i], duplicate_of[i] = "duplicate", rows[j]["id"]
+                reason[i], duplicate_of[i] = "duplicate", cols["id"][j]
                 n_seen[j] += 1
         bound = max(s["furniture_min_pages"], s["furniture_share"] * len(lines))
         for j, pids in pages.items():
@@ -169,17 +189,38 @@ def clean_positives(
                 if s["drop_furniture"]:
                     reason[j] = "furniture"
 
-    kept: list[list[dict]] = [[] for _ in aligned]
-    dropped: list[list[dict]] = [[] for _ in aligned]
-    for i, r in enumerate(rows):
-        k = shard_of[i]
-        if reason[i] is None:
-            kept[k].append(
-                {**r, "n_seen": n_seen[i], "n_pages": n_pages[i], "furniture": furniture[i]}
+    kept: list[pa.Table] = []
+    dropped: list[pa.Table] = []
+    start = 0
+    for table in aligned:
+        rows = range(start, start + table.num_rows)
+        start += table.num_rows
+        base = table.select([f.name for f in io.ALIGNED_SCHEMA]).cast(io.ALIGNED_SCHEMA)
+        k = [j for j, i in enumerate(rows) if reason[i] is None]
+        d = [j for j, i in enumerate(rows) if reason[i] is not None]
+        kept.append(
+            _with_columns(
+                base.take(pa.array(k, type=pa.int64())),
+                {
+                    "n_seen": [n_seen[rows[j]] for j in k],
+                    "n_pages": [n_pages[rows[j]] for j in k],
+                    "furniture": [furniture[rows[j]] for j in k],
+                },
+                io.POSITIVES_SCHEMA,
             )
-        else:
-            stats[f"dropped_{reason[i]}"] += 1
-            dropped[k].append({**r, "reason": reason[i], "duplicate_of": duplicate_of[i]})
+        )
+        dropped.append(
+            _with_columns(
+                base.take(pa.array(d, type=pa.int64())),
+                {
+                    "reason": [reason[rows[j]] for j in d],
+                    "duplicate_of": [duplicate_of[rows[j]] for j in d],
+                },
+                io.DROPPED_SCHEMA,
+            )
+        )
+    stats.update(Counter(f"dropped_{x}" for x in reason if x is not None))
+    stats["kept"] = sum(t.num_rows for t in kept)
     stats["kept"] = sum(len(x) for x in kept)
     stats["dropped"] = stats["aligned_in"] - stats["kept"]
     seconds = time.perf_counter() - t0
@@ -187,8 +228,12 @@ def clean_positives(
     out = dict(sorted(stats.items()))
     out["pairs_per_s"] = round(len(rows) / seconds, 1) if seconds > 0 else None
     log.info("clean: %s", out)
-    return (
-        [io.rows_to_table(x, io.POSITIVES_SCHEMA) for x in kept],
-        [io.rows_to_table(x, io.DROPPED_SCHEMA) for x in dropped],
-        out,
-    )
+    return kept, dropped, out
+
+
+def _with_columns(table: pa.Table, extra: dict[str, list], schema: pa.Schema) -> pa.Table:
+    """``table`` with the ``extra`` columns appended, as a table of ``schema``."""
+    arrays = list(table.columns) + [
+        pa.array(values, type=schema.field(name).type) for name, values in extra.items()
+    ]
+    return pa.Table.from_arrays(arrays, schema=schema)

@@ -474,14 +474,12 @@ def find_untranslated(
     Args:
         min_share: share of a page's identified letters that must be in the wrong language.
     """
-    from lxml.cssselect import CSSSelector
-
     from parasim.clean.langid import LanguageId, iso3
 
     from .language import main_text_lines
 
     lid = LanguageId()
-    sel = CSSSelector(site.main_selector) if site.main_selector else None
+    sel = site.main_text_selector()
     measured: dict[int, tuple[str, float]] = {}
 
     def lang(i: int) -> tuple[str, float]:

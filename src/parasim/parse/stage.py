@@ -116,20 +116,6 @@ def _text(roots: list, config) -> str:
     return "\n".join(parts)
 
 
-def _compile_selector(site: SiteConfig):
-    if not site.main_selector:
-        return None
-    from cssselect import SelectorError
-    from lxml.cssselect import CSSSelector
-
-    try:
-        return CSSSelector(site.main_selector)
-    except SelectorError as exc:
-        raise ValueError(
-            f"site {site.name!r}: main_selector {site.main_selector!r} is not valid CSS ({exc})"
-        ) from None
-
-
 def _parser_config():
     from inscriptis.css_profiles import CSS_PROFILES
     from inscriptis.model.config import ParserConfig
@@ -244,7 +230,7 @@ def parse_pairs(
     """
     if min_words < 1:
         raise ValueError(f"parse_pairs: min_words must be >= 1 (got {min_words})")
-    selector = _compile_selector(site)
+    selector = site.main_text_selector()
     config = _parser_config()
     t0 = time.perf_counter()
     rows_in = pairs.to_pylist()

@@ -54,6 +54,7 @@ class TrainingArguments:
         seed: seeds python, numpy and torch, the data order and dropout.
         learning_rate: Adam(W) learning rate.
         weight_decay: AdamW weight decay (0: Adam, as seed 000).
+        adam_beta1, adam_beta2, adam_epsilon: Adam's betas and epsilon (torch's defaults).
         epochs: passes over the training examples at most.
         max_steps: stop after this many optimizer steps (None: ``epochs`` decide).
         batch_size: examples per optimizer step, over all processes together.
@@ -73,6 +74,9 @@ class TrainingArguments:
     seed: int = 13
     learning_rate: float = 2e-5
     weight_decay: float = 0.0
+    adam_beta1: float = 0.9
+    adam_beta2: float = 0.999
+    adam_epsilon: float = 1e-8
     epochs: int = 5
     max_steps: int | None = None
     batch_size: int = 16
@@ -229,6 +233,7 @@ def fit(
     save: SaveFn | None = None,
     fingerprint_extra: Any = None,
     accelerator: Any = None,
+    param_groups: Callable[[Any], list[dict]] | None = None,
 ) -> TrainResult:
     """Train ``model`` on ``examples`` (see the module docstring for what is shared).
 
@@ -243,6 +248,8 @@ def fit(
         save: writes the best model; without it the best weights are kept in memory.
         fingerprint_extra: what else identifies the run (data files, model name) for resuming.
         accelerator: an ``Accelerator`` to use (default: :func:`make_accelerator`).
+        param_groups: ``param_groups(model)`` -> optimizer parameter groups (e.g. a new head
+            with its own ``lr``); default: every parameter at ``args.learning_rate``.
 
     Returns:
         :class:`TrainResult`.
@@ -265,7 +272,11 @@ def fit(
     if args.max_steps is not None:
         total = min(total, args.max_steps)
     optimizer = torch.optim.AdamW(
-        model.parameters(), lr=args.learning_rate, weight_decay=args.weight_decay
+        param_groups(model) if param_groups is not None else model.parameters(),
+        lr=args.learning_rate,
+        weight_decay=args.weight_decay,
+        betas=(args.adam_beta1, args.adam_beta2),
+        eps=args.adam_epsilon,
     )
     scheduler = torch.optim.lr_scheduler.LambdaLR(optimizer, _lr_lambda(args, total))
     model, optimizer, scheduler = acc.prepare(model, optimizer, scheduler)

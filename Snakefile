@@ -27,6 +27,7 @@ include: "workflow/rules/align.smk"
 include: "workflow/rules/clean.smk"
 include: "workflow/rules/divergences.smk"
 include: "workflow/rules/negatives.smk"
+include: "workflow/rules/scores.smk"
 include: "workflow/rules/report.smk"
 include: "workflow/rules/train.smk"
 include: "workflow/rules/similarity.smk"
@@ -38,6 +39,7 @@ rule all:
     input:
         expand("results/{stage}/{site}.done", stage=STAGE_TARGETS, site=SITES),
         expand("results/divergences/{site}.done", site=SITES),
+        expand("results/scores/{site}.done", site=SITES),
         "results/corpus",
         "results/report/yield.tsv",
         f"{RANKER_DIR}/metrics.json",

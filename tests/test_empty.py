@@ -28,6 +28,7 @@ from parasim.io import (
     write_table,
 )
 from parasim.negatives.select import NEGATIVES_SCHEMA
+from parasim.scores import SCORES_SCHEMA
 
 SITE = {
     "name": "nothing",
@@ -167,6 +168,29 @@ def test_divergences_done_fails_on_zero_rows_naming_the_earliest_empty_stage(tmp
     assert "0 aligned pairs for site s from 3 page pairs: unequal dropped 3; check" in err
     assert not (tmp_path / "s.done").exists()
     assert main([*argv, "--allow-empty"]) == 0 and (tmp_path / "s.done").exists()
+
+
+def test_scores_of_nothing_and_scores_done_names_the_earliest_empty_stage(tmp_path, capsys):
+    shard = str(tmp_path / "scores" / "000.parquet")
+    run_ok("score-pairs", "--positives", empty_file(tmp_path, "pos.parquet", POSITIVES_SCHEMA),
+           "--negatives", empty_file(tmp_path, "neg.parquet", NEGATIVES_SCHEMA),
+           "--divergences", empty_file(tmp_path, "div.parquet", DIVERGENCES_SCHEMA),
+           "--output", shard, "--stats", str(tmp_path / "scores.json"),
+           "--settings-json", json.dumps({"embedding": None, "amr": {"vectors": "hash"}}),
+           "--parse-cache", str(tmp_path / "amr.sqlite"))  # fmt: skip
+    t = pq.read_table(shard)
+    assert t.num_rows == 0 and same_schema(t, SCORES_SCHEMA)
+    align = {"stage": "positives", "files_in": 3, "files_unequal_dropped": 3, "positives": 0}
+    (tmp_path / "align.json").write_text(json.dumps(align))
+    done = tmp_path / "s.done"
+    argv = ["scores-summary", "--site", "s", "--shards", shard, "--stats"]
+    argv += [str(tmp_path / "scores.json"), "--png", str(tmp_path / "s.png")]
+    argv += ["--done", str(done), "--upstream", str(tmp_path / "align.json")]
+    assert main(argv) == 2
+    err = capsys.readouterr().err.strip().splitlines()[-1]
+    assert "0 aligned pairs for site s from 3 page pairs: unequal dropped 3; check" in err
+    assert not done.exists()
+    assert main([*argv, "--allow-empty"]) == 0 and json.loads(done.read_text())["rows"] == 0
 
 
 # ---------------------------------------------------------------- the sentences, stage by stage

@@ -30,6 +30,7 @@ STAGE_COMMANDS = [
     "parasim.negatives.commands",
     "parasim.corpus.commands",
     "parasim.divergences.commands",
+    "parasim.scores.commands",
     "parasim.train.commands",
     "parasim.train.similarity_commands",
     "parasim.train.align_commands",

@@ -14,7 +14,7 @@ from typing import Any
 
 #: The per-site stages in funnel order, as the ``stage`` field of their stats names them (the
 #: align stage writes "positives": its aligned sentence pairs, which "clean" turns into positives).
-FUNNEL = ("crawl", "pairs", "lines", "translate", "positives", "clean", "divergences")
+FUNNEL = ("crawl", "pairs", "lines", "translate", "positives", "clean", "divergences", "scores")
 #: Names the ``.done`` targets use for a stage, where they differ from :data:`FUNNEL`.
 ALIASES = {"translated": "translate"}
 #: The last stage a ``.done`` target summarizes, where it is not the stage itself
@@ -190,6 +190,13 @@ def _divergences(site: str, s: Stats) -> str:
     )
 
 
+def _scores(site: str, s: Stats) -> str:
+    return (
+        f"0 rows to score for site {site}: none of the tables in `scores.inputs` has a row of "
+        "this site's shards; check `scores.inputs` and the hard negatives of the site"
+    )
+
+
 #: Per stage: whether its stats say it came out empty, and the sentence that explains it.
 _EMPTY: dict[str, tuple[Callable[[Stats], bool], Callable[[str, Stats], str]]] = {
     "crawl": (lambda s: not _n(s, "pages_ok"), _crawl),
@@ -206,6 +213,7 @@ _EMPTY: dict[str, tuple[Callable[[Stats], bool], Callable[[str, Stats], str]]] =
     "positives": (lambda s: not _n(s, "positives"), _positives),
     "clean": (lambda s: not _n(s, "kept"), _clean),
     "divergences": (lambda s: not _n(s, "n_rows"), _divergences),
+    "scores": (lambda s: not _n(s, "n_rows"), _scores),
 }
 
 

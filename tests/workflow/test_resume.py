@@ -19,7 +19,7 @@ from test_workflow import SNAKEMAKE, demo_args, light_demo, run_demo, snakemake
 #: eflomal, their word aligner, runs seeded (src/parasim/divergences/wordalign.py).
 BYTE_IDENTICAL = (
     "pairs", "lines", "translated", "aligned", "positives", "dropped", "topics", "negatives",
-    "corpus", "divergences",
+    "corpus", "divergences", "scores",
 )  # fmt: skip
 
 
@@ -88,7 +88,7 @@ def second_run(tmp_path_factory):
 @pytest.mark.slow
 def test_two_clean_runs_give_identical_shards(reference, second_run):
     got, want = _hashes(second_run), _hashes(reference)
-    for stage in ("positives", "corpus", "divergences"):
+    for stage in ("positives", "corpus", "divergences", "scores"):
         assert any(k.startswith(f"results/{stage}/") for k in want), (stage, want)
     assert got == want
     _same_ranker(second_run, reference)
@@ -148,6 +148,8 @@ def test_parameter_change_reruns_its_stage_and_dependants_only(reference, tmp_pa
     rules = {
         ln.split()[0] for ln in out.splitlines() if len(ln.split()) == 2 and ln.split()[1].isdigit()
     } - {"total"}
+    # the scores read the divergences: they follow
     assert rules == {
-        "make_divergences", "divergences_done", "yield_report", "train_divergence_ranker", "all"
+        "make_divergences", "divergences_done", "score_pairs", "scores_done", "yield_report",
+        "train_divergence_ranker", "all"
     }, out  # fmt: skip

@@ -50,6 +50,8 @@ def light_demo(work: Path) -> dict:
     }
     cfg["divergences"] = {"lm": "none"}
     cfg["train"] = tiny_train_section(work.parent / "tiny-bert")
+    # every score but the embedding cosine; label vectors without a model (seconds, not minutes)
+    cfg["scores"] = {"amr": {"vectors": "hash"}, "embedding": None}
     (work / "config.yaml").write_text(yaml.safe_dump(cfg))
     return cfg
 
@@ -203,14 +205,16 @@ def test_end_to_end_demo(tmp_path):
         assert done["rows"] > 0, done
         pairs = pq.read_table(work / "results" / "pairs" / name / "000.parquet")
         assert set(pairs.column("site").to_pylist()) <= {name}
-        for stage in ("positives", "divergences"):
+        for stage in ("positives", "divergences", "scores"):
             done = json.loads((work / "results" / stage / f"{name}.done").read_text())
             assert done["rows"] > 0, (stage, done)
+        assert done["counts"]["pairs_scored"] > 0, done
+        assert (work / "results" / "scores" / name / "distributions.png").exists()
     corpus = pd.read_parquet(work / "results" / "corpus" / "data")
     assert set(corpus["label"]) == {0, 1}
     assert (work / "results" / "corpus" / "README.md").exists()
     report = (work / "results" / "report" / "yield.tsv").read_text()
-    assert "funnel: positives" in report
+    assert "funnel: positives" in report and "funnel: pairs scored" in report
     # rule all trained the (tiny) divergence ranker on every site's divergences
     ranker = work / "results" / "models" / "divergence-ranker"
     metrics = json.loads((ranker / "metrics.json").read_text())
@@ -219,6 +223,11 @@ def test_end_to_end_demo(tmp_path):
     assert metrics["data"]["groups_test_split"] > 0  # the corpus test split stayed out
     assert (ranker / "model" / "ranker_heads.safetensors").exists()
     assert (ranker / "training_curve.png").exists() and (ranker / "README.md").exists()
+    # the corpus with its scores, as a user loads it
+    from parasim.scores import load
+
+    ds = load(work / "results" / "corpus", scores=work / "results" / "scores")
+    assert ds.num_rows == len(corpus) and sum(v is not None for v in ds["amr_smatch"]) > 0
     # a second run has nothing to do
     proc = run_demo(work, "-n")
     assert "Nothing to be done" in proc.stdout + proc.stderr

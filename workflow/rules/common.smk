@@ -37,6 +37,7 @@ REPORTED_SHARD_JOBS = [
     "translate_lines",
     "align_lines",
     "make_divergences",
+    "score_pairs",
 ]
 SRC = Path(workflow.basedir) / "src" / "parasim"
 SITE_RE = "|".join(re.escape(s) for s in SITES)
@@ -98,6 +99,7 @@ FUNNEL_STATS = [
     "results/stats/translate_lines/{site}/{shard}.json",
     "results/stats/align_lines/{site}/{shard}.json",
     "results/stats/clean_positives/{site}.json",
+    "results/stats/make_divergences/{site}/{shard}.json",
 ]
 #: How many of them come before each `.done` target's own stats.
 UPSTREAM_OF = {
@@ -106,6 +108,8 @@ UPSTREAM_OF = {
     "translated": 3,
     "positives": 4,
     "divergences": 6,
+    # the divergences' stats too, when the scores read the divergences
+    "scores": 7 if "divergences" in config["scores"]["inputs"] else 6,
 }
 
 
@@ -163,3 +167,25 @@ def flores_dir():
         / "parallel"
         / "flores200-devtest"
     )
+
+
+def score_inputs(wildcards):
+    """The tables `scores.inputs` names for one shard (positives are always read)."""
+    out = {"positives": f"results/positives/{wildcards.site}/{wildcards.shard}.parquet"}
+    if "negatives" in config["scores"]["inputs"]:
+        out["negatives"] = "results/negatives/negatives.parquet"
+    if "divergences" in config["scores"]["inputs"]:
+        out["divergences"] = (
+            f"results/divergences/{wildcards.site}/{wildcards.shard}.parquet"
+        )
+    return out
+
+
+def score_input_args(wildcards, input):
+    """`--positives P --negatives N --divergences D`, for the inputs the rule has."""
+    names = ("positives", "negatives", "divergences")
+    return " ".join(f"--{k} {input[k]}" for k in names if k in input.keys())
+
+
+#: The amrlib parser runs a neural model (CUDA when present); the rules parser is CPU only.
+SCORES_GPU = 1 if config["scores"]["amr"]["parser"] == "amrlib" else 0

@@ -15,6 +15,8 @@ from collections.abc import Hashable, Mapping, Sequence
 from dataclasses import dataclass, field, fields
 from typing import Any
 
+from threadpoolctl import threadpool_limits
+
 from parasim.amr.aspects import ASPECTS, Vectors, aspect_scores
 from parasim.amr.cache import ParseCache
 from parasim.amr.entities import bm25_in_groups, entity_features
@@ -112,13 +114,22 @@ def score_graph_pairs(
         vectors(labels)
     _WORKER.update(vectors=vectors, solver=solver, restarts=restarts, iters=iters)
     pairs = list(zip(graphs_a, graphs_b, strict=True))
-    if workers > 1 and len(pairs) > 1:
-        ctx = multiprocessing.get_context("fork")
-        with ctx.Pool(workers) as pool:
-            rows = pool.map(_score_one, pairs, chunksize=max(1, len(pairs) // (workers * 8)))
-    else:
-        rows = [_score_one(p) for p in pairs]
+    # a pair seen twice (a divergence's unedited seed, a repeated sentence) is scored once
+    unique = list(dict.fromkeys(pairs))
+    # One BLAS thread: the matrices of a pair are tiny, and OpenBLAS's threads only spin. On the
+    # loaded 2-core machine WWLK took 9x the CPU time with them (BENCHMARKS.md, issue 13).
+    # Forked workers inherit the limit.
+    with threadpool_limits(limits=1, user_api="blas"):
+        if workers > 1 and len(unique) > 1:
+            ctx = multiprocessing.get_context("fork")
+            with ctx.Pool(workers) as pool:
+                chunk = max(1, len(unique) // (workers * 8))
+                done = pool.map(_score_one, unique, chunksize=chunk)
+        else:
+            done = [_score_one(p) for p in unique]
     _WORKER_GRAPHS.clear()
+    by_pair = dict(zip(unique, done, strict=True))
+    rows = [by_pair[p] for p in pairs]
     return {k: [r[k] for r in rows] for k in ASPECTS}
 
 

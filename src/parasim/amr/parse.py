@@ -190,12 +190,16 @@ class Parser:
     def _parse_new(self, texts: list[str], counts: ParseCounts) -> list[str | None]:
         if self.settings.parser == "amrlib":
             return self._parse_amrlib(texts, counts)
+        import penman
+
         out: list[str | None] = []
         s = self.settings
         docs = self.nlp.pipe(texts, batch_size=s.batch_size, n_process=max(1, s.processes))
         for text, doc in zip(texts, docs, strict=True):
             try:
-                out.append(doc_to_amr(doc))
+                graph = doc_to_amr(doc)
+                penman.decode(graph)  # a graph no reader can decode is a failure, not a crash
+                out.append(graph)
             except Exception as exc:  # noqa: BLE001 - one bad sentence must not stop the batch
                 counts.errors.append(f"{text[:80]!r}: {type(exc).__name__}: {exc}")
                 log.warning("rules parser failed on %r: %s", text[:80], exc)

@@ -41,7 +41,7 @@ from dataclasses import dataclass, field
 from functools import lru_cache
 
 #: Bumped whenever the converter's output changes: cached parses of older versions are not used.
-RULES_VERSION = "4"
+RULES_VERSION = "6"
 
 Const = str
 
@@ -1151,6 +1151,23 @@ def _variables(nodes: list[_Node], used: Iterable[int]) -> dict[int, str]:
     return names
 
 
+#: Characters a Penman symbol cannot hold (penman's lexer; nor a leading ``#``): a lemma such as
+#: ``haspart/``, ``a:b`` or ``#`` would otherwise give a graph no reader can decode. Only graphs
+#: that failed to decode change, and those were never cached: RULES_VERSION stays.
+_NOT_SYMBOL = re.compile(r'[\s"()/:~]+')
+#: A whole Penman string constant (penman's lexer's STRING).
+_STRING = re.compile(r'"[^"\\]*(?:\\.[^"\\]*)*"')
+
+
+def _symbol(value: str) -> str:
+    """``value`` as a Penman symbol: forbidden characters become ``-`` (``thing`` if none left);
+    quoted strings and clean symbols (``-``, ``1.5``) are returned as they are."""
+    if _STRING.fullmatch(value) or not (_NOT_SYMBOL.search(value) or value.startswith("#")):
+        return value
+    # a leading "#" starts a Penman comment
+    return _NOT_SYMBOL.sub("-", value).strip("-").lstrip("#").strip("-") or "thing"
+
+
 def to_penman(nodes: list[_Node], top: int) -> str:
     """Penman text of the nodes reachable from ``top`` (edges in either direction)."""
     import penman
@@ -1172,13 +1189,13 @@ def to_penman(nodes: list[_Node], top: int) -> str:
     var = _variables(nodes, reach)
     triples = []
     for k in reach:
-        triples.append((var[k], ":instance", nodes[k].concept))
+        triples.append((var[k], ":instance", _symbol(nodes[k].concept)))
     for k in reach:
         for role, x in nodes[k].edges:
             if x in var and x != k:
                 triples.append((var[k], role, var[x]))
         for role, value in nodes[k].attrs:
-            triples.append((var[k], role, value))
+            triples.append((var[k], role, _symbol(str(value))))
     return penman.encode(penman.Graph(triples, top=var[top]), indent=6)
 
 

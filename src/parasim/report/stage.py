@@ -23,6 +23,7 @@ STAGES: list[tuple[str, str, str, str]] = [
     ("aligned", "align_lines", "positives", "aligned pairs"),
     ("positives", "clean_positives", "kept", "positives (cleaned)"),
     ("divergences", "make_divergences", "n_rows", "divergence rows"),
+    ("scores", "score_pairs", "pairs_scored", "pairs scored"),
 ]
 __all__ = ["STAGES", "site_yield", "sum_counts", "write_report", "yield_table"]
 

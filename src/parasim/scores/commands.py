@@ -1,0 +1,160 @@
+"""`parasim score-pairs` and `parasim scores-summary`: the scores stage as commands."""
+
+from __future__ import annotations
+
+import argparse
+import logging
+from collections.abc import Callable
+
+log = logging.getLogger("parasim.scores")
+
+
+def cmd_score_pairs(args: argparse.Namespace) -> None:
+    """Score one shard's positives, their hard negatives and the shard's divergences."""
+    import json
+
+    from parasim.amr import ParseCache
+    from parasim.io import read_table, write_table
+    from parasim.scores import score_pairs
+    from parasim.stagecli import UsageError, need, section_from_args, write_stats
+
+    cfg = section_from_args(args, "scores")
+    positives = read_table(need(args.positives, "positives shard"))
+    negatives = read_table(need(args.negatives, "negatives")) if args.negatives else None
+    divergences = (
+        read_table(need(args.divergences, "divergences shard")) if args.divergences else None
+    )
+    for name, table, cols in [
+        ("positives", positives, ("id", "pair_id", "site", "en_text", "other_text", "other_en")),
+        ("negatives", negatives, ("id", "source_id", "en_text", "other_text", "other_en")),
+        ("divergences", divergences, ("id", "seed_id", "side", "type", "en_text", "other_text")),
+    ]:
+        missing = [c for c in cols if table is not None and c not in table.column_names]
+        if missing:
+            path = getattr(args, name)
+            raise UsageError(f"{path}: not a {name} table (no column {', '.join(missing)})")
+    cache = ParseCache(args.parse_cache) if args.parse_cache else None
+    try:
+        table, stats = score_pairs(
+            positives,
+            negatives,
+            divergences,
+            cfg,
+            parse_cache=cache,
+            vector_cache=args.vector_cache,
+            sentence_cache=args.sentence_cache,
+            workers=args.threads,
+            translate=json.loads(args.translate_json) if args.translate_json else None,
+        )
+    finally:
+        if cache is not None:
+            cache.close()
+    write_table(table, args.output)
+    log.info(
+        "%d rows (%s), %d scored, skipped %s",
+        stats["n_rows"],
+        json.dumps(stats["rows_by_source"], sort_keys=True),
+        stats["pairs_scored"],
+        json.dumps(stats["skipped_by_reason"], sort_keys=True),
+    )
+    write_stats(args.stats, {"stage": "scores", **stats})
+
+
+def cmd_scores_summary(args: argparse.Namespace) -> None:
+    """Add up a site's score stats, plot the distributions; write the ``.done`` summary.
+
+    With ``--done``, zero rows (without ``--allow-empty``) is an error of one sentence that
+    names the earliest empty stage of the site (:mod:`parasim.diagnose`).
+    """
+    import json
+
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    from parasim.diagnose import require_rows
+    from parasim.scores import PLOT_COLUMNS, SCORES_SCHEMA, plot_distributions
+    from parasim.stagecli import UsageError, need, sum_counts, write_stats
+
+    if len(args.shards) != len(args.stats):
+        raise UsageError(
+            f"--shards names {len(args.shards)} files but --stats names {len(args.stats)}"
+        )
+    per_shard, tables = [], []
+    for shard, path in zip(args.shards, args.stats, strict=True):
+        t = pq.read_table(
+            need(shard, "scores shard"), columns=["source", "label", "type", *PLOT_COLUMNS]
+        )
+        s = json.loads(need(path, "stats file").read_text(encoding="utf-8"))
+        if s.get("n_rows") != t.num_rows:
+            raise UsageError(
+                f"{path}: says {s.get('n_rows')} rows but {shard} has {t.num_rows} (stale stats?)"
+            )
+        per_shard.append(s)
+        tables.append(t)
+    counts = sum_counts(per_shard)
+    rows = int(counts.get("n_rows", 0))
+    if args.png:
+        table = (
+            pa.concat_tables(tables)
+            if tables
+            else SCORES_SCHEMA.empty_table().select(["source", "label", "type", *PLOT_COLUMNS])
+        )
+        shown = plot_distributions(table, args.png, f"{args.site or ''}: score distributions")
+        log.info("plot: %s (%s)", args.png, ", ".join(shown))
+    if args.done:
+        upstream = [json.loads(need(p, "stats file").read_text()) for p in args.upstream]
+        require_rows(args.site or "?", "scores", rows, per_shard, upstream, args.allow_empty)
+        write_stats(
+            args.done,
+            {
+                "stage": "scores",
+                "site": args.site,
+                "shards": len(args.shards),
+                "rows": rows,
+                "counts": counts,
+            },
+        )
+
+
+def register(add: Callable[..., argparse.ArgumentParser], site_opts: Callable) -> None:
+    """Add the stage's commands to the `parasim` parser."""
+    sp = add(
+        "score-pairs",
+        cmd_score_pairs,
+        "AMR graphs, aspect, entity and surface scores of one shard's positives, negatives "
+        "and divergences.",
+    )
+    site_opts(sp)
+    sp.add_argument("--positives", required=True, help="positives shard")
+    sp.add_argument("--negatives", help="hard negatives (results/negatives/negatives.parquet)")
+    sp.add_argument("--divergences", help="divergences shard")
+    sp.add_argument("--output", required=True, help="scores shard to write")
+    sp.add_argument("--parse-cache", help="SQLite parse cache (graphs and entities by sentence)")
+    sp.add_argument("--vector-cache", help="SQLite cache of concept-label vectors")
+    sp.add_argument("--sentence-cache", help="SQLite cache of sentence vectors")
+    sp.add_argument("--threads", type=int, default=1, help="processes for the AMR aspects")
+    sp.add_argument(
+        "--translate-json",
+        help="the translate config section as JSON: translate the divergences' edited other "
+        "sides with it (without: they are skipped as untranslated)",
+    )
+
+    sp = add(
+        "scores-summary",
+        cmd_scores_summary,
+        "Summary (.done) and score-distribution plot of a site's score shards.",
+    )
+    sp.add_argument("--shards", nargs="+", required=True, help="scores shards")
+    sp.add_argument("--stats", nargs="+", required=True, help="their stats files, in order")
+    sp.add_argument("--site", help="site name")
+    sp.add_argument("--png", help="score-distribution plot to write")
+    sp.add_argument("--done", help="write the stage summary (.done) here")
+    sp.add_argument(
+        "--upstream",
+        nargs="*",
+        default=[],
+        help="stats files of the site's earlier stages: they explain a stage with 0 rows",
+    )
+    sp.add_argument(
+        "--allow-empty", action="store_true", help="with --done: zero rows is not an error"
+    )

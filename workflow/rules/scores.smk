@@ -1,0 +1,61 @@
+rule score_pairs:
+    """AMR graphs, the 15 aspects, entity, BM25, chrF/BLEU and embedding scores of one shard."""
+    input:
+        unpack(score_inputs),
+        code=code("scores", "amr"),
+    output:
+        scores="results/scores/{site}/{shard}.parquet",
+        stats="results/stats/score_pairs/{site}/{shard}.json",
+    log:
+        "logs/score_pairs/{site}/{shard}.log",
+    benchmark:
+        "benchmarks/score_pairs/{site}/{shard}.tsv"
+    conda:
+        "../../envs/nlp.yaml"
+    threads: 2
+    resources:
+        mem_mb=4000,
+        runtime=120,
+        gpu=SCORES_GPU,  # 1 only for scores.amr.parser: amrlib
+    params:
+        scores=section_json("scores"),
+        translate=section_json("translate"),
+        inputs=score_input_args,
+        parse_cache="results/cache/amr.sqlite",
+        vector_cache="results/cache/amr_vectors.sqlite",
+        sentence_cache="results/cache/sentence_vectors.sqlite",
+    shell:
+        "parasim score-pairs {params.inputs} --output {output.scores}"
+        " --settings-json {params.scores:q} --translate-json {params.translate:q}"
+        " --parse-cache {params.parse_cache}"
+        " --vector-cache {params.vector_cache} --sentence-cache {params.sentence_cache}"
+        " --threads {threads} --stats {output.stats} > {log} 2>&1"
+
+
+rule scores_done:
+    """Target for the scores of one site: `snakemake results/scores/<site>.done`.
+
+    Also draws the score distributions per label and divergence type (`--report`).
+    """
+    input:
+        shards=shard_files("scores"),
+        stats=stats_files("score_pairs"),
+        upstream=upstream_stats("scores"),
+    output:
+        done="results/scores/{site}.done",
+        png=report(
+            "results/scores/{site}/distributions.png",
+            caption="../report/scores.rst",
+            category="Scores",
+            subcategory="{site}",
+        ),
+    log:
+        "logs/scores_done/{site}.log",
+    conda:
+        "../../envs/nlp.yaml"
+    params:
+        allow_empty=allow_empty_flag(),
+    shell:
+        "parasim scores-summary --site {wildcards.site} --shards {input.shards}"
+        " --stats {input.stats} --upstream {input.upstream} --png {output.png}"
+        " --done {output.done} {params.allow_empty} > {log} 2>&1"

@@ -43,3 +43,6 @@ rule all:
         "results/corpus",
         "results/report/yield.tsv",
         f"{RANKER_DIR}/metrics.json",
+        f"{S3BERT_DIR}/metrics.json",
+        "results/models/similarity.done",
+        ALIGNED_DIR,

@@ -57,17 +57,28 @@ def light_demo(work: Path) -> dict:
 
 
 def tiny_train_section(model_dir: Path) -> dict:
-    """`train:` for the tests: the ranker of `rule all` on a tiny random character-level BERT
-    (tests/conftest.py), 6 steps: seconds instead of the shipped run's minutes."""
+    """`train:` for the tests: every model of `rule all` (divergence ranker, S3BERT, the
+    similarity models, the aligned encoder) on a tiny random character-level BERT
+    (tests/conftest.py), a few steps each: seconds instead of the shipped run's minutes."""
     from conftest import make_tiny_bert
 
     if not (model_dir / "config.json").exists():
         make_tiny_bert(model_dir, chars=True)
+    tiny = str(model_dir)
     ranker = {
-        "model": str(model_dir), "max_steps": 6, "batch_size": 4, "eval_every": 3,
+        "model": tiny, "max_steps": 6, "batch_size": 4, "eval_every": 3,
         "max_length": 64, "learning_rate": 1e-3, "dropout": 0.0,
     }  # fmt: skip
-    return {"checkpoint_every": 3, "log_every": 1, "dtype": "float32", "divergence_ranker": ranker}
+    s3bert = {"model": tiny, "feature_dim": 2, "max_steps": 4, "eval_every": 2, "batch_size": 8}
+    similarity = {
+        "bilstm": {"word_vectors": tiny, "hidden": 8, "fc": 8, "max_folds": 2, "max_steps": 3},
+        "biencoder": {"model": tiny, "prefix": "", "max_folds": 2, "max_steps": 3},
+    }
+    aligned = {"model": tiny, "max_steps": 3, "eval_max_pairs": 20}
+    return {
+        "checkpoint_every": 3, "log_every": 1, "dtype": "float32", "divergence_ranker": ranker,
+        "s3bert": s3bert, "similarity": similarity, "align_encoder": aligned,
+    }  # fmt: skip
 
 
 def demo_args(work: Path, *extra: str) -> list[str]:

@@ -151,5 +151,5 @@ def test_parameter_change_reruns_its_stage_and_dependants_only(reference, tmp_pa
     # the scores read the divergences: they follow
     assert rules == {
         "make_divergences", "divergences_done", "score_pairs", "scores_done", "yield_report",
-        "train_divergence_ranker", "all"
+        "train_divergence_ranker", "train_s3bert", "all"
     }, out  # fmt: skip

@@ -20,7 +20,7 @@ ROOT = Path(__file__).resolve().parents[2]
 SNAKEMAKE = [sys.executable, "-m", "snakemake"]
 
 
-def snakemake(*args, cwd, check=True, timeout=900):
+def snakemake(*args, cwd, check=True, timeout=1800):
     """Run Snakemake in ``cwd`` (a temporary folder: never the checkout, see the module doc)."""
     env = {**os.environ, "PYTHONUNBUFFERED": "1"}
     proc = subprocess.run(
@@ -70,10 +70,11 @@ def tiny_train_section(model_dir: Path) -> dict:
         "max_length": 64, "learning_rate": 1e-3, "dropout": 0.0,
     }  # fmt: skip
     s3bert = {"model": tiny, "feature_dim": 2, "max_steps": 4, "eval_every": 2, "batch_size": 8}
+    # one similarity model (the bi-encoder and the combined partition: tests/test_similarity.py)
     similarity = {
+        "encoders": ["bilstm"], "partitions": ["EN-FR-G"], "combined": False,
         "bilstm": {"word_vectors": tiny, "hidden": 8, "fc": 8, "max_folds": 2, "max_steps": 3},
-        "biencoder": {"model": tiny, "prefix": "", "max_folds": 2, "max_steps": 3},
-    }
+    }  # fmt: skip
     aligned = {"model": tiny, "max_steps": 3, "eval_max_pairs": 20}
     return {
         "checkpoint_every": 3, "log_every": 1, "dtype": "float32", "divergence_ranker": ranker,
@@ -234,6 +235,16 @@ def test_end_to_end_demo(tmp_path):
     assert metrics["data"]["groups_test_split"] > 0  # the corpus test split stayed out
     assert (ranker / "model" / "ranker_heads.safetensors").exists()
     assert (ranker / "training_curve.png").exists() and (ranker / "README.md").exists()
+    # ... and every other model of rule all, each in its tiny version
+    models = work / "results" / "models"
+    s3 = json.loads((models / "s3bert" / "metrics.json").read_text())
+    assert (
+        s3["train"]["step"] == 4 and set(s3["aspects"]) and (models / "s3bert" / "model").is_dir()
+    )
+    sim = json.loads((models / "similarity-bilstm-EN-FR-G" / "metrics.json").read_text())
+    assert "skipped" not in sim, sim
+    assert (models / "similarity.done").exists()
+    assert (models / "aligned-encoder" / "config.json").exists()
     # the corpus with its scores, as a user loads it
     from parasim.scores import load
 

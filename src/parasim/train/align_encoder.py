@@ -34,10 +34,8 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from parasim.config import ConfigError, settings_from_dict
-
 from .cwr import ParallelSet
-from .loop import TrainingArguments
+from .loop import TrainingArguments, model_settings
 
 log = logging.getLogger("parasim.train")
 
@@ -98,19 +96,8 @@ def align_settings(
     ...) apply; :data:`SEED_DEFAULTS`, then ``align_encoder`` keys, override them.
     """
     section = dict(section or {})
-    own = dict(section.pop("align_encoder", None) or {})
-    loop_keys = {f.name for f in dataclasses.fields(TrainingArguments)}
-    my_keys = {f.name for f in dataclasses.fields(AlignEncoderConfig)}
-    unknown = sorted(set(own) - loop_keys - my_keys)
-    if unknown:
-        raise ConfigError(f"train.align_encoder: unknown key(s) {unknown}")
-    shared = {k: v for k, v in section.items() if k in loop_keys}
-    loop = {**shared, **SEED_DEFAULTS, **{k: v for k, v in own.items() if k in loop_keys}}
-    args = settings_from_dict(TrainingArguments, loop, "train")
-    cfg = settings_from_dict(
-        AlignEncoderConfig, {k: v for k, v in own.items() if k in my_keys}, "train.align_encoder"
-    )
-    return args, cfg
+    own = section.pop("align_encoder", None)
+    return model_settings(section, own, AlignEncoderConfig, "train.align_encoder", SEED_DEFAULTS)
 
 
 def wordpair_settings(section: Mapping[str, Any] | None) -> dict:

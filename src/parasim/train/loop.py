@@ -101,6 +101,39 @@ class TrainingArguments:
             raise ValueError(f"train: schedule 'constant' or 'linear', not {self.schedule!r}")
 
 
+def model_settings(
+    shared: Mapping[str, Any] | None,
+    own: Mapping[str, Any] | None,
+    config_cls: type,
+    key: str,
+    loop_defaults: Mapping[str, Any] | None = None,
+) -> tuple[TrainingArguments, Any]:
+    """One model's settings: the loop's and the model's own.
+
+    The ``train:`` section's shared keys (``seed``, ``device``, ``dtype``, ``threads``,
+    ``checkpoint_every``, ...) apply to every model; ``loop_defaults`` (a model's own defaults for
+    loop keys), then the loop keys of its subsection ``own``, override them. The other keys of
+    ``own`` build ``config_cls``.
+
+    Raises:
+        ConfigError: a key of ``own`` that is neither, naming ``key`` (``train.<model>``).
+    """
+    from parasim.config import ConfigError, settings_from_dict
+
+    own = dict(own or {})
+    loop_keys = {f.name for f in dataclasses.fields(TrainingArguments)}
+    own_keys = {f.name for f in dataclasses.fields(config_cls)}
+    unknown = sorted(set(own) - loop_keys - own_keys)
+    if unknown:
+        raise ConfigError(f"{key}: unknown key(s) {unknown}")
+    loop = {k: v for k, v in (shared or {}).items() if k in loop_keys}
+    loop.update(loop_defaults or {})
+    loop.update({k: v for k, v in own.items() if k in loop_keys})
+    args = settings_from_dict(TrainingArguments, loop, "train")
+    cfg = settings_from_dict(config_cls, {k: v for k, v in own.items() if k in own_keys}, key)
+    return args, cfg
+
+
 @dataclasses.dataclass
 class TrainResult:
     """What :func:`fit` returns.

@@ -30,9 +30,9 @@ from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import Any, NamedTuple
 
-from parasim.config import ConfigError, settings_from_dict
+from parasim.config import ConfigError
 
-from .loop import TrainingArguments
+from .loop import TrainingArguments, model_settings
 
 log = logging.getLogger("parasim.train")
 
@@ -114,20 +114,8 @@ def ranker_settings(section: Mapping[str, Any] | None) -> tuple[TrainingArgument
     ``checkpoint_every``, ...) are shared by every model; ``divergence_ranker`` keys override them.
     """
     section = dict(section or {})
-    own = dict(section.pop("divergence_ranker", None) or {})
-    loop_keys = {f.name for f in dataclasses.fields(TrainingArguments)}
-    rk_keys = {f.name for f in dataclasses.fields(RankerConfig)}
-    unknown = sorted(set(own) - loop_keys - rk_keys)
-    if unknown:
-        raise ConfigError(f"train.divergence_ranker: unknown key(s) {unknown}")
-    shared = {k: v for k, v in section.items() if k in loop_keys}
-    loop = settings_from_dict(
-        TrainingArguments, {**shared, **{k: v for k, v in own.items() if k in loop_keys}}, "train"
-    )
-    rk = settings_from_dict(
-        RankerConfig, {k: v for k, v in own.items() if k in rk_keys}, "train.divergence_ranker"
-    )
-    return loop, rk
+    own = section.pop("divergence_ranker", None)
+    return model_settings(section, own, RankerConfig, "train.divergence_ranker")
 
 
 # --- data --------------------------------------------------------------------------------------

@@ -42,9 +42,9 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any, NamedTuple
 
-from parasim.config import ConfigError, settings_from_dict
+from parasim.config import ConfigError
 
-from .loop import TrainingArguments
+from .loop import TrainingArguments, model_settings
 
 log = logging.getLogger("parasim.train")
 
@@ -105,20 +105,8 @@ class S3bertConfig:
 def s3bert_settings(section: Mapping[str, Any] | None) -> tuple[TrainingArguments, S3bertConfig]:
     """Split the ``train:`` section into the loop's settings and ``train.s3bert``'s own."""
     section = dict(section or {})
-    own = dict(section.pop("s3bert", None) or {})
-    loop_keys = {f.name for f in dataclasses.fields(TrainingArguments)}
-    own_keys = {f.name for f in dataclasses.fields(S3bertConfig)}
-    unknown = sorted(set(own) - loop_keys - own_keys)
-    if unknown:
-        raise ConfigError(f"train.s3bert: unknown key(s) {unknown}")
-    shared = {k: v for k, v in section.items() if k in loop_keys}
-    loop = settings_from_dict(
-        TrainingArguments, {**shared, **{k: v for k, v in own.items() if k in loop_keys}}, "train"
-    )
-    mine = {k: v for k, v in own.items() if k in own_keys}
-    if "sources" in mine:
-        mine["sources"] = tuple(mine["sources"])
-    return loop, settings_from_dict(S3bertConfig, mine, "train.s3bert")
+    own = section.pop("s3bert", None)
+    return model_settings(section, own, S3bertConfig, "train.s3bert")
 
 
 # --- data --------------------------------------------------------------------------------------

@@ -47,7 +47,7 @@ from typing import Any
 
 from parasim.config import ConfigError, settings_from_dict
 
-from .loop import TrainingArguments
+from .loop import TrainingArguments, model_settings
 
 log = logging.getLogger("parasim.train")
 
@@ -149,19 +149,7 @@ def similarity_settings(
     section = dict(section or {})
     sim = dict(section.pop("similarity", None) or {})
     own = {e: dict(sim.pop(e, None) or {}) for e in ENCODERS}[encoder]
-    loop_keys = {f.name for f in dataclasses.fields(TrainingArguments)}
-    enc_cls = _ENCODER_CFG[encoder]
-    enc_keys = {f.name for f in dataclasses.fields(enc_cls)}
-    unknown = sorted(set(own) - loop_keys - enc_keys)
-    if unknown:
-        raise ConfigError(f"train.similarity.{encoder}: unknown key(s) {unknown}")
-    shared = {k: v for k, v in section.items() if k in loop_keys}
-    loop = settings_from_dict(
-        TrainingArguments, {**shared, **{k: v for k, v in own.items() if k in loop_keys}}, "train"
-    )
-    enc = settings_from_dict(
-        enc_cls, {k: v for k, v in own.items() if k in enc_keys}, f"train.similarity.{encoder}"
-    )
+    loop, enc = model_settings(section, own, _ENCODER_CFG[encoder], f"train.similarity.{encoder}")
     shared_sim = settings_from_dict(
         SimilarityConfig, {k: v for k, v in sim.items() if k != "msrp_dir"}, "train.similarity"
     )

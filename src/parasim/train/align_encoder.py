@@ -251,13 +251,13 @@ def _peak_rss_mb() -> float:
 
 def save_encoder(model, tokenizer, path: str | Path) -> None:
     """``save_pretrained`` the encoder and its tokenizer into ``path`` (atomically replaced)."""
-    path = Path(path)
-    tmp = path.with_name(f".{path.name}.tmp")
-    shutil.rmtree(tmp, ignore_errors=True)
-    model.save_pretrained(tmp)
-    tokenizer.save_pretrained(tmp)
-    shutil.rmtree(path, ignore_errors=True)
-    tmp.rename(path)
+    from .card import write_dir
+
+    def write(tmp: Path) -> None:
+        model.save_pretrained(tmp)
+        tokenizer.save_pretrained(tmp)
+
+    write_dir(path, write)
 
 
 def write_encoder_meta(path: Path, base: str) -> None:

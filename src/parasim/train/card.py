@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import json
 import os
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -14,6 +14,19 @@ def _atomic_write(path: Path, text: str) -> None:
     tmp = path.with_name(f".{path.name}.tmp")
     tmp.write_text(text, encoding="utf-8")
     tmp.replace(path)
+
+
+def write_dir(path: str | os.PathLike, write: Callable[[Path], None]) -> None:
+    """Write a folder atomically: ``write`` fills a sibling temporary folder, which then takes
+    the place of ``path`` (a crash leaves the old folder or none, never half of one)."""
+    import shutil
+
+    path = Path(path)
+    tmp = path.with_name(f".{path.name}.tmp")
+    shutil.rmtree(tmp, ignore_errors=True)
+    write(tmp)
+    shutil.rmtree(path, ignore_errors=True)
+    tmp.rename(path)
 
 
 def write_metrics(path: str | os.PathLike, metrics: Mapping[str, Any]) -> None:

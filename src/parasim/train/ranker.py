@@ -668,7 +668,7 @@ def train_divergence_ranker(
     import shutil
     import time
 
-    from .card import plot_curve, write_metrics, write_model_card
+    from .card import plot_curve, write_dir, write_metrics, write_model_card
     from .loop import fit, make_accelerator, set_seed
 
     args, cfg = ranker_settings(section)
@@ -702,11 +702,8 @@ def train_divergence_ranker(
     def save(m, path: Path) -> None:
         # called right after the evaluation that made ``m`` the best: its dev results go along,
         # so the best model need not be scored again after training
-        tmp = path.with_name(f".{path.name}.tmp")
-        shutil.rmtree(tmp, ignore_errors=True)
-        save_ranker(m, tokenizer, tmp, {"dev": latest["metrics"], "threshold": latest["threshold"]})
-        shutil.rmtree(path, ignore_errors=True)
-        tmp.rename(path)
+        meta = {"dev": latest["metrics"], "threshold": latest["threshold"]}
+        write_dir(path, lambda tmp: save_ranker(m, tokenizer, tmp, meta))
 
     extra = [cfg, [(str(f), Path(f).stat().st_size) for f in divergences], sorted(test_pairs)]
     result = fit(

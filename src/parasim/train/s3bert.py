@@ -467,7 +467,7 @@ def train_s3bert(
         ConfigError: the model cannot be loaded, or has fewer dimensions than the aspects need.
         ValueError: no training or dev pair is left.
     """
-    from .card import plot_curve, write_metrics, write_model_card
+    from .card import plot_curve, write_dir, write_metrics, write_model_card
     from .loop import fit, make_accelerator, set_seed
     from .ranker import _peak_rss_mb, load_encoder
 
@@ -517,11 +517,7 @@ def train_s3bert(
         return {"minus_dev_loss": -dev_loss, "dev_mean_spearman": _mean(r) or 0.0}
 
     def save(m, path: Path) -> None:
-        tmp = path.with_name(f".{path.name}.tmp")
-        shutil.rmtree(tmp, ignore_errors=True)
-        save_s3bert(m, tokenizer, tmp, {"aspects": list(names)})
-        shutil.rmtree(path, ignore_errors=True)
-        tmp.rename(path)
+        write_dir(path, lambda tmp: save_s3bert(m, tokenizer, tmp, {"aspects": list(names)}))
 
     extra = [dataclasses.asdict(cfg), len(data.train), len(data.dev), data.train[:3]]
     result = fit(

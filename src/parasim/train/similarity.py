@@ -379,13 +379,6 @@ def _peak_rss_mb() -> float:
     return round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024, 1)
 
 
-def _write_json(path: Path, obj: Any) -> None:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(f".{path.name}.tmp")
-    tmp.write_text(json.dumps(obj, indent=2, sort_keys=True, default=str) + "\n", "utf-8")
-    tmp.replace(path)
-
-
 def _replace_dir(src: Path, dst: Path) -> None:
     shutil.rmtree(dst, ignore_errors=True)
     src.rename(dst)
@@ -421,7 +414,7 @@ def _skip(out: Path, eval_dir: Path, name: str, reason: str, extra: dict) -> dic
         plot_curve([], out / "training_curve.png", f"{name}: skipped ({reason[:60]})")
     write_model_card(out / "README.md", name, f"Not trained: {reason}", extra, {}, {})
     for f in ("cv.json", "test.json"):
-        _write_json(eval_dir / f, {"model": name, "skipped": reason})
+        write_metrics(eval_dir / f, {"model": name, "skipped": reason})
     return metrics
 
 
@@ -578,7 +571,7 @@ def train_similarity(
             save_classifier(m, tmp, {"fold": f, "fold_accuracy": rec["accuracy"]})
             _replace_dir(tmp, out / "model")
             best = rec
-        _write_json(done, rec)  # after the model: a kept result never lacks its model
+        write_metrics(done, rec)  # after the model: a kept result never lacks its model
         folds.append(rec)
         del model, m, result
 
@@ -675,8 +668,8 @@ def train_similarity(
         "best_fold_accuracy": best["accuracy"],
         "partitions": table, "lang_pairs": by_lang,
     }  # fmt: skip
-    _write_json(eval_dir / "cv.json", cv)
-    _write_json(eval_dir / "test.json", test)
+    write_metrics(eval_dir / "cv.json", cv)
+    write_metrics(eval_dir / "test.json", test)
 
     history = []
     offset = 0

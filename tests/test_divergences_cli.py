@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 
 import pyarrow.parquet as pq
 import pytest
@@ -202,3 +203,24 @@ def test_urandom_shim_gives_fopen_a_fixed_stream_only_when_asked():
     # loaded but not asked: the real /dev/urandom
     plain = {"LD_PRELOAD": shim}
     assert _urandom_via_fopen(plain) != _urandom_via_fopen(plain)
+
+
+def test_seeded_eflomal_gives_the_same_links_on_one_and_two_cores(monkeypatch):
+    """Two cores run the two directions side by side; the links must not depend on it."""
+    import sys
+
+    from parasim.divergences import wordalign
+
+    if not sys.platform.startswith("linux") or wordalign.urandom_shim() is None:
+        pytest.skip("seeded eflomal needs LD_PRELOAD and a C compiler")
+    en = [s.split() for s in ["the red house", "a red car", "the house is big", "my car"] * 12]
+    fr = [s.split() for s in ["la maison rouge", "une voiture rouge", "la maison est grande",
+                              "ma voiture"] * 12]  # fmt: skip
+    got = {}
+    for cores in ("1", "2"):
+        monkeypatch.setenv("OMP_NUM_THREADS", cores)
+        with wordalign._seeded_env(21):
+            assert os.environ["OMP_NUM_THREADS"] == ("2,1" if cores == "2" else "1")
+        got[cores] = wordalign.align_intersection(en, fr, n_samplers=2, seed=21)
+    assert got["1"] == got["2"]
+    assert any(got["1"])

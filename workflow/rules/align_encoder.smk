@@ -20,7 +20,7 @@ rule align_encoder_wordpairs:
         "benchmarks/align_encoder_wordpairs.tsv"
     conda:
         "../../envs/nlp.yaml"
-    threads: 1
+    threads: 2  # eflomal aligns the two directions side by side
     resources:
         mem_mb=4000,
         runtime=60,

@@ -12,7 +12,9 @@
 #include <stdlib.h>
 #include <string.h>
 
-static unsigned char stream[4096];
+/* One buffer per thread: eflomal aligns its two directions in parallel threads, and each opens
+ * /dev/urandom once. */
+static __thread unsigned char stream[4096];
 
 FILE *fopen(const char *path, const char *mode) {
     static FILE *(*real_fopen)(const char *, const char *);

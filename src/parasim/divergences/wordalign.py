@@ -8,8 +8,11 @@ fewer links, higher precision.
 eflomal seeds its sampler from ``/dev/urandom`` and has no seed option. Given a ``seed``,
 :func:`align_intersection` runs it with a small ``LD_PRELOAD`` library (``urandom_shim.c``, built
 once with the system C compiler and cached) that hands it a fixed stream instead, and with one
-OpenMP thread (its samplers take their seeds in thread-arrival order): the same input and seed
-then give the same links on every run. Where the library cannot be built (no C compiler, not
+OpenMP thread per direction: the forward and the reverse model run side by side (eflomal's
+outer OpenMP loop, two threads when the job has two cores), each drawing its seed from its own
+fresh stream, while the samplers inside a direction run one after another (they take their
+seeds in thread-arrival order). The same input and seed then give the same links on every run,
+whatever the number of threads. Where the library cannot be built (no C compiler, not
 Linux) eflomal runs unseeded, with a warning, and links can differ slightly between runs.
 :func:`align_fastalign_intersection` is the pure-Python deterministic alternative (fast_align's
 model by EM), at some cost in link quality.
@@ -111,10 +114,24 @@ def urandom_shim() -> str | None:
     return str(so)
 
 
+def _cores() -> int:
+    """CPU cores this job may use: ``OMP_NUM_THREADS`` (its first level) when set, else the
+    process's CPU affinity."""
+    first = os.environ.get("OMP_NUM_THREADS", "").split(",")[0].strip()
+    if first.isdigit() and int(first) > 0:
+        return int(first)
+    try:
+        return len(os.sched_getaffinity(0))
+    except (AttributeError, OSError):
+        return os.cpu_count() or 1
+
+
 @contextlib.contextmanager
 def _seeded_env(seed: int | None) -> Iterator[None]:
-    """Environment of the eflomal subprocess: the seed library, its seed, one OpenMP thread
-    (unchanged when ``seed`` is None or the library cannot be built).
+    """Environment of the eflomal subprocess: the seed library, its seed, and OpenMP threads
+    ``"2,1"`` (the two directions side by side, the samplers of each in sequence) or ``"1"`` on
+    one core (the job's ``OMP_NUM_THREADS``, which Snakemake sets to the rule's threads, or the
+    CPUs this process may use). Unchanged when ``seed`` is None or the library cannot be built.
 
     eflomal's Python wrapper starts the binary with this process's environment and takes no
     ``env=``, hence the temporary change, under a lock.
@@ -126,7 +143,7 @@ def _seeded_env(seed: int | None) -> Iterator[None]:
     new = {
         "LD_PRELOAD": " ".join(x for x in (shim, os.environ.get("LD_PRELOAD", "")) if x),
         "PARASIM_URANDOM_SEED": str(int(seed) & 0xFFFFFFFFFFFFFFFF),
-        "OMP_NUM_THREADS": "1",
+        "OMP_NUM_THREADS": "2,1" if _cores() >= 2 else "1",
     }
     with _ENV_LOCK:
         old = {k: os.environ.get(k) for k in new}

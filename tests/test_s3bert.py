@@ -7,6 +7,7 @@ import math
 import random
 from pathlib import Path
 
+import numpy as np
 import pytest
 
 torch = pytest.importorskip("torch")
@@ -158,6 +159,34 @@ def test_consistency_is_zero_before_training_and_decomposition_hand_checked(tiny
         ]  # fmt: skip
         want += sum(errs) / 15
     assert float(terms["decomposition"][0].detach()) == pytest.approx(want, rel=1e-5)
+
+
+def test_length_chunks_give_the_same_loss_and_embed_keeps_the_row_order(tiny_model):
+    from parasim.train.ranker import load_encoder
+
+    enc, tok = load_encoder(tiny_model)
+    teacher = s3bert.copy.deepcopy(enc).eval()
+    model = s3bert.build_s3bert(enc, 15).eval()
+    rng = random.Random(3)
+    batch = [
+        s3bert.Pair(" ".join(rng.sample(WORDS[:30], rng.randint(1, 12))),
+                    " ".join(rng.sample(WORDS[:30], rng.randint(1, 12))), "g",
+                    tuple(rng.random() for _ in range(15)))
+        for _ in range(7)
+    ]  # fmt: skip
+    got = {}
+    for n in (1, 3, 20):
+        _, cfg = s3bert.s3bert_settings(settings(tiny_model, length_chunks=n))
+        terms = s3bert.s3bert_loss(tok, teacher, cfg)(model, batch)
+        got[n] = {k: float(v[0].detach()) for k, v in terms.items()}
+    for n in (3, 20):
+        for k in got[1]:
+            assert got[n][k] == pytest.approx(got[1][k], rel=1e-5, abs=1e-9), (n, k)
+    texts = [p.a for p in batch]
+    sorted_rows = s3bert.embed(enc, tok, texts, 16, batch_size=2)
+    one_by_one = [s3bert.embed(enc, tok, [t], 16, batch_size=1)[0] for t in texts]
+    assert sorted_rows == pytest.approx(np.stack(one_by_one), abs=1e-5)
+    assert s3bert.embed(enc, tok, [], 16).shape == (0, enc.config.hidden_size)
 
 
 def test_training_learns_the_aspects_keeps_frozen_layers_and_writes_the_model(tmp_path, tiny_model):

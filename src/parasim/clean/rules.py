@@ -185,8 +185,11 @@ def _no_letters(text: str) -> bool:
     if not n:
         return True
     alpha = count_letters(text)
-    digits = len(_NON_DIGITS.sub("", text))
-    return alpha / n <= 0.1 or digits / n >= 0.5
+    if alpha / n <= 0.1:
+        return True
+    if 2 * alpha > n:  # letters and digits are disjoint: fewer than half can be digits
+        return False
+    return len(_NON_DIGITS.sub("", text)) / n >= 0.5
 
 
 def _ratio(a: str, b: str, r: float) -> bool:

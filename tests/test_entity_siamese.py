@@ -263,3 +263,12 @@ def test_silver_round_and_sts(tmp_path, toy_data, tiny_model, blank_nlp):
     assert s["en-fr"]["siamese"] is not None
     # blank pipeline: no entity anywhere, every cosine 1.0: no correlation to report
     assert s["en-fr"]["ent_geo"] is None
+
+
+def test_frozen_encoder_is_the_untrained_cosine(tmp_path, toy_data, tiny_model):
+    corpus, shards = toy_data
+    m = train_entity_siamese(corpus, shards, tmp_path / "m", tmp_path / "e",
+                             section(tiny_model, train_encoder=False))  # fmt: skip
+    assert m["rounds"]["round_1"]["encoder_steps"] == 0 and not m["encoder_trained"]
+    assert m["test"]["siamese"] == m["test"]["untrained"]
+    assert not (tmp_path / "m" / "stages" / "round-1" / "encoder").exists()

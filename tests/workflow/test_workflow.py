@@ -58,8 +58,9 @@ def light_demo(work: Path) -> dict:
 
 def tiny_train_section(model_dir: Path) -> dict:
     """`train:` for the tests: every model of `rule all` (divergence ranker, S3BERT, the
-    similarity models, the aligned encoder, the entity-enriched Siamese model) on a tiny random character-level BERT
-    (tests/conftest.py), a few steps each: seconds instead of the shipped run's minutes."""
+    similarity models, the aligned encoder, the entity-enriched Siamese model) on a tiny random
+    character-level BERT (tests/conftest.py), a few steps each: seconds instead of the shipped
+    run's minutes."""
     from conftest import make_tiny_bert
 
     if not (model_dir / "config.json").exists():

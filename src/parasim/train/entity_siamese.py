@@ -691,7 +691,7 @@ def train_entity_siamese(
         else:
             enc, hist, enc_state = untrained_enc, [], {"step": 0}
         history.extend({**h, "part": f"encoder round {rnd}"} for h in hist)
-        cos = encode_all(enc)
+        cos = encode_all(enc) if cfg.train_encoder else cos_untrained
         extra = pairs.take(range(len(train), len(pairs)))  # the silver pairs of round 2
         pair_cos = cos["train"] + cosines(enc, tokenizer, extra.s1, extra.s2, cfg)
         from .loop import fit

@@ -32,6 +32,7 @@ include: "workflow/rules/report.smk"
 include: "workflow/rules/train.smk"
 include: "workflow/rules/similarity.smk"
 include: "workflow/rules/align_encoder.smk"
+include: "workflow/rules/entity_siamese.smk"
 
 
 rule all:
@@ -45,4 +46,5 @@ rule all:
         f"{RANKER_DIR}/metrics.json",
         f"{S3BERT_DIR}/metrics.json",
         "results/models/similarity.done",
+        f"{ENTITY_DIR}/metrics.json",
         ALIGNED_DIR,

@@ -33,6 +33,7 @@ STAGE_COMMANDS = [
     "parasim.scores.commands",
     "parasim.train.commands",
     "parasim.train.similarity_commands",
+    "parasim.train.entity_siamese_commands",
     "parasim.train.align_commands",
     "parasim.report.commands",
     "parasim.probe.commands",

@@ -58,8 +58,9 @@ def light_demo(work: Path) -> dict:
 
 def tiny_train_section(model_dir: Path) -> dict:
     """`train:` for the tests: every model of `rule all` (divergence ranker, S3BERT, the
-    similarity models, the aligned encoder) on a tiny random character-level BERT
-    (tests/conftest.py), a few steps each: seconds instead of the shipped run's minutes."""
+    similarity models, the aligned encoder, the entity-enriched Siamese model) on a tiny random
+    character-level BERT (tests/conftest.py), a few steps each: seconds instead of the shipped
+    run's minutes."""
     from conftest import make_tiny_bert
 
     if not (model_dir / "config.json").exists():
@@ -76,9 +77,14 @@ def tiny_train_section(model_dir: Path) -> dict:
         "bilstm": {"word_vectors": tiny, "hidden": 8, "fc": 8, "max_folds": 2, "max_steps": 3},
     }  # fmt: skip
     aligned = {"model": tiny, "max_steps": 3, "eval_max_pairs": 20}
+    entity = {
+        "model": tiny, "prefix": "", "max_steps": 3, "mlp_epochs": 2, "sts_max_pairs": 20,
+        "silver": True, "silver_max_pairs": 20,
+    }  # fmt: skip
     return {
         "checkpoint_every": 3, "log_every": 1, "dtype": "float32", "divergence_ranker": ranker,
         "s3bert": s3bert, "similarity": similarity, "align_encoder": aligned,
+        "entity_siamese": entity,
     }  # fmt: skip
 
 

@@ -20,6 +20,7 @@ from conftest import TOY_WORDS  # noqa: E402
 
 from parasim.corpus.stage import CORPUS_SCHEMA  # noqa: E402
 from parasim.io import rows_to_table, write_table  # noqa: E402
+from parasim.train import entity_siamese as es  # noqa: E402
 from parasim.train.entity_siamese import (  # noqa: E402
     ENTITY_FEATURES,
     EntitySiamese,
@@ -272,3 +273,21 @@ def test_frozen_encoder_is_the_untrained_cosine(tmp_path, toy_data, tiny_model):
     assert m["rounds"]["round_1"]["encoder_steps"] == 0 and not m["encoder_trained"]
     assert m["test"]["siamese"] == m["test"]["untrained"]
     assert not (tmp_path / "m" / "stages" / "round-1" / "encoder").exists()
+
+
+def test_identical_files_are_shared_by_a_hard_link_and_others_kept(tmp_path):
+    src, dst = tmp_path / "stage", tmp_path / "model"
+    src.mkdir()
+    dst.mkdir()
+    (src / "w.bin").write_bytes(b"x" * 64)
+    (dst / "w.bin").write_bytes(b"x" * 64)
+    (src / "other.bin").write_bytes(b"a" * 64)
+    (dst / "other.bin").write_bytes(b"b" * 64)
+    (dst / "only.bin").write_bytes(b"c" * 64)
+    saved = es._share_identical_files(src, dst, min_bytes=1)
+    assert saved == 64
+    assert (dst / "w.bin").samefile(src / "w.bin") and (dst / "w.bin").read_bytes() == b"x" * 64
+    assert not (dst / "other.bin").samefile(src / "other.bin")
+    assert (dst / "only.bin").read_bytes() == b"c" * 64
+    assert es._share_identical_files(src, dst, min_bytes=1) == 0  # already shared
+    assert es._share_identical_files(tmp_path / "missing", dst) == 0

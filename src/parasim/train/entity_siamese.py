@@ -429,6 +429,31 @@ def mlp_probs(mlp, x) -> list[float]:
     return p
 
 
+def _share_identical_files(src: Path, dst: Path, min_bytes: int = 1 << 20) -> int:
+    """Replace each file of ``dst`` that is byte-identical to the same-named file of ``src``
+    (``min_bytes`` or larger) by a hard link to it; returns the bytes saved. Where links are not
+    possible (another file system) the copies stay."""
+    import filecmp
+
+    saved = 0
+    for f in sorted(dst.glob("*")) if src.is_dir() and dst.is_dir() else []:
+        twin = src / f.name
+        if not (f.is_file() and twin.is_file()) or f.stat().st_size < min_bytes:
+            continue
+        if os.path.samefile(f, twin) or not filecmp.cmp(f, twin, shallow=False):
+            continue
+        tmp = f.with_name(f".{f.name}.link")
+        try:
+            tmp.unlink(missing_ok=True)
+            os.link(twin, tmp)
+            os.replace(tmp, f)
+            saved += f.stat().st_size
+        except OSError as exc:
+            tmp.unlink(missing_ok=True)
+            log.info("entity-siamese: %s kept as a copy (%s)", f, exc)
+    return saved
+
+
 def save_entity_siamese(encoder, tokenizer, mlp, path: str | Path, info: Mapping) -> None:
     """``encoder/`` (``save_pretrained`` + tokenizer), ``mlp.safetensors``, :data:`INFO_FILE`."""
     from safetensors.torch import save_file
@@ -798,6 +823,9 @@ def train_entity_siamese(
         "siamese_threshold": thr_siam,
     }  # fmt: skip
     write_dir(out / "model", lambda d: save_entity_siamese(enc, tokenizer, mlp, d, info))
+    if cfg.train_encoder:  # the final encoder is also the last round's kept one: one copy on disk
+        last = out / "stages" / f"round-{2 if 'round_2' in rounds else 1}" / "encoder"
+        _share_identical_files(last, out / "model" / "encoder")
     write_metrics(eval_dir / "test.json", test_json)
     write_metrics(eval_dir / "sts.json", sts_json)
     write_table(eval_dir)

@@ -35,7 +35,7 @@ from pathlib import Path
 from typing import Any
 
 from .cwr import ParallelSet
-from .loop import TrainingArguments, model_settings
+from .loop import TrainingArguments, model_settings, peak_rss_mb
 
 log = logging.getLogger("parasim.train")
 
@@ -243,12 +243,6 @@ def alignment_loss(tokenizer, initial, sets: Mapping[str, ParallelSet], langs, r
 # --- training ----------------------------------------------------------------------------------
 
 
-def _peak_rss_mb() -> float:
-    import resource
-
-    return round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024, 1)
-
-
 def save_encoder(model, tokenizer, path: str | Path) -> None:
     """``save_pretrained`` the encoder and its tokenizer into ``path`` (atomically replaced)."""
     from .card import write_dir
@@ -374,7 +368,7 @@ def train_align_encoder(
         # one unit = one sentence pair per language
         "sentence_pairs_per_s": (sum(speeds) / len(speeds) * len(langs)) if speeds else None,
         "wall_s": round(wall, 1),
-        "peak_rss_mb": _peak_rss_mb(),
+        "peak_rss_mb": peak_rss_mb(),
         "device": str(acc.device),
         "mixed_precision": acc.mixed_precision,
         "processes": acc.num_processes,

@@ -58,7 +58,7 @@ from typing import Any
 
 from parasim.config import ConfigError
 
-from .loop import TrainingArguments, model_settings
+from .loop import TrainingArguments, code_fingerprint, model_settings, peak_rss_mb
 
 log = logging.getLogger("parasim.train")
 
@@ -529,12 +529,6 @@ def binary_scores(gold: Sequence[int], pred: Sequence[int], score: Sequence[floa
     }
 
 
-def _peak_rss_mb() -> float:
-    import resource
-
-    return round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024, 1)
-
-
 def _cpu_s() -> float:
     t = os.times()
     return t.user + t.system + t.children_user + t.children_system
@@ -653,7 +647,7 @@ def train_entity_siamese(
     data_fp = [
         [(str(f), f.stat().st_size) for f in sorted(Path(corpus_dir, "data").rglob("*.parquet"))],
         sorted((str(s), Path(s).stat().st_size) for s in scores), members,
-        _code_fingerprint(),
+        code_fingerprint("entity_siamese.py", "loop.py"),
     ]  # fmt: skip
     untrained_enc, tokenizer = build_siamese(cfg.model, cfg.freeze_embeddings)
     untrained_enc.to(acc.device)
@@ -840,7 +834,7 @@ def train_entity_siamese(
         "test": {k: a[k] for k in (*scores_test, "majority")},
         "sts": {k: v for k, v in sts_json.items() if k != "model"},
         "train_s": round(train_s, 1), "wall_s": round(time.perf_counter() - t0, 1),
-        "cpu_s": round(_cpu_s() - cpu0, 1), "peak_rss_mb": _peak_rss_mb(),
+        "cpu_s": round(_cpu_s() - cpu0, 1), "peak_rss_mb": peak_rss_mb(),
         "device": str(acc.device), "mixed_precision": acc.mixed_precision,
         "settings": {**dataclasses.asdict(args), **dataclasses.asdict(cfg),
                      "encoder_trained": cfg.train_encoder},
@@ -884,12 +878,3 @@ def _one_axis(history: Sequence[Mapping]) -> list[dict]:
                     "bce": h.get("bce", math.nan) if key == "bce" else math.nan})  # fmt: skip
         prev = h["step"]
     return out
-
-
-def _code_fingerprint() -> str:
-    import hashlib
-
-    h = hashlib.sha1()
-    for name in ("entity_siamese.py", "loop.py"):
-        h.update((Path(__file__).parent / name).read_bytes())
-    return h.hexdigest()[:16]

@@ -167,6 +167,22 @@ def fingerprint(obj: Any) -> str:
     return hashlib.sha1(text.encode("utf-8")).hexdigest()[:16]
 
 
+def code_fingerprint(*modules: str) -> str:
+    """Hash of these files of ``parasim.train`` (names like ``"loop.py"``): a result kept from
+    other code is not reused."""
+    h = hashlib.sha1()
+    for name in modules:
+        h.update((Path(__file__).parent / name).read_bytes())
+    return h.hexdigest()[:16]
+
+
+def peak_rss_mb() -> float:
+    """This process's peak resident memory so far, in MB."""
+    import resource
+
+    return round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024, 1)
+
+
 def epoch_order(n: int, seed: int, epoch: int) -> list[int]:
     """The seeded example order of one epoch (the same on every process)."""
     order = list(range(n))

@@ -32,7 +32,7 @@ from typing import Any, NamedTuple
 
 from parasim.config import ConfigError
 
-from .loop import TrainingArguments, model_settings
+from .loop import TrainingArguments, model_settings, peak_rss_mb
 
 log = logging.getLogger("parasim.train")
 
@@ -730,7 +730,7 @@ def train_divergence_ranker(
         "untrained_baseline": baseline,
         "pairs_per_s": sum(speeds) / len(speeds) if speeds else None,
         "wall_s": round(train_s, 1),
-        "peak_rss_mb": _peak_rss_mb(),
+        "peak_rss_mb": peak_rss_mb(),
         "device": str(acc.device),
         "mixed_precision": acc.mixed_precision,
         "processes": acc.num_processes,
@@ -795,9 +795,3 @@ def _skipped(out: Path, reason: str, data: RankerData, n_shards: int, cfg: Ranke
     plot_curve([], out / "training_curve.png", f"divergence ranker ({cfg.model}): not trained")
     write_metrics(out / "metrics.json", metrics)
     return metrics
-
-
-def _peak_rss_mb() -> float:
-    import resource
-
-    return round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024, 1)

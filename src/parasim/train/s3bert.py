@@ -44,7 +44,7 @@ from typing import Any, NamedTuple
 
 from parasim.config import ConfigError
 
-from .loop import TrainingArguments, model_settings
+from .loop import TrainingArguments, model_settings, peak_rss_mb
 
 log = logging.getLogger("parasim.train")
 
@@ -525,7 +525,7 @@ def train_s3bert(
     """
     from .card import plot_curve, write_dir, write_metrics, write_model_card
     from .loop import fit, make_accelerator, set_seed
-    from .ranker import _peak_rss_mb, load_encoder
+    from .ranker import load_encoder
 
     args, cfg = s3bert_settings(section)
     out = Path(out_dir)
@@ -618,7 +618,7 @@ def train_s3bert(
         "train": {k: v for k, v in result.state.items() if k != "fingerprint"},
         "pairs_per_s": sum(speeds) / len(speeds) if speeds else None,
         "wall_s": round(train_s, 1),
-        "peak_rss_mb": _peak_rss_mb(),
+        "peak_rss_mb": peak_rss_mb(),
         "device": str(acc.device),
         "mixed_precision": acc.mixed_precision,
         "processes": acc.num_processes,

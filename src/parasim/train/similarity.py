@@ -47,7 +47,7 @@ from typing import Any
 
 from parasim.config import ConfigError, settings_from_dict
 
-from .loop import TrainingArguments, model_settings
+from .loop import TrainingArguments, code_fingerprint, model_settings, peak_rss_mb
 
 log = logging.getLogger("parasim.train")
 
@@ -363,22 +363,6 @@ def loss_fn_for(split: Split):
     return loss_fn
 
 
-def _code_fingerprint() -> str:
-    """Hash of the code that trains a fold: a fold result kept from other code is not reused."""
-    import hashlib
-
-    h = hashlib.sha1()
-    for name in ("similarity.py", "similarity_models.py", "loop.py"):
-        h.update((Path(__file__).parent / name).read_bytes())
-    return h.hexdigest()[:16]
-
-
-def _peak_rss_mb() -> float:
-    import resource
-
-    return round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024, 1)
-
-
 def _replace_dir(src: Path, dst: Path) -> None:
     shutil.rmtree(dst, ignore_errors=True)
     src.rename(dst)
@@ -490,7 +474,7 @@ def train_similarity(
     majority = int(2 * sum(train.label) >= len(train))
     data_fp = [
         [(str(f), f.stat().st_size) for f in sorted(Path(corpus_dir, "data").rglob("*.parquet"))],
-        members, info, _code_fingerprint(),
+        members, info, code_fingerprint("similarity.py", "similarity_models.py", "loop.py"),
     ]  # fmt: skip
     folds: list[dict] = []
     best: dict | None = None
@@ -688,7 +672,7 @@ def train_similarity(
         "train_s": round(sum(r.get("train_s", 0) for r in trained), 1),
         "pairs_per_s": _mean(speeds),
         "wall_s": round(time.perf_counter() - t0, 1),
-        "peak_rss_mb": _peak_rss_mb(),
+        "peak_rss_mb": peak_rss_mb(),
         "device": str(acc.device),
         "mixed_precision": acc.mixed_precision,
         "settings": {**dataclasses.asdict(args), **info},

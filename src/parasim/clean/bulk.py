@@ -193,7 +193,7 @@ def _disagreeing(chars: list[str]) -> set[str]:
     split = pc.list_value_length(
         pc.utf8_split_whitespace(pa.array([f"a{c}b" for c in chars]))
     ).to_pylist()
-    word, space = _CHECKS[0][0], _CHECKS[3][0]
+    word, letter, space = _CHECKS[0][0], _CHECKS[1][0], _CHECKS[3][0]
     for c, lo, nf, parts in zip(chars, lower, nfkc, split, strict=True):
         if (
             unicodedata.category(c) == "Cn"  # unassigned in Python's tables
@@ -201,8 +201,9 @@ def _disagreeing(chars: list[str]) -> set[str]:
             or c.casefold() != lo
             or unicodedata.normalize("NFKC", c) != nf
             or (parts == 2) != c.isspace()
-            # the repeated-word check classes the lower case of a character
+            # the letter count and the repeated-word check class the lower case of a character
             or (word.match(c) is None) != (word.match(lo) is None)
+            or (letter.match(c) is None) != (letter.match(lo) is None)
             or (space.match(c) is None) != (space.match(lo) is None)
         ):
             bad.add(c)
@@ -266,27 +267,32 @@ class Batch:
         self.texts = texts
         self.arr = pa.array(texts, type=pa.string())
         self.exact = self._holding(self.arr, _bad_chars(_chars(self.arr)))
-        non_letters = f"[^{LETTER}]+"
-        self.n_letters = pc.utf8_length(
-            pc.replace_substring_regex(self.arr, non_letters, "")
-        ).to_pylist()
-        self.letters = pc.replace_substring_regex(
-            pc.utf8_lower(self.arr), non_letters, ""
-        ).to_pylist()
+        letters = pc.replace_substring_regex(pc.utf8_lower(self.arr), f"[^{LETTER}]+", "")
+        self.letters = letters.to_pylist()
+        # lower case keeps a checked character one character and keeps its class
+        self.n_letters = pc.utf8_length(letters).to_pylist()
 
     def _holding(self, arr: pa.Array, bad: set[str]) -> list[bool]:
         if not bad:
             return [False] * len(arr)
         return pc.match_substring_regex(arr, _class_of(bad)).to_pylist()
 
-    def keys(self) -> list[str | None]:
-        """Per text, :func:`.rules.normalize`; None where Python must compute it (a character
-        Python and Arrow disagree on, in the text or in its NFKC form)."""
-        nfkc = pc.utf8_normalize(self.arr, "NFKC")
-        exact = self._holding(nfkc, _bad_chars(_chars(nfkc)))
+    def keys(self, which: list[int] | None = None) -> list[str | None]:
+        """:func:`.rules.normalize` of the texts ``which`` (indices; default all); None where
+        Python must compute it (a character Python and Arrow disagree on, in the text or in its
+        NFKC form)."""
+        idx = list(range(len(self.texts))) if which is None else which
+        if not idx:
+            return []
+        arr = self.arr.take(pa.array(idx, type=pa.int64())) if which is not None else self.arr
+        nfkc = pc.utf8_normalize(arr, "NFKC")
+        changed = pc.filter(nfkc, pc.not_equal(nfkc, arr))  # NFKC leaves most texts alone
+        exact = self._holding(nfkc, _bad_chars(_chars(changed)))
         words = pc.replace_substring_regex(pc.utf8_lower(nfkc), f"[^{WORD}]+", " ")
         keys = pc.utf8_trim(words, " ").to_pylist()
-        return [None if a or b else k for k, a, b in zip(keys, exact, self.exact, strict=True)]
+        return [
+            None if bad or self.exact[i] else k for i, k, bad in zip(idx, keys, exact, strict=True)
+        ]
 
     def repeated_candidates(self) -> list[bool]:
         """Per text, whether a word (lower case) is the end of the word before it and the start

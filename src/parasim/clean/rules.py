@@ -289,6 +289,7 @@ class Checker:
         if not todo:
             return
         b = self._batch = bulk.Batch(todo)
+        self._batch_pos = {t: i for i, t in enumerate(todo)}
         masks: dict[str, list[bool] | None] = {
             name: bulk.candidates(b.arr, self._hint_of[name])
             for name in self._side_names
@@ -325,12 +326,15 @@ class Checker:
                     break
             side[text] = verdict
 
-    def dedup_keys(self) -> dict[str, str]:
-        """:func:`normalize` of the texts :meth:`prepare` saw (those Arrow can compute)."""
+    def dedup_keys(self, texts: Iterable[str]) -> dict[str, str]:
+        """:func:`normalize` of those of ``texts`` that :meth:`prepare` saw and Arrow can
+        compute (the caller computes the rest)."""
         if self._batch is None:
             return {}
-        keys = self._batch.keys()
-        return {t: k for t, k in zip(self._batch.texts, keys, strict=True) if k is not None}
+        pos = self._batch_pos
+        which = sorted({pos[t] for t in texts if t in pos})
+        keys = self._batch.keys(which)
+        return {self._batch.texts[i]: k for i, k in zip(which, keys, strict=True) if k is not None}
 
     def side(self, text: str) -> int:
         """Position in ``order`` of the first side rule ``text`` fails; ``len(order)`` when it

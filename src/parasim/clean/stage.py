@@ -173,7 +173,7 @@ def clean_positives(
     if s["dedup"]:
         first: dict[tuple[str, str], int] = {}
         pages: dict[int, set[str]] = defaultdict(set)
-        known = check.dedup_keys()
+        known = check.dedup_keys([en_text[i] for i in keep] + [other_text[i] for i in keep])
 
         def norm(text: str) -> str:
             k = known.get(text)

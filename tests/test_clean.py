@@ -1,6 +1,7 @@
 """The clean stage: hard rules, language identification, deduplication, and its command."""
 
 import json
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -261,3 +262,99 @@ def test_real_translations_survive(path, other):
     pairs = load_parallel(SHARED / path, other)
     res = survival(pairs, other)
     assert res["kept_share"] >= 0.99, res
+
+
+HAND_WRITTEN = [
+    # code and markup
+    '<div class="wb-tabs"><p>Read the guide</p></div>',
+    "$('.wb-tabs').trigger('wb-init.wb-tabs');",
+    "color: red; margin: 0;",
+    "See commit 3f2a9c1d for details",
+    "Edit src/plugins/tabs/tabs.js and run init()",
+    "Use <li> for items",
+    # URLs and e-mail addresses
+    "https://wet-boew.github.io/wet-boew/index-en.html",
+    "Write to webmaster@example.gc.ca (www.canada.ca/en.html)",
+    "(http://example.org/a) «mailto:x@y.fr»",
+    # mojibake
+    "La page a Ã©tÃ© mise Ã  jour",
+    "Itâ€™s here",
+    "broken \ufffd char",
+    # repeated words
+    "Go go go now please",
+    "Allez allez ALLEZ!",
+    "x-go go go.",
+    "nous nous sommes vus",
+    "très très très bien",
+    "Ab, ab ab",
+    "ab ab abc",
+    "a\u00a0a\u00a0a",
+    # placeholders
+    "Lorem ipsum dolor sit amet, consectetur",
+    "LOREM\u00a0IPSUM",
+    "Needs translation: the plugin setup",
+    "À TRADUIRE",
+    "Texte à traduire",
+    "alorem ipsum",
+    "Traducción pendiente",
+    # letters, digits, case oddities Python and Arrow may class differently
+    "2014-07-21 12:00:00 +0400",
+    "①②③ abc",
+    "İstanbul İstanbul İstanbul",
+    "ıi ıi ıi",
+    "needſ tranſlation",
+    "Straße STRASSE",
+    "ﬁne ﬁne ﬁne",
+    "e\u0301te\u0301 été",
+    "Σσς ΣΣΣ",
+    "tab\x1cseparated\x1cfields",
+    "",
+    "   ",
+    "The calendar shows the events of the current month and the next one.",
+    "Le calendrier affiche les événements du mois en cours et du mois suivant.",
+]
+
+
+def test_bulk_path_gives_the_python_verdicts():
+    """Arrow's pre-filters (rules.Checker.prepare, parasim.clean.bulk) change no verdict, letter
+    count, letters-only form or deduplication key."""
+    slow, fast = rules.make_checker(), rules.make_checker()
+    fast.prepare(HAND_WRITTEN)
+    for text in HAND_WRITTEN:
+        assert fast.side(text) == slow._first_side_failure(text), text
+        assert fast.letters(text) == rules.letters_only(text), text
+        assert fast.count_letters(text) == rules.count_letters(text), text
+    for text, key in fast.dedup_keys(HAND_WRITTEN).items():
+        assert key == rules.normalize(text), text
+    found = {slow.order[fast.side(t)] for t in HAND_WRITTEN if fast.side(t) < len(slow.order)}
+    assert {"code_markup", "url_email", "bad_encoding", "repeated_words", "placeholder"} <= found
+
+
+def test_superset_patterns_find_every_python_match():
+    from parasim.clean import bulk
+
+    patterns = [
+        rules._URL_HINT,
+        rules._CODE_HINT,
+        rules._MOJIBAKE,
+        rules._REPEATED,
+        rules.compile_placeholders(rules.DEFAULT_PLACEHOLDERS),
+        rules.compile_placeholders([r"(?<!x)\bfoo\b", r"[^\W\d]{3}\s+\d", r"(?i:ΣΑ)"]),
+    ]
+    texts = pa.array(HAND_WRITTEN + ["xfoo", "foo", "abc 1", "σα", "ςα"])
+    for pattern in patterns:
+        mask = bulk.candidates(texts, pattern)
+        assert mask is not None, pattern.pattern
+        for text, hit in zip(texts.to_pylist(), mask, strict=True):
+            if pattern.search(text):
+                assert hit, (pattern.pattern, text)
+    # what RE2 cannot express is dropped or widened, never an error
+    assert bulk.superset_pattern(re.compile(r"(a)(?(1)b|c)(?=d)(?<=e)\1")) is not None
+
+
+def test_characters_python_and_arrow_class_differently_go_to_python():
+    from parasim.clean import bulk
+
+    bulk.clear_cache()
+    batch = bulk.Batch(["İstanbul", "Istanbul", "plain"])
+    assert batch.exact == [True, False, False]  # İ lower-cases to two characters in Python

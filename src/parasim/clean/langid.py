@@ -118,6 +118,14 @@ class LanguageId:
             return []
         return list(_identifier().par_identify(list(texts), ignore_confidence=not sure))
 
+    def identify_distinct(self, texts: Sequence[str], sure: bool = True) -> list[str]:
+        """:meth:`identify`, each distinct text identified once (page furniture repeats)."""
+        uniq = list(dict.fromkeys(texts))
+        if len(uniq) == len(texts):
+            return self.identify(texts, sure)
+        label = dict(zip(uniq, self.identify(uniq, sure), strict=True))
+        return [label[t] for t in texts]
+
     def page_language(self, lines: Sequence[str]) -> tuple[str, float]:
         """The language holding most letters of a page's lines, and its share of the letters.
 
@@ -142,6 +150,7 @@ class LanguageId:
         expected: str,
         context: Callable[[int], str | None],
         opposite: str,
+        letters: Callable[[str], int] | None = None,
     ) -> list[str]:
         """The verdict of each text against its expected language (ISO 639-1).
 
@@ -154,6 +163,8 @@ class LanguageId:
                 against a line when they are in this language (a French page's English block),
                 since heliport's guesses on short mixed text (names, numbers, menus) scatter over
                 unrelated languages.
+            letters: the letter count of a text, when the caller has it
+                (:func:`.rules.count_letters` by default).
 
         Returns:
             per text one of ``line``, ``close``, ``guess``, ``neighbours``, ``page`` (kept) or
@@ -161,17 +172,22 @@ class LanguageId:
         """
         want, other = iso3(expected), iso3(opposite)
         out: list[str | None] = [None] * len(texts)
-        own = [i for i, t in enumerate(texts) if enough_letters(t, self.min_letters)]
-        for i, lab in zip(own, self.identify([texts[i] for i in own]), strict=True):
+        count = letters or count_letters  # enough_letters(t, n) is count_letters(t) >= n
+        own = [i for i, t in enumerate(texts) if count(t) >= self.min_letters]
+        close: dict[str, str] = {}
+        for i, lab in zip(own, self.identify_distinct([texts[i] for i in own]), strict=True):
             if lab == want:
                 out[i] = OK_LINE
             elif lab == other:
                 out[i] = WRONG_LINE
             elif lab != "und":  # a third language: a close one (Galician for Spanish) is noise
-                top = _identifier().identify_topk_with_score(texts[i], self.close_k)
-                out[i] = OK_CLOSE if want in {t[0] for t in top} else WRONG_LINE
+                v = close.get(texts[i])
+                if v is None:
+                    top = _identifier().identify_topk_with_score(texts[i], self.close_k)
+                    v = close[texts[i]] = OK_CLOSE if want in {t[0] for t in top} else WRONG_LINE
+                out[i] = v
         unsure = [i for i, v in enumerate(out) if v is None]
-        guesses = self.identify([texts[i] for i in unsure], sure=False)
+        guesses = self.identify_distinct([texts[i] for i in unsure], sure=False)
         for i, lab in zip(unsure, guesses, strict=True):
             if lab == want:
                 out[i] = OK_GUESS
@@ -181,7 +197,7 @@ class LanguageId:
                 c = context(i)
                 if c and enough_letters(c, self.min_letters):
                     ctx[i] = c
-        for i, lab in zip(ctx, self.identify(list(ctx.values())), strict=True):
+        for i, lab in zip(ctx, self.identify_distinct(list(ctx.values())), strict=True):
             if lab == want:
                 out[i] = OK_NEIGHBOURS
             elif lab == other:

@@ -40,7 +40,7 @@ from __future__ import annotations
 import functools
 import re
 import unicodedata
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 
 #: Rule switches and thresholds (the ``clean.rules`` config section; false turns a rule off).
@@ -124,8 +124,11 @@ def count_letters(text: str) -> int:
 
 def clear_caches() -> None:
     """Forget the per-text caches (a benchmark that times several runs in one process)."""
+    from . import bulk
+
     for f in (letters_only, count_letters, normalize):
         f.cache_clear()
+    bulk.clear_cache()
 
 
 def _visible(text: str) -> int:
@@ -140,12 +143,11 @@ def normalize(text: str) -> str:
     return " ".join(_WORD.findall(unicodedata.normalize("NFKC", text).casefold()))
 
 
-def _near(a: str, b: str, threshold: float) -> bool:
-    """Whether the Indel similarity (difflib's ratio, computed by rapidfuzz) of the two
+def _near(la: str, lb: str, threshold: float) -> bool:
+    """Whether the Indel similarity (difflib's ratio, computed by rapidfuzz) of two
     letters-only forms is at least ``threshold``."""
     from rapidfuzz.fuzz import ratio
 
-    la, lb = letters_only(a), letters_only(b)
     if not la or not lb:
         return la == lb
     return ratio(la, lb, score_cutoff=100 * threshold) > 0
@@ -180,11 +182,13 @@ def _code_markup(text: str, share: float) -> bool:
     return _covers(_CODE, text, share)
 
 
-def _no_letters(text: str) -> bool:
+def _no_letters(text: str, alpha: int | None = None) -> bool:
+    """At most 10 % letters, or at least 50 % digits (``alpha``: the letter count, if known)."""
     n = len(text)
     if not n:
         return True
-    alpha = count_letters(text)
+    if alpha is None:
+        alpha = count_letters(text)
     if alpha / n <= 0.1:
         return True
     if 2 * alpha > n:  # letters and digits are disjoint: fewer than half can be digits
@@ -214,7 +218,8 @@ def compile_placeholders(patterns: list[str]) -> re.Pattern:
 class Checker:
     """``checker(en, other) -> reason or None``: the switched-on rules, in :data:`RULE_ORDER`.
 
-    The side rules of a text are computed once (page furniture repeats the same lines).
+    The side rules of a text are computed once (page furniture repeats the same lines);
+    :meth:`prepare` computes them for many texts at once (:mod:`.bulk`), with the same verdicts.
 
     Args:
         rules: the ``clean.rules`` section (missing keys take :data:`DEFAULT_RULES`).
@@ -229,6 +234,13 @@ class Checker:
         if unknown:
             raise ValueError(f"clean.rules: unknown rule(s) {sorted(unknown)}; known: {RULE_ORDER}")
         ph = compile_placeholders(DEFAULT_PLACEHOLDERS if placeholders is None else placeholders)
+        #: The expression each side rule searches first (a text it finds nothing in passes).
+        self._hint_of: dict[str, re.Pattern] = {
+            "url_email": _URL_HINT,
+            "code_markup": _CODE_HINT,
+            "placeholder": ph,
+            "bad_encoding": _MOJIBAKE,
+        }
         on = {k: v for k, v in cfg.items() if v is not False and v is not None}
         side_tests: dict[str, Callable[[str], bool]] = {
             "no_letters": _no_letters,
@@ -239,17 +251,90 @@ class Checker:
             "bad_encoding": lambda s: _MOJIBAKE.search(s) is not None,
         }
         pair_tests: dict[str, Callable[[str, str], bool]] = {
-            "identical": lambda a, b: letters_only(a) == letters_only(b),
-            "near_identical": lambda a, b: _near(a, b, float(on["near_identical"])),
+            "identical": lambda a, b: self.letters(a) == self.letters(b),
+            "near_identical": lambda a, b: _near(
+                self.letters(a), self.letters(b), float(on["near_identical"])
+            ),
             "length_ratio": lambda a, b: _ratio(a, b, float(on["length_ratio"])),
         }
         self.order = [name for name in RULE_ORDER if name in on]
         pos = {name: k for k, name in enumerate(self.order)}
         self._side_tests = [(pos[n], side_tests[n]) for n in self.order if n in side_tests]
+        self._side_names = [n for n in self.order if n in side_tests]
         self._pair_tests = [pair_tests.get(n) for n in self.order]
         self._empty = pos.get("empty", -1)
         self._never = len(self.order)
         self._side: dict[str, int] = {}
+        self._letters: dict[str, str] = {}
+        self._count: dict[str, int] = {}
+        self._batch: Any = None
+
+    def letters(self, text: str) -> str:
+        """:func:`letters_only` of ``text`` (from :meth:`prepare` when it saw the text)."""
+        x = self._letters.get(text)
+        return letters_only(text) if x is None else x
+
+    def count_letters(self, text: str) -> int:
+        """:func:`count_letters` of ``text`` (from :meth:`prepare` when it saw the text)."""
+        x = self._count.get(text)
+        return count_letters(text) if x is None else x
+
+    def prepare(self, texts: Iterable[str]) -> None:
+        """Judge the side rules of ``texts`` at once: Arrow's kernels compute the letter counts
+        and letters-only forms and pre-filter the expressions (:mod:`.bulk`); the Python rules
+        run on the texts the pre-filters let through."""
+        from . import bulk
+
+        todo = [t for t in dict.fromkeys(texts) if t not in self._side]
+        if not todo:
+            return
+        b = self._batch = bulk.Batch(todo)
+        self._batch_pos = {t: i for i, t in enumerate(todo)}
+        masks: dict[str, list[bool] | None] = {
+            name: bulk.candidates(b.arr, self._hint_of[name])
+            for name in self._side_names
+            if name in self._hint_of
+        }
+        if "repeated_words" in self._side_names:
+            masks["repeated_words"] = b.repeated_candidates()
+        tests = [
+            (k, masks.get(name), test)
+            for (k, test), name in zip(self._side_tests, self._side_names, strict=True)
+        ]
+        side = self._side
+        for i, text in enumerate(todo):
+            if b.exact[i]:
+                side[text] = self._first_side_failure(text)
+                continue
+            self._letters[text] = b.letters[i]
+            self._count[text] = alpha = b.n_letters[i]
+            if not text.strip():
+                side[text] = self._empty
+                continue
+            verdict = self._never
+            for k, mask, test in tests:
+                if mask is None:
+                    if test is _no_letters:
+                        if _no_letters(text, alpha):
+                            verdict = k
+                            break
+                    elif test(text):
+                        verdict = k
+                        break
+                elif mask[i] and test(text):
+                    verdict = k
+                    break
+            side[text] = verdict
+
+    def dedup_keys(self, texts: Iterable[str]) -> dict[str, str]:
+        """:func:`normalize` of those of ``texts`` that :meth:`prepare` saw and Arrow can
+        compute (the caller computes the rest)."""
+        if self._batch is None:
+            return {}
+        pos = self._batch_pos
+        which = sorted({pos[t] for t in texts if t in pos})
+        keys = self._batch.keys(which)
+        return {self._batch.texts[i]: k for i, k in zip(which, keys, strict=True) if k is not None}
 
     def side(self, text: str) -> int:
         """Position in ``order`` of the first side rule ``text`` fails; ``len(order)`` when it

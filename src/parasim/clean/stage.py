@@ -122,6 +122,7 @@ def clean_positives(
 
     # 1. hard rules
     check = rules.make_checker(s["rules"], s["placeholders"])
+    check.prepare(en_text + other_text)  # each distinct side once, with Arrow's kernels
     reason: list[str | None] = list(map(check, en_text, other_text))
 
     # 2. language identification, per side (the other side per declared language)
@@ -146,7 +147,9 @@ def clean_positives(
 
             texts = [texts_all[i] for i in members]
             opposite = lang if side == "en" else "en"
-            verdicts = lid.judge(texts, "en" if side == "en" else lang, context, opposite)
+            verdicts = lid.judge(
+                texts, "en" if side == "en" else lang, context, opposite, check.count_letters
+            )
             for i, v in zip(members, verdicts, strict=True):
                 stats[f"langid_{side}_{v}"] += 1
                 if v in (langid.WRONG_LINE, langid.WRONG_NEIGHBOURS) and reason[i] is None:
@@ -170,8 +173,14 @@ def clean_positives(
     if s["dedup"]:
         first: dict[tuple[str, str], int] = {}
         pages: dict[int, set[str]] = defaultdict(set)
+        known = check.dedup_keys([en_text[i] for i in keep] + [other_text[i] for i in keep])
+
+        def norm(text: str) -> str:
+            k = known.get(text)
+            return rules.normalize(text) if k is None else k
+
         for i in keep:
-            key = (rules.normalize(en_text[i]), rules.normalize(other_text[i]))
+            key = (norm(en_text[i]), norm(other_text[i]))
             j = first.setdefault(key, i)
             pages[j].add(cols["pair_id"][i])
             if j != i:

@@ -365,6 +365,48 @@ def test_threshold_sweep_matches_brute_force():
     assert f == pytest.approx(brute) and macro(t) == pytest.approx(f)
 
 
+def test_equal_error_threshold_matches_brute_force():
+    import random
+
+    from parasim.train.metrics import equal_error_threshold
+
+    rng = random.Random(5)
+    scores = [round(rng.gauss(0, 1), 1) for _ in range(80)]
+    pos = [s + rng.gauss(0, 1) > 0.8 for s in scores]  # imbalanced: about 1 positive to 3
+
+    def rates(t):
+        fnr = sum(p and s <= t for s, p in zip(scores, pos, strict=True)) / sum(pos)
+        fpr = sum(not p and s > t for s, p in zip(scores, pos, strict=True)) / (len(pos) - sum(pos))
+        return fnr, fpr
+
+    t, rate = equal_error_threshold(scores, pos)
+    cuts = sorted(set(scores))
+    brute = min(abs(a - b) for a, b in (rates(c) for c in [cuts[0] - 1, *cuts]))
+    fnr, fpr = rates(t)
+    assert abs(fnr - fpr) == pytest.approx(brute) and rate == pytest.approx((fnr + fpr) / 2)
+    # with overlapping classes the macro-F1 cut slides into the minority's tail; this one does
+    # not depend on the class ratio: repeating the negatives leaves it where it is
+    negatives = [s for s, p in zip(scores, pos, strict=True) if not p]
+    t2, _ = equal_error_threshold(scores + negatives, pos + [False] * len(negatives))
+    assert t2 == pytest.approx(t)
+
+
+def test_threshold_rule_is_a_validated_option(tmp_path, tiny_model):
+    from parasim.train.ranker import RankerConfig, dev_threshold, train_divergence_ranker
+
+    scores = [0.1, 0.2, 0.3, 0.35, 0.4, 0.5, 0.6, 0.9]
+    div = [False, False, True, False, True, True, True, True]
+    assert dev_threshold(scores, div, "macro_f1") != dev_threshold(scores, div, "equal_error")
+    with pytest.raises(ValueError, match="train.divergence_ranker.threshold"):
+        RankerConfig(threshold="oracle")
+    shard = write_toy(tmp_path / "000.parquet", toy_rows(20))
+    for rule in ("equal_error", "macro_f1"):
+        cfg = settings(tiny_model, ranker={"epochs": 1, "threshold": rule})
+        m = train_divergence_ranker([shard], tmp_path / rule, cfg)
+        info = json.loads((tmp_path / rule / "model" / "ranker.json").read_text())
+        assert info["threshold_rule"] == rule and info["threshold"] == m["threshold"]
+
+
 def test_eval_ranker_writes_the_refresd_measures(tmp_path, tiny_model):
     from parasim.cli import main
 

@@ -2,7 +2,8 @@
 
 * Sentences: equivalent vs divergent, per-class precision / recall / F1 and their
   support-weighted average (scikit-learn's ``weighted``), with the decision threshold the model
-  folder carries (picked on the synthetic dev split: no REFreSD label is used).
+  folder carries (picked on the synthetic dev split by ``train.divergence_ranker.threshold``:
+  no REFreSD label is used).
 * Tokens: on the "some meaning difference" pairs, a word is predicted DIV when P(DIV) > 0.5 for
   any of its subwords; gold DIV when at least one (union), two (pair-wise union) or three
   (intersection) annotators marked it in their rationale. F1 of DIV and EQ and their product
@@ -94,6 +95,7 @@ def evaluate_refresd(
     scores, _, _ = predict(model, tokenizer, items, max_length)
     gold = [r["binary"] for r in ref]
     sentence = sentence_results(scores, gold, float(info["threshold"]))
+    rule = info.get("threshold_rule", "macro_f1")  # models saved before the option: macro F1
     all_div = class_report(gold, ["divergent"] * len(gold), ["equivalent", "divergent"])
     untrained = None
     if info.get("base_model") and "untrained_cosine_threshold" in info:
@@ -118,7 +120,7 @@ def evaluate_refresd(
         "base_model": info.get("base_model"),
         "n_pairs": len(ref),
         "threshold": info["threshold"],
-        "threshold_from": "synthetic dev split (macro F1); no REFreSD label used",
+        "threshold_from": f"synthetic dev split ({rule.replace('_', ' ')}); no REFreSD label used",
         "sentence": sentence,
         "weighted_f1": sentence["weighted"]["f1"],
         "mean_score_by_class": mean,

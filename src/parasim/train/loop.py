@@ -337,6 +337,10 @@ def fit(
     )
     scheduler = torch.optim.lr_scheduler.LambdaLR(optimizer, _lr_lambda(args, total))
     model, optimizer, scheduler = acc.prepare(model, optimizer, scheduler)
+    log.info(
+        "device %s, mixed precision %s (train.dtype %s), %d process(es), %d steps",
+        acc.device, acc.mixed_precision, args.dtype, world, total,
+    )  # fmt: skip
 
     state: dict[str, Any] = {
         "fingerprint": fp,

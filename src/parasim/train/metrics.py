@@ -70,3 +70,38 @@ def token_f1(gold: Sequence[bool], pred: Sequence[bool]) -> dict[str, float]:
     div = prf(gold, pred, True)["f1"]
     eq = prf(gold, pred, False)["f1"]
     return {"f1_div": div, "f1_eq": eq, "f1_mul": div * eq}
+
+
+def equal_error_threshold(scores: Sequence[float], positive: Sequence[bool]) -> tuple[float, float]:
+    """Threshold t (positive when score > t) where both classes' error rates are closest: (t, rate).
+
+    The rate is the mean of the two (false-negative share of the positives, false-positive share
+    of the negatives) at t. Unlike the macro-F1 cut of :func:`best_threshold` it does not depend
+    on the class ratio, and where the classes overlap it does not slide to one tail: on parasim's
+    synthetic dev split (1 equivalent to 3.6 divergent rows, near-identical scores) the macro-F1
+    cut called 2 % of REFreSD equivalent, this one 21 % (BENCHMARKS.md, issue 14). One sorted sweep.
+    """
+    n = len(scores)
+    if n == 0:
+        raise ValueError("equal_error_threshold: no scores")
+    n_pos = sum(positive)
+    n_neg = n - n_pos
+    if not n_pos or not n_neg:
+        return best_threshold(scores, positive)[0], 0.0
+    pairs = sorted(zip(scores, positive, strict=True))
+    fn, fp = 0, n_neg  # below the cut: positives missed; above it: negatives kept
+    # everything above the first cut is positive
+    best = (1.0, pairs[0][0] - 1e-6, 0.5)
+    i = 0
+    while i < n:
+        j = i
+        while j < n and pairs[j][0] == pairs[i][0]:
+            fn += pairs[j][1]
+            fp -= not pairs[j][1]
+            j += 1
+        cut = (pairs[i][0] + pairs[j][0]) / 2 if j < n else pairs[i][0]
+        fnr, fpr = fn / n_pos, fp / n_neg
+        if abs(fnr - fpr) < best[0]:
+            best = (abs(fnr - fpr), cut, (fnr + fpr) / 2)
+        i = j
+    return best[1], best[2]

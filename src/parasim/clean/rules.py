@@ -243,7 +243,7 @@ class Checker:
         }
         on = {k: v for k, v in cfg.items() if v is not False and v is not None}
         side_tests: dict[str, Callable[[str], bool]] = {
-            "no_letters": _no_letters,
+            "no_letters": lambda s: _no_letters(s, self.count_letters(s)),
             "url_email": functools.partial(_url_email, share=float(on.get("url_email", 1))),
             "code_markup": functools.partial(_code_markup, share=float(on.get("code_markup", 1))),
             "placeholder": lambda s: ph.search(s) is not None,
@@ -307,24 +307,14 @@ class Checker:
                 side[text] = self._first_side_failure(text)
                 continue
             self._letters[text] = b.letters[i]
-            self._count[text] = alpha = b.n_letters[i]
+            self._count[text] = b.n_letters[i]
             if not text.strip():
                 side[text] = self._empty
                 continue
-            verdict = self._never
-            for k, mask, test in tests:
-                if mask is None:
-                    if test is _no_letters:
-                        if _no_letters(text, alpha):
-                            verdict = k
-                            break
-                    elif test(text):
-                        verdict = k
-                        break
-                elif mask[i] and test(text):
-                    verdict = k
-                    break
-            side[text] = verdict
+            side[text] = next(
+                (k for k, mask, test in tests if (mask is None or mask[i]) and test(text)),
+                self._never,
+            )
 
     def dedup_keys(self, texts: Iterable[str]) -> dict[str, str]:
         """:func:`normalize` of those of ``texts`` that :meth:`prepare` saw and Arrow can

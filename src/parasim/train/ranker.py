@@ -602,6 +602,14 @@ def dev_threshold(scores: Sequence[float], divergent: Sequence[bool], rule: str)
     raise ValueError(f"threshold rule: one of {list(THRESHOLD_RULES)}, not {rule!r}")
 
 
+def _dev_cut(scores: Sequence[float], divergent: Sequence[bool], rule: str) -> tuple[float, float]:
+    """(threshold by ``rule``, best macro F1 over all cuts): one macro-F1 sweep for both."""
+    from .metrics import best_threshold
+
+    t, f = best_threshold(scores, divergent)
+    return (t if rule == "macro_f1" else dev_threshold(scores, divergent, rule)), f
+
+
 def dev_pairs(data: RankerData) -> list[tuple[int, int]]:
     """The dev groups' ranking pairs (each row above every row of the next rank present)."""
     out = []
@@ -626,7 +634,7 @@ def dev_scores(model, tokenizer, data: RankerData, cfg: RankerConfig) -> dict[st
         threshold on -F (divergent when -F > t) by ``cfg.threshold`` (equal error rates, or the
         best dev macro F1). ``dev_macro_f1`` is the best macro F1 over all cuts either way.
     """
-    from .metrics import best_threshold, token_f1
+    from .metrics import token_f1
 
     rows = [i for g in data.dev_groups for i in g]
     items = [data.items[i] for i in rows]
@@ -637,9 +645,7 @@ def dev_scores(model, tokenizer, data: RankerData, cfg: RankerConfig) -> dict[st
     margin = sum(max(0.0, cfg.margin - by_item[x] + by_item[y]) for x, y in pairs) / max(
         1, len(pairs)
     )
-    neg, divergent = [-s for s in scores], [it.rank > 0 for it in items]
-    _, f = best_threshold(neg, divergent)
-    t = dev_threshold(neg, divergent, cfg.threshold)
+    t, f = _dev_cut([-s for s in scores], [it.rank > 0 for it in items], cfg.threshold)
     gold = [d for it in items for d in it.en_div + it.other_div]
     pred = [p > 0.5 for e, o in zip(en_p, other_p, strict=True) for p in e + o]
     tok = token_f1(gold, pred)
@@ -661,13 +667,9 @@ def dev_scores(model, tokenizer, data: RankerData, cfg: RankerConfig) -> dict[st
 def untrained_baseline(encoder, tokenizer, data: RankerData, cfg: RankerConfig) -> dict:
     """The untrained encoder's cosine on the dev rows, and its threshold (divergent when -cos >
     t, by ``cfg.threshold``): the baseline :mod:`parasim.train.evaluate` puts beside the ranker."""
-    from .metrics import best_threshold
-
     items = [data.items[i] for g in data.dev_groups for i in g]
     cos = encoder_cosines(encoder, tokenizer, items, cfg.max_length, cfg.eval_batch_size)
-    neg, divergent = [-c for c in cos], [it.rank > 0 for it in items]
-    _, f = best_threshold(neg, divergent)
-    t = dev_threshold(neg, divergent, cfg.threshold)
+    t, f = _dev_cut([-c for c in cos], [it.rank > 0 for it in items], cfg.threshold)
     return {"untrained_cosine_threshold": t, "untrained_cosine_dev_macro_f1": f}
 
 

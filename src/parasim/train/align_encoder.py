@@ -77,7 +77,7 @@ class AlignEncoderConfig:
     dev_fraction: float = 0.1
     min_pairs: int = 20
     eflomal_samplers: int = 3
-    links: str = "eflomal"
+    links: str = "divergences"
 
     def __post_init__(self) -> None:
         from .wordpairs import LINKS

@@ -92,7 +92,7 @@ class WordPairConfig:
     min_pairs: int = 20
     eflomal_samplers: int = 3
     seed: int = 13
-    links: str = "eflomal"
+    links: str = "divergences"
 
     def __post_init__(self) -> None:
         if self.links not in LINKS:

@@ -252,8 +252,10 @@ def extract_word_pairs(
             f"train.align_encoder.links is divergences: {len(tables)} positives table(s) need as "
             f"many divergences tables, not {0 if divergences is None else len(divergences)}"
         )
+    timing: Counter = Counter()
     if tokenizer is None:
         tokenizer = load_tokenizer(cfg.model)
+        timing["load_tokenizer_s"] = time.perf_counter() - t0
     nlps = dict(nlps or {})
     counts: Counter = Counter()
     nonempty = [t for t in tables if t.num_rows]
@@ -292,7 +294,6 @@ def extract_word_pairs(
         )
     out_rows: list[list[dict]] = [[] for _ in tables]
     per_lang: dict[str, Counter] = {}
-    timing: Counter = Counter()
     for lang in sorted(by_lang):
         c: Counter = Counter()
         rows = by_lang[lang]

@@ -84,7 +84,8 @@ def test_extraction_holds_out_the_corpus_test_split_and_counts_skips(tiny_model)
     few = _positives(1, 3, "es", "b")  # too few for eflomal
     shards = [pa.Table.from_pylist(rows[:50]), pa.Table.from_pylist(rows[50:] + few)]
     nlps = {"en": spacy.blank("en"), "fr": spacy.blank("fr"), "es": spacy.blank("es")}
-    cfg = {"max_length": 32, "min_pairs": 10, "dev_fraction": 0.2, "seed": 3, "eflomal_samplers": 1}
+    cfg = {"max_length": 32, "min_pairs": 10, "dev_fraction": 0.2, "seed": 3, "eflomal_samplers": 1,
+           "links": "eflomal"}  # fmt: skip
     out, st = extract_word_pairs(shards, cfg, {"test_fraction": 0.2}, tok, nlps)
     assert [t.schema for t in out] == [WORDPAIRS_SCHEMA, WORDPAIRS_SCHEMA]
     assert st["rows"] == len(rows) + len(few)
@@ -108,6 +109,80 @@ def test_extraction_holds_out_the_corpus_test_split_and_counts_skips(tiny_model)
     pairs = [(r["en_words"][i], r["other_words"][j]) for r in kept
              for i, j in zip(r["en_index"], r["other_index"], strict=True)]  # fmt: skip
     assert sum(o == f"f{e}" for e, o in pairs) / len(pairs) > 0.8
+
+
+def _equivalent_rows(positives: list[dict], links=None) -> list[dict]:
+    """The divergences stage's equivalent row of each positives row: its words and links (by
+    default word k with word k), plus a lexical variant whose links must be ignored."""
+    out = []
+    for r in positives:
+        en, other = r["en_text"].split(), r["other_text"].split()
+        lk = links(r) if links else [(k, k) for k in range(min(len(en), len(other)))]
+        base = {"seed_id": r["id"], "en_tokens": en, "other_tokens": other}
+        eq = [{"en": i, "other": j} for i, j in lk]
+        out.append({**base, "type": "equivalent", "alignment": eq})
+        out.append({**base, "type": "lexical_substitution", "alignment": [{"en": 0, "other": 1}]})
+    return out
+
+
+def test_divergence_links_give_their_word_pairs_and_count_non_seeds(tiny_model):
+    import pyarrow as pa
+    from transformers import AutoTokenizer
+
+    from parasim.train.wordpairs import extract_word_pairs, page_splits
+
+    tok = AutoTokenizer.from_pretrained(tiny_model)
+    rows = _positives(4, 6, "fr", "a")
+    seeds = [r for k, r in enumerate(rows) if k != 3 and k < 22]  # 3, 22, 23: no seed
+    div = _equivalent_rows(seeds)
+    div[0]["alignment"].append({"en": 9, "other": 0})  # row 0: a link past its words
+    div[2]["other_tokens"] = [*div[2]["en_tokens"][:2], *div[2]["other_tokens"][2:]]  # row 1
+    div += _equivalent_rows([{**rows[0], "id": "gone"}])  # a stale seed: not in the positives
+    positives = [pa.Table.from_pylist(rows[:12]), pa.Table.from_pylist(rows[12:])]
+    divergences = [pa.Table.from_pylist([d for d in div if d["seed_id"] in {r["id"] for r in
+                                         rows[:12]} | {"gone"}]),
+                   pa.Table.from_pylist([d for d in div if d["seed_id"] in {r["id"] for r in
+                                         rows[12:]}])]  # fmt: skip
+    cfg = {"max_length": 32, "min_pairs": 5, "dev_fraction": 0.3, "links": "divergences"}
+    out, st = extract_word_pairs(positives, cfg, {"test_fraction": 0.2}, tok, None, divergences)
+    assert st["rows"] == 24 and st["skip_not_a_seed"] == 3 and st["links"] == "divergences"
+    assert st["links_out_of_range"] == 1 and st["links_exact_match"] == 2
+    assert st["divergence_rows_without_positive"] == 1 and "eflomal_s" not in st
+    kept = {r["id"]: r for t in out for r in t.to_pylist()}
+    assert [t.schema for t in out] == [WORDPAIRS_SCHEMA, WORDPAIRS_SCHEMA]
+    assert set(kept) == {r["id"] for r in seeds}
+    assert sum(v for k, v in st.items() if k.startswith("word_pairs_")) == 21 * 6 - 2
+    r0 = kept[rows[0]["id"]]
+    assert r0["en_words"] == rows[0]["en_text"].split()
+    assert r0["en_index"] == r0["other_index"] == list(range(6))
+    assert kept[rows[1]["id"]]["en_index"] == [2, 3, 4, 5]  # words 0 and 1 match exactly
+    splits = page_splits(pa.concat_tables(positives), {"test_fraction": 0.2}, 0.3, 13)
+    assert all(r["split"] == splits[r["pair_id"]] for r in kept.values())
+    assert {r["split"] for r in kept.values()} == {"train", "dev", "test"}
+
+
+def test_divergence_links_need_the_divergences_and_their_alignment_column(tmp_path, tiny_model):
+    import pyarrow as pa
+    from transformers import AutoTokenizer
+
+    from parasim.train.wordpairs import extract_word_pairs, read_seed_links
+
+    tok = AutoTokenizer.from_pretrained(tiny_model)
+    rows = _positives(2, 3, "fr", "a")
+    pos = [pa.Table.from_pylist(rows)]
+    with pytest.raises(ValueError, match="1 positives table.* need as many divergences"):
+        extract_word_pairs(pos, {"links": "divergences"}, None, tok)
+    bare = pa.Table.from_pylist([{k: v for k, v in d.items() if k != "alignment"}
+                                 for d in _equivalent_rows(rows)])  # fmt: skip
+    with pytest.raises(ValueError, match="divergences table 0 has no alignment column"):
+        extract_word_pairs(pos, {"links": "divergences"}, None, tok, None, [bare])
+    path = tmp_path / "div.parquet"
+    write_table(bare, path)
+    with pytest.raises(ValueError, match=f"divergences shard {path} has no alignment column") as e:
+        read_seed_links(path)
+    assert "\n" not in str(e.value)
+    with pytest.raises(ValueError, match="train.align_encoder.links: one of"):
+        extract_word_pairs(pos, {"links": "fastalign"}, None, tok)
 
 
 # --- retrieval ---------------------------------------------------------------------------------
@@ -274,7 +349,7 @@ def test_cli_wordpairs_and_training(tmp_path, tiny_model):
     write_table(pa.Table.from_pylist(_positives(6, 6, "fr", "a")), pos)
     wp, stats = tmp_path / "wp.parquet", tmp_path / "wp.json"
     base = [sys.executable, "-m", "parasim.cli"]
-    s = json.dumps(_settings(tiny_model, min_pairs=5))
+    s = json.dumps(_settings(tiny_model, min_pairs=5, links="eflomal"))
     r = subprocess.run([*base, "align-wordpairs", "--positives", str(pos), "--out", str(wp),
                         "--stats", str(stats), "--settings-json", s],
                        env=_env(), capture_output=True, text=True, timeout=300)  # fmt: skip
@@ -288,6 +363,43 @@ def test_cli_wordpairs_and_training(tmp_path, tiny_model):
     r = subprocess.run([*base, "align-wordpairs", "--positives", str(pos), "--out", "a", "b"],
                        env=_env(), capture_output=True, text=True, timeout=300)  # fmt: skip
     assert r.returncode == 2 and "--out" in r.stderr
+
+
+def test_cli_wordpairs_from_the_divergences_links(tmp_path, tiny_model):
+    import subprocess
+    import sys
+
+    import pyarrow as pa
+    from test_train import _env
+
+    from parasim.train.wordpairs import read_word_pairs
+
+    rows = _positives(6, 6, "fr", "a")
+    pos, div, bare = tmp_path / "pos.parquet", tmp_path / "div.parquet", tmp_path / "bare.parquet"
+    write_table(pa.Table.from_pylist(rows), pos)
+    write_table(pa.Table.from_pylist(_equivalent_rows(rows[:30])), div)
+    write_table(pa.Table.from_pylist(_equivalent_rows(rows)).drop_columns(["alignment"]), bare)
+    wp, stats = tmp_path / "wp.parquet", tmp_path / "wp.json"
+    s = json.dumps(_settings(tiny_model, min_pairs=5))
+    cmd = [sys.executable, "-m", "parasim.cli", "align-wordpairs", "--positives", str(pos),
+           "--out", str(wp), "--settings-json", s]  # fmt: skip
+
+    def run(*extra):
+        return subprocess.run([*cmd, *extra], env=_env(), capture_output=True, text=True,
+                              timeout=300)  # fmt: skip
+
+    r = run("--divergences", str(div), "--stats", str(stats))  # links: divergences by default
+    assert r.returncode == 0, r.stderr[-2000:]
+    st = json.loads(stats.read_text())
+    assert st["rows"] == 36 and st["skip_not_a_seed"] == 6 and st["links"] == "divergences"
+    assert len(read_word_pairs([wp])) == 30
+    r = run()
+    assert r.returncode == 2 and "--divergences 0" in r.stderr
+    r = run("--divergences", str(bare))
+    assert r.returncode == 2 and f"divergences shard {bare} has no alignment column" in r.stderr
+    assert "Traceback" not in r.stderr
+    r = run("--divergences", str(tmp_path / "none.parquet"))
+    assert r.returncode == 2 and "none.parquet" in r.stderr
 
 
 def test_a_rerun_after_kill_9_resumes_and_ends_with_the_uninterrupted_model(tmp_path, tiny_model):

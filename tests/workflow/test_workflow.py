@@ -139,6 +139,22 @@ def test_dry_run_plans_every_stage_per_site_and_shard(tmp_path):
     assert counts["parse_pages"] == n_sites * n_shards
 
 
+def test_word_pairs_read_the_divergences_links_unless_eflomal_is_asked_for(tmp_path):
+    def plan(links):
+        cfg = shipped_config(tmp_path / links)
+        cfg["train"] = {"align_encoder": {"links": links}}
+        (tmp_path / links / "config.yaml").write_text(yaml.safe_dump(cfg))
+        target = "results/align_encoder/wordpairs.stats.json"
+        out = run_demo(tmp_path / links, "-n", "-p", target).stdout
+        return out[out.index("rule align_encoder_wordpairs:") :].split("Job stats:")[0]
+
+    job = plan("divergences")
+    assert "--divergences results/divergences/demo-gov/000.parquet" in job, job
+    assert "threads:" not in job  # one thread: eflomal does not run
+    job = plan("eflomal")
+    assert "results/divergences/" not in job and "threads: 2" in job, job
+
+
 def test_bad_config_stops_before_any_job(tmp_path):
     bad = tmp_path / "bad.yaml"
     bad.write_text(

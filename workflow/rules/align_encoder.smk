@@ -1,11 +1,11 @@
 rule align_encoder_wordpairs:
-    """Word pairs of every site's positives (seed 003 §3.3): eflomal intersection per language
-    over all sites, one-to-one links, exact matches removed; train / dev / test by page pair (test:
-    the corpus test split). One word-pair shard per positives shard."""
+    """Word pairs of every site's positives (seed 003 §3.3): eflomal intersection links, one-to-one,
+    exact matches removed; train / dev / test by page pair (test: the corpus test split). One
+    word-pair shard per positives shard. The links: the divergences stage's (its seeds' eflomal
+    intersection, read back; `train.align_encoder.links: divergences`) or a second eflomal run
+    per language over all sites (`links: eflomal`)."""
     input:
-        positives=expand(
-            "results/positives/{site}/{shard}.parquet", site=SITES, shard=SHARDS
-        ),
+        unpack(wordpair_inputs),
         code=code("train", "divergences"),
     output:
         wordpairs=expand(
@@ -20,16 +20,18 @@ rule align_encoder_wordpairs:
         "benchmarks/align_encoder_wordpairs.tsv"
     conda:
         "../../envs/nlp.yaml"
-    threads: 2  # eflomal aligns the two directions side by side
+    threads: WORDPAIR_THREADS
     resources:
         mem_mb=4000,
         runtime=60,
     params:
         train=section_json("train"),
         corpus=section_json("corpus"),
+        divergences=wordpair_divergence_args,
     shell:
-        "parasim align-wordpairs --positives {input.positives} --out {output.wordpairs}"
-        " --corpus-json {params.corpus:q} --settings-json {params.train:q}"
+        "parasim align-wordpairs --positives {input.positives} {params.divergences}"
+        " --out {output.wordpairs} --corpus-json {params.corpus:q}"
+        " --settings-json {params.train:q}"
         " --stats {output.stats} > {log} 2>&1"
 
 

@@ -189,3 +189,31 @@ def score_input_args(wildcards, input):
 
 #: The amrlib parser runs a neural model (CUDA when present); the rules parser is CPU only.
 SCORES_GPU = 1 if config["scores"]["amr"]["parser"] == "amrlib" else 0
+
+
+#: Word pairs' links: "divergences" reads the divergences stage's seed links (one thread is
+#: enough); "eflomal" aligns the two directions side by side (two threads).
+WORDPAIR_LINKS = config["train"]["align_encoder"]["links"]
+WORDPAIR_THREADS = 1 if WORDPAIR_LINKS == "divergences" else 2
+
+
+def wordpair_inputs(wildcards):
+    """Every site's positives shards and, with `train.align_encoder.links: divergences`, their
+    divergences shards in the same order."""
+    out = {
+        "positives": expand(
+            "results/positives/{site}/{shard}.parquet", site=SITES, shard=SHARDS
+        )
+    }
+    if WORDPAIR_LINKS == "divergences":
+        out["divergences"] = expand(
+            "results/divergences/{site}/{shard}.parquet", site=SITES, shard=SHARDS
+        )
+    return out
+
+
+def wordpair_divergence_args(wildcards, input):
+    """`--divergences D ...` when the rule reads the divergences' links, else nothing."""
+    if "divergences" not in input.keys():
+        return ""
+    return "--divergences " + " ".join(input.divergences)

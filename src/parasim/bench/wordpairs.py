@@ -3,12 +3,17 @@
 Prints the rows read, the kept sentence and word pairs per split, every skip by reason, wall and
 CPU seconds (eflomal runs as a subprocess: its CPU is counted apart), and the share of the time in
 tokenization (spaCy + the encoder's subword check) and in eflomal, with the load average.
+``--divergences`` (one shard per ``--positives``, same order) times ``links: divergences``: the
+divergences stage's seed links are read back instead of running eflomal (reading them is timed
+apart and counted in the figures); ``--out-dir`` writes the word-pair shards (to compare modes).
 
 Run::
 
     parasim bench wordpairs --positives ../wetrun2/results/positives/*/*.parquet
     parasim bench wordpairs --positives ... --samplers 1 --json wp.json
     parasim bench wordpairs --positives ... --replicate 20   # the cost on a 20x larger corpus
+    parasim bench wordpairs --positives P/000.parquet P/001.parquet \
+        --divergences D/000.parquet D/001.parquet            # links: divergences
 
 eflomal's default schedule runs 5000/sqrt(n) iterations (a quarter of it for each of IBM1 and
 HMM) on a corpus of n sentence pairs, so its cost grows as sqrt(n) and the throughput rises with
@@ -32,7 +37,7 @@ def _load() -> str:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    """Command line: ``parasim bench wordpairs --positives F [F ...] [--samplers N] [--json F]``."""
+    """Command line: ``parasim bench wordpairs --positives F [F ...] [--divergences D [D ...]]``."""
     ap = argparse.ArgumentParser(prog="parasim bench wordpairs", description=__doc__.split("\n")[0])
     ap.add_argument("--positives", nargs="+", required=True, help="positives shards")
     ap.add_argument("--samplers", type=int, default=3, help="eflomal samplers per direction")
@@ -44,12 +49,23 @@ def main(argv: Sequence[str] | None = None) -> int:
         default=1,
         help="repeat the input K times (a larger corpus for the cost; see above)",
     )
+    ap.add_argument(
+        "--divergences",
+        nargs="+",
+        default=None,
+        help="divergences shards, one per --positives: time links: divergences",
+    )
+    ap.add_argument("--out-dir", type=Path, default=None, help="write the word-pair shards here")
     args = ap.parse_args(argv)
     import pyarrow.parquet as pq
 
     from parasim.divergences.tags import load_spacy
-    from parasim.train.wordpairs import extract_word_pairs, load_tokenizer
+    from parasim.train.wordpairs import extract_word_pairs, load_tokenizer, read_seed_links
 
+    if args.divergences is not None and (
+        len(args.divergences) != len(args.positives) or args.replicate > 1
+    ):
+        ap.error("--divergences: one shard per --positives, and no --replicate")
     tables = [pq.read_table(f) for f in args.positives]
     if args.replicate > 1:
         import pyarrow as pa
@@ -60,32 +76,50 @@ def main(argv: Sequence[str] | None = None) -> int:
                          pc.binary_join_element_wise(t.column("id"), pa.scalar(f"#{k}"), ""))
             for k in range(args.replicate) for t in tables
         ]  # fmt: skip
-    langs = {lang for t in tables for lang in t.column("other_lang").to_pylist() if lang}
+    links = "eflomal" if args.divergences is None else "divergences"
     tok = load_tokenizer(args.model)
-    nlps = {lang: load_spacy(lang) for lang in {"en", *langs}}
+    nlps = {}
+    if links == "eflomal":
+        langs = {lang for t in tables for lang in t.column("other_lang").to_pylist() if lang}
+        nlps = {lang: load_spacy(lang) for lang in {"en", *langs}}
     load0 = _load()
     c0, ch0 = time.process_time(), resource.getrusage(resource.RUSAGE_CHILDREN)
-    _, st = extract_word_pairs(tables, {"eflomal_samplers": args.samplers, "model": args.model},
-                               None, tok, nlps)  # fmt: skip
+    t0 = time.perf_counter()
+    div = None if args.divergences is None else [read_seed_links(f) for f in args.divergences]
+    read_s = time.perf_counter() - t0
+    cfg = {"eflomal_samplers": args.samplers, "model": args.model, "links": links}
+    out, st = extract_word_pairs(tables, cfg, None, tok, nlps, divergences=div)
     ch1 = resource.getrusage(resource.RUSAGE_CHILDREN)
     cpu = time.process_time() - c0
     child = (ch1.ru_utime + ch1.ru_stime) - (ch0.ru_utime + ch0.ru_stime)
-    rows, wall = st["rows"], st["wall_s"]
+    rows, wall = st["rows"], st["wall_s"] + read_s
+    eflomal_s = st.get("eflomal_s", 0.0)
     fig = {
-        "load_before": load0, "load_after": _load(), "rows": rows, "wall_s": wall,
+        "links": links, "load_before": load0, "load_after": _load(), "rows": rows,
+        "wall_s": round(wall, 2), "read_divergences_s": round(read_s, 2),
         "cpu_s_parasim": round(cpu, 2), "cpu_s_eflomal": round(child, 2),
         "sentence_pairs_per_s": round(rows / wall, 1),
         "sentence_pairs_per_cpu_s": round(rows / (cpu + child), 1),
-        "sentence_pairs_per_s_without_eflomal": round(rows / max(wall - st["eflomal_s"], 1e-9), 1),
+        "sentence_pairs_per_s_without_eflomal": round(rows / max(wall - eflomal_s, 1e-9), 1),
         "samplers": args.samplers, "replicate": args.replicate, "stats": st,
     }  # fmt: skip
     print(f"load average {load0} -> {fig['load_after']}")
-    print(f"{rows} sentence pairs in {wall:.1f} s: {fig['sentence_pairs_per_s']} /s "
-          f"({fig['sentence_pairs_per_cpu_s']} per CPU-second; CPU {cpu:.1f} s here + "
-          f"{child:.1f} s eflomal)")  # fmt: skip
-    print(f"  tokenize + subword check {st.get('tokenize_s', 0):.1f} s, eflomal "
-          f"{st.get('eflomal_s', 0):.1f} s ({args.samplers} samplers); without eflomal "
-          f"{fig['sentence_pairs_per_s_without_eflomal']} sentence pairs/s")  # fmt: skip
+    print(f"links: {links}; {rows} sentence pairs in {wall:.2f} s: "
+          f"{fig['sentence_pairs_per_s']} /s ({fig['sentence_pairs_per_cpu_s']} per CPU-second; "
+          f"CPU {cpu:.2f} s here + {child:.1f} s eflomal)")  # fmt: skip
+    if links == "eflomal":
+        print(f"  tokenize + subword check {st.get('tokenize_s', 0):.1f} s, eflomal "
+              f"{eflomal_s:.1f} s ({args.samplers} samplers); without eflomal "
+              f"{fig['sentence_pairs_per_s_without_eflomal']} sentence pairs/s")  # fmt: skip
+    else:
+        print(f"  read the divergences' seed links {read_s:.2f} s, subword check "
+              f"{st.get('tokenize_s', 0):.2f} s")  # fmt: skip
+    if args.out_dir:
+        from parasim.io import write_table
+
+        args.out_dir.mkdir(parents=True, exist_ok=True)
+        for k, t in enumerate(out):
+            write_table(t, args.out_dir / f"{k:03d}.parquet")
     for k in sorted(st):
         if k.startswith(("sentence_pairs_", "word_pairs_", "skip_", "links_")):
             print(f"  {k}: {st[k]}")

@@ -23,16 +23,35 @@ def cmd_wordpairs(args: argparse.Namespace) -> None:
     from parasim.stagecli import UsageError, need, section_from_args, write_stats
 
     from .align_encoder import wordpair_settings
-    from .wordpairs import extract_word_pairs
+    from .wordpairs import extract_word_pairs, read_seed_links
 
     if len(args.positives) != len(args.out):
         raise UsageError(
             f"--positives has {len(args.positives)} shard(s) but --out {len(args.out)}"
         )
     section = section_from_args(args, "train")
+    settings = wordpair_settings(section)
     corpus = validate_section("corpus", json.loads(args.corpus_json or "{}"))
+    divergences = None
+    if settings["links"] == "divergences":
+        if len(args.divergences or ()) != len(args.positives):
+            raise UsageError(
+                f"train.align_encoder.links is divergences: --positives has "
+                f"{len(args.positives)} shard(s) but --divergences {len(args.divergences or ())}"
+            )
+        try:
+            divergences = [
+                read_seed_links(need(d, f"divergences shard of {p}"))
+                for p, d in zip(args.positives, args.divergences, strict=True)
+            ]
+        except ValueError as exc:
+            raise UsageError(str(exc)) from None
+    elif args.divergences:
+        raise UsageError(
+            "--divergences given but train.align_encoder.links is eflomal (set it to divergences)"
+        )
     tables = [pq.read_table(need(p, "positives shard")) for p in args.positives]
-    out, stats = extract_word_pairs(tables, wordpair_settings(section), corpus)
+    out, stats = extract_word_pairs(tables, settings, corpus, divergences=divergences)
     for t, path in zip(out, args.out, strict=True):
         Path(path).parent.mkdir(parents=True, exist_ok=True)
         write_table(t, path)
@@ -82,6 +101,12 @@ def register(add: Callable[..., argparse.ArgumentParser], site_opts: Callable) -
         "Word pairs (eflomal intersection, one-to-one) of the positives (seed 003 §3.3).",
     )
     sp.add_argument("--positives", nargs="+", required=True, help="positives shards, every site")
+    sp.add_argument(
+        "--divergences",
+        nargs="+",
+        help="divergences shards, one per --positives, same order (train.align_encoder.links: "
+        "divergences reads their seed links)",
+    )
     sp.add_argument("--out", nargs="+", required=True, help="word-pair shards, one per --positives")
     sp.add_argument("--corpus-json", help="the corpus: config section as JSON (test split)")
     sp.add_argument("--settings-json", help="the train: config section as JSON")

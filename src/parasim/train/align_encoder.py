@@ -64,7 +64,7 @@ class AlignEncoderConfig:
         max_length: subwords per sentence (longer pairs were skipped at extraction).
         max_pairs_per_lang: training sentence pairs per language at most (None: all).
         eval_max_pairs: dev sentence pairs per language evaluated at most.
-        max_length, dev_fraction, min_pairs, eflomal_samplers: word-pair extraction
+        max_length, dev_fraction, min_pairs, eflomal_samplers, links: word-pair extraction
             (:class:`parasim.train.wordpairs.WordPairConfig`).
     """
 
@@ -77,8 +77,13 @@ class AlignEncoderConfig:
     dev_fraction: float = 0.1
     min_pairs: int = 20
     eflomal_samplers: int = 3
+    links: str = "divergences"
 
     def __post_init__(self) -> None:
+        from .wordpairs import LINKS
+
+        if self.links not in LINKS:
+            raise ValueError(f"train.align_encoder.links: one of {LINKS}, not {self.links!r}")
         if self.reg_weight < 0:
             raise ValueError(f"train.align_encoder.reg_weight: >= 0, not {self.reg_weight}")
         if not 0 <= self.warmup_ratio < 1:
@@ -106,6 +111,7 @@ def wordpair_settings(section: Mapping[str, Any] | None) -> dict:
     return {
         "model": cfg.model, "max_length": cfg.max_length, "dev_fraction": cfg.dev_fraction,
         "min_pairs": cfg.min_pairs, "eflomal_samplers": cfg.eflomal_samplers, "seed": args.seed,
+        "links": cfg.links,
     }  # fmt: skip
 
 

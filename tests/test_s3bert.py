@@ -146,7 +146,7 @@ def test_consistency_is_zero_before_training_and_decomposition_hand_checked(tiny
     terms = s3bert.s3bert_loss(tok, teacher, cfg)(model, batch)
     assert float(terms["consistency"][0].detach()) == pytest.approx(0.0, abs=1e-10)
     assert terms["consistency"][1] == 4 and terms["decomposition"][1] == 2
-    # by hand: (M - 1 * cos(slice_k))^2, mean over aspects, summed over the pair
+    # by hand: alpha * (M - 1 * cos(slice_k))^2, mean over aspects, summed over the pairs
     with torch.no_grad():
         inputs = s3bert._tokenize(tok, [p.a for p in batch] + [p.b for p in batch], 16, "cpu")
         e = s3bert.mean_pool(enc, **inputs)
@@ -157,7 +157,8 @@ def test_consistency_is_zero_before_training_and_decomposition_hand_checked(tiny
                 e[i, 2 * k : 2 * k + 2], e[2 + i, 2 * k : 2 * k + 2], dim=0))) ** 2
             for k in range(15)
         ]  # fmt: skip
-        want += sum(errs) / 15
+        want += cfg.alpha * sum(errs) / 15
+    assert cfg.alpha == 0.25  # the default
     assert float(terms["decomposition"][0].detach()) == pytest.approx(want, rel=1e-5)
 
 

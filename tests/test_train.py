@@ -240,6 +240,22 @@ def test_training_is_reproducible_on_the_cpu(tmp_path, tiny_model):
     assert max_diff(model_weights(tmp_path / "a/model"), model_weights(tmp_path / "b/model")) == 0
 
 
+def test_a_time_limit_stops_cleanly_with_every_output(tmp_path, tiny_model):
+    from parasim.train import load_ranker, train_divergence_ranker
+
+    shard = write_toy(tmp_path / "000.parquet", toy_rows(40))
+    out = tmp_path / "ranker"
+    # a limit already passed at the first step boundary: one step, then the usual ending
+    cfg = settings(tiny_model, max_minutes=1e-9, ranker={"epochs": 3})
+    metrics = train_divergence_ranker([shard], out, cfg)
+    assert metrics["train"]["stopped"] == "time_limit" and metrics["train"]["step"] == 1
+    assert metrics["dev"]["dev_pair_accuracy"] >= 0  # the best model was evaluated
+    assert "time_limit" in (out / "README.md").read_text()
+    assert load_ranker(out / "model")[2]["threshold"] == metrics["threshold"]
+    with pytest.raises(ValueError, match="max_minutes"):
+        train_divergence_ranker([shard], tmp_path / "bad", settings(tiny_model, max_minutes=0))
+
+
 def _cli(out: Path, shard: Path, cfg: dict, *launcher: str) -> list[str]:
     args = ["train-ranker", "--divergences", str(shard), "--out", str(out)]
     return [*launcher, *args, "--settings-json", json.dumps(cfg)]

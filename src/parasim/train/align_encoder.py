@@ -35,7 +35,7 @@ from pathlib import Path
 from typing import Any
 
 from .cwr import ParallelSet
-from .loop import TrainingArguments, model_settings, peak_rss_mb
+from .loop import TrainingArguments, model_settings, peak_gpu_mb, peak_rss_mb
 
 log = logging.getLogger("parasim.train")
 
@@ -375,6 +375,7 @@ def train_align_encoder(
         "sentence_pairs_per_s": (sum(speeds) / len(speeds) * len(langs)) if speeds else None,
         "wall_s": round(wall, 1),
         "peak_rss_mb": peak_rss_mb(),
+        "peak_gpu_mb": peak_gpu_mb(),
         "device": str(acc.device),
         "mixed_precision": acc.mixed_precision,
         "processes": acc.num_processes,

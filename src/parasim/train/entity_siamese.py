@@ -58,7 +58,7 @@ from typing import Any
 
 from parasim.config import ConfigError
 
-from .loop import TrainingArguments, code_fingerprint, model_settings, peak_rss_mb
+from .loop import TrainingArguments, code_fingerprint, model_settings, peak_gpu_mb, peak_rss_mb
 
 log = logging.getLogger("parasim.train")
 
@@ -835,6 +835,7 @@ def train_entity_siamese(
         "sts": {k: v for k, v in sts_json.items() if k != "model"},
         "train_s": round(train_s, 1), "wall_s": round(time.perf_counter() - t0, 1),
         "cpu_s": round(_cpu_s() - cpu0, 1), "peak_rss_mb": peak_rss_mb(),
+        "peak_gpu_mb": peak_gpu_mb(),
         "device": str(acc.device), "mixed_precision": acc.mixed_precision,
         "settings": {**dataclasses.asdict(args), **dataclasses.asdict(cfg),
                      "encoder_trained": cfg.train_encoder},

@@ -65,6 +65,10 @@ class TrainingArguments:
         keep_checkpoints: how many of the latest checkpoints to keep.
         eval_every: steps between dev evaluations (0: at the end of each epoch only).
         patience: evaluations without improvement before stopping (0: never stop early).
+        max_minutes: stop cleanly at the first step boundary after this many minutes of training
+            in this process (a cluster job's wall-time limit): evaluate, save the best model and
+            write every output as at the last step; the stop reason is ``time_limit``. None: no
+            limit. Not part of the resume fingerprint (a rerun may give more time).
         log_every: steps between progress lines.
         device: "auto", "cpu" or "cuda" (:mod:`parasim.accel`).
         dtype: "auto", "float32", "bfloat16" or "float16": autocast precision.
@@ -87,6 +91,7 @@ class TrainingArguments:
     keep_checkpoints: int = 2
     eval_every: int = 0
     patience: int = 2
+    max_minutes: float | None = None
     log_every: int = 10
     device: str = "auto"
     dtype: str = "auto"
@@ -97,6 +102,8 @@ class TrainingArguments:
             raise ValueError("train: batch_size and epochs must be >= 1")
         if self.max_steps is not None and self.max_steps < 1:
             raise ValueError(f"train: max_steps must be >= 1 or null, not {self.max_steps}")
+        if self.max_minutes is not None and not self.max_minutes > 0:
+            raise ValueError(f"train: max_minutes must be > 0 or null, not {self.max_minutes}")
         if self.schedule not in ("constant", "linear"):
             raise ValueError(f"train: schedule 'constant' or 'linear', not {self.schedule!r}")
 
@@ -181,6 +188,15 @@ def peak_rss_mb() -> float:
     import resource
 
     return round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024, 1)
+
+
+def peak_gpu_mb() -> float | None:
+    """Peak GPU memory torch allocated in this process so far, in MB (None without CUDA)."""
+    import torch
+
+    if not torch.cuda.is_available() or not torch.cuda.is_initialized():
+        return None
+    return round(torch.cuda.max_memory_allocated() / 2**20, 1)
 
 
 def epoch_order(n: int, seed: int, epoch: int) -> list[int]:
@@ -312,7 +328,8 @@ def fit(
     if not acc.is_main_process:  # one progress log, the main process's
         log.setLevel(logging.WARNING)
     set_seed(args.seed)
-    fp = fingerprint([dataclasses.asdict(args), len(examples), world, fingerprint_extra])
+    settings = {k: v for k, v in dataclasses.asdict(args).items() if k != "max_minutes"}
+    fp = fingerprint([settings, len(examples), world, fingerprint_extra])
 
     batches_per_epoch = len(global_batches(range(len(examples)), args.batch_size, world))
     if batches_per_epoch == 0:
@@ -397,8 +414,16 @@ def fit(
         state["bad_evals"] += 1
         return bool(args.patience) and state["bad_evals"] >= args.patience
 
+    def out_of_time() -> bool:
+        """Whether ``max_minutes`` has passed (any process: all stop at the same step)."""
+        if args.max_minutes is None:
+            return False
+        late = time.perf_counter() - t_start > 60 * args.max_minutes
+        return acc.reduce(torch.tensor(float(late), device=acc.device), "max").item() > 0
+
     model.train()
-    t_log, n_log = time.perf_counter(), 0
+    t_start = t_log = time.perf_counter()
+    n_log = 0
     while state["step"] < total and state["stopped"] is None:
         epoch = state["epoch"]
         batches = global_batches(
@@ -450,6 +475,10 @@ def fit(
                 state["stopped"] = "early_stopping"
             if state["step"] >= total and state["stopped"] is None:
                 state["stopped"] = "max_steps" if args.max_steps == total else "epochs"
+            if state["stopped"] is None and out_of_time():
+                state["stopped"] = "time_limit"
+                log.warning("train.max_minutes (%s) reached at step %d", args.max_minutes,
+                            state["step"])  # fmt: skip
             if args.checkpoint_every and state["step"] % args.checkpoint_every == 0:
                 _save_checkpoint(acc, ckpt_dir, state, history, args.keep_checkpoints)
             if state["stopped"]:

@@ -44,7 +44,7 @@ from typing import Any, NamedTuple
 
 from parasim.config import ConfigError
 
-from .loop import TrainingArguments, model_settings, peak_rss_mb
+from .loop import TrainingArguments, model_settings, peak_gpu_mb, peak_rss_mb
 
 log = logging.getLogger("parasim.train")
 
@@ -621,6 +621,7 @@ def train_s3bert(
         "pairs_per_s": sum(speeds) / len(speeds) if speeds else None,
         "wall_s": round(train_s, 1),
         "peak_rss_mb": peak_rss_mb(),
+        "peak_gpu_mb": peak_gpu_mb(),
         "device": str(acc.device),
         "mixed_precision": acc.mixed_precision,
         "processes": acc.num_processes,

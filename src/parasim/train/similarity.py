@@ -47,7 +47,7 @@ from typing import Any
 
 from parasim.config import ConfigError, settings_from_dict
 
-from .loop import TrainingArguments, code_fingerprint, model_settings, peak_rss_mb
+from .loop import TrainingArguments, code_fingerprint, model_settings, peak_gpu_mb, peak_rss_mb
 
 log = logging.getLogger("parasim.train")
 
@@ -673,6 +673,7 @@ def train_similarity(
         "pairs_per_s": _mean(speeds),
         "wall_s": round(time.perf_counter() - t0, 1),
         "peak_rss_mb": peak_rss_mb(),
+        "peak_gpu_mb": peak_gpu_mb(),
         "device": str(acc.device),
         "mixed_precision": acc.mixed_precision,
         "settings": {**dataclasses.asdict(args), **info},

@@ -394,6 +394,76 @@ def test_swap_gains_equal_the_change_of_the_objective():
                 assert gains[i, k] == pytest.approx(want), (n, i, k)
 
 
+def test_the_c_climber_takes_the_numpy_climbers_steps(monkeypatch):
+    from parasim.amr import matching
+
+    if matching._native_climb() is None:
+        pytest.skip("no C compiler: the numpy climber runs")
+    rng = np.random.default_rng(2)
+    for trial in range(300):
+        n = int(rng.integers(1, 16))
+        u = rng.integers(0, 3, (n, n)).astype(float)
+        binary = Counter()
+        for _ in range(int(rng.integers(0, 4 * n + 1))):  # symmetric, self pairs included
+            a, x, c, y = (int(v) for v in rng.integers(0, n, 4))
+            if rng.random() < 0.2:
+                c = a
+            binary[(a, x, c, y)] += 0.5
+            binary[(c, y, a, x)] += 0.5
+        keys = list(binary)
+        ent = (np.array(keys, dtype=np.int64).reshape(-1, 4).T.copy(),
+               np.array([binary[k] for k in keys], dtype=float))  # fmt: skip
+        p = rng.permutation(n)
+        pc, oc = matching._climb(u, ent, p, native=True)
+        pn, on = matching._climb(u, ent, p, native=False)
+        assert pc.tolist() == pn.tolist() and oc == on, trial
+    # whole Smatch calls: the same counts with the C climber and without it
+    graphs = []
+    for _ in range(60):
+        g = []
+        for _side in (0, 1):
+            n = int(rng.integers(2, 20))
+            t = [(f"v{i}", ":instance", f"c{int(rng.integers(0, 5))}") for i in range(n)]
+            t += [(f"v{int(rng.integers(0, n))}", f":ARG{int(rng.integers(0, 3))}",
+                   f"v{int(rng.integers(0, n))}") for _ in range(2 * n)]  # fmt: skip
+            g.append(t)
+        graphs.append(g)
+    native = [smatch_counts(a, b) for a, b in graphs]
+    monkeypatch.setattr(matching, "_native_climb", lambda: None)
+    assert [smatch_counts(a, b) for a, b in graphs] == native
+
+
+def test_the_match_tables_equal_smatchpps():
+    from smatchpp import align
+
+    from parasim.amr import matching
+
+    preparer, ours, _ = matching._aligner("hillclimber", 4)
+    theirs = align.GraphAligner(matching._exact_matcher(), ours.solver)
+    rng = np.random.default_rng(3)
+    for trial in range(200):
+        g = []
+        for _side in (0, 1):
+            n = int(rng.integers(1, 9))
+            t = [(f"v{i}", ":instance", f"c{int(rng.integers(0, 3))}") for i in range(n)]
+            for _ in range(2 * n):  # edges, constants as sources and targets, repeats
+                s, o = f"v{int(rng.integers(0, n))}", f"v{int(rng.integers(0, n))}"
+                if rng.random() < 0.3:
+                    o = f'"k{int(rng.integers(0, 3))}"'
+                elif rng.random() < 0.1:
+                    s = f"k{int(rng.integers(0, 3))}"
+                t.append((s, f":ARG{int(rng.integers(0, 3))}", o))
+            g.append(t)
+        g1, g2, v1, v2 = preparer.prepare_get_vars(*g)
+        if not v1 or not v2:
+            continue
+        index = {v: i for i, v in enumerate(sorted(v1))}
+        index.update({v: i for i, v in enumerate(sorted(v2))})
+        args = (list(g1) * 2 if trial % 7 == 0 else g1, g2, v1, v2, index)  # repeated triples
+        got, want = ours._compute_match_dicts(*args), theirs._compute_match_dicts(*args)
+        assert +got[0] == +want[0] and +got[1] == +want[1], trial
+
+
 def test_concepts_that_penman_cannot_hold_are_made_symbols():
     assert _symbol("haspart/") == "haspart" and _symbol("a:b c") == "a-b-c"
     assert _symbol("-") == "-" and _symbol('"x y"') == '"x y"' and _symbol("///") == "thing"

@@ -22,14 +22,9 @@ from __future__ import annotations
 
 import contextlib
 import functools
-import hashlib
 import logging
 import os
-import shlex
-import shutil
-import subprocess
 import sys
-import sysconfig
 import tempfile
 import threading
 from collections.abc import Iterator, Sequence
@@ -61,57 +56,19 @@ _SHIM_SRC = Path(__file__).with_name("urandom_shim.c")
 _ENV_LOCK = threading.Lock()
 
 
-def _cache_dir() -> Path:
-    base = os.environ.get("XDG_CACHE_HOME")
-    if not base:
-        try:
-            base = os.path.join(Path.home(), ".cache")
-        except RuntimeError:  # no home directory: a per-user folder under the temp dir
-            base = os.path.join(tempfile.gettempdir(), f"parasim-{os.getuid()}")
-    return Path(base) / "parasim"
-
-
 @functools.cache
 def urandom_shim() -> str | None:
-    """Path of the compiled ``urandom_shim.c`` (built on first use), or None where it cannot be.
+    """Path of the compiled ``urandom_shim.c`` (built on first use, :func:`parasim.native.build`),
+    or None where it cannot be."""
+    from parasim.native import build
 
-    The library is cached as ``~/.cache/parasim/urandom_shim-<source hash>.so`` (or under
-    ``$XDG_CACHE_HOME``); concurrent jobs build it side by side and rename it into place.
-    """
     if not sys.platform.startswith("linux"):
         log.warning("eflomal seeding needs LD_PRELOAD (Linux); running eflomal unseeded")
         return None
-    src = _SHIM_SRC.read_bytes()
-    so = _cache_dir() / f"urandom_shim-{hashlib.sha1(src).hexdigest()[:12]}.so"
-    if so.exists():
-        return str(so)
-    cc = shlex.split(sysconfig.get_config_var("CC") or "")[:1] or []
-    cc = [c for c in (*cc, "cc", "gcc") if shutil.which(c)][:1]
-    if not cc:
-        log.warning("no C compiler to build the eflomal seed library; running eflomal unseeded")
-        return None
-    tmp = so.with_name(f".{so.name}.{os.getpid()}.tmp")
-    cmd = [cc[0], "-shared", "-fPIC", "-O2", "-o", str(tmp), str(_SHIM_SRC), "-ldl"]
-    try:
-        so.parent.mkdir(parents=True, exist_ok=True)
-        proc = subprocess.run(cmd, capture_output=True, text=True, check=False, timeout=120)
-    except (OSError, subprocess.TimeoutExpired) as exc:
-        log.warning("could not build the eflomal seed library (%s); running eflomal unseeded", exc)
-        return None
-    if proc.returncode != 0:
-        log.warning(
-            "could not build the eflomal seed library (%s): %s; running eflomal unseeded",
-            " ".join(cmd),
-            proc.stderr.strip()[:300],
-        )
-        tmp.unlink(missing_ok=True)
-        return None
-    try:
-        os.replace(tmp, so)
-    except OSError as exc:
-        log.warning("could not store the eflomal seed library (%s); running eflomal unseeded", exc)
-        return None
-    return str(so)
+    so, why = build(_SHIM_SRC, "-ldl")
+    if so is None:
+        log.warning("could not build the eflomal seed library (%s); running eflomal unseeded", why)
+    return so
 
 
 def _cores() -> int:

@@ -347,6 +347,30 @@ def test_plot_of_nothing_still_writes_a_figure(tmp_path):
 # ---------------------------------------------------------------- the Smatch solver, the parser
 
 
+def _random_graphs(rng, low: int, high: int, concepts: int, relations: int, edges: int) -> list:
+    """Two random triple lists: low..high-1 variables with random concepts, edges x n edges."""
+    g = []
+    for _side in (0, 1):
+        n = int(rng.integers(low, high))
+        t = [(f"v{i}", ":instance", f"c{int(rng.integers(0, concepts))}") for i in range(n)]
+        t += [(f"v{int(rng.integers(0, n))}", f":ARG{int(rng.integers(0, relations))}",
+               f"v{int(rng.integers(0, n))}") for _ in range(edges * n)]  # fmt: skip
+        g.append(t)
+    return g
+
+
+def _random_binary(rng, n: int, count: int) -> Counter:
+    """A symmetric binary match table as smatchpp builds it, self pairs included."""
+    binary = Counter()
+    for _ in range(count):
+        a, x, c, y = (int(v) for v in rng.integers(0, n, 4))
+        if rng.random() < 0.2:
+            c = a
+        binary[(a, x, c, y)] += 0.5
+        binary[(c, y, a, x)] += 0.5
+    return binary
+
+
 def test_numpy_hill_climber_finds_the_matches_of_a_permuted_graph():
     a = [("a", ":instance", "want-01"), ("b", ":instance", "boy"), ("c", ":instance", "go-01"),
          ("a", ":ARG0", "b"), ("a", ":ARG1", "c"), ("c", ":ARG0", "b")]  # fmt: skip
@@ -357,13 +381,7 @@ def test_numpy_hill_climber_finds_the_matches_of_a_permuted_graph():
     rng = np.random.default_rng(0)
     diffs = []
     for _ in range(200):
-        g = []
-        for _side in (0, 1):
-            n = int(rng.integers(3, 12))
-            t = [(f"v{i}", ":instance", f"c{int(rng.integers(0, 4))}") for i in range(n)]
-            t += [(f"v{int(rng.integers(0, n))}", f":ARG{int(rng.integers(0, 2))}",
-                   f"v{int(rng.integers(0, n))}") for _ in range(n)]  # fmt: skip
-            g.append(t)
+        g = _random_graphs(rng, 3, 12, concepts=4, relations=2, edges=1)
         mine = smatch_counts(g[0], g[1])[0]
         theirs = smatch_counts(g[0], g[1], solver="hillclimber-smatchpp")[0]
         diffs.append(mine - theirs)
@@ -375,13 +393,7 @@ def test_swap_gains_equal_the_change_of_the_objective():
     rng = np.random.default_rng(1)
     for n in (2, 6, 9):
         u = rng.integers(0, 2, (n, n)).astype(float)
-        binary = Counter()
-        for _ in range(3 * n):  # symmetric, as smatchpp builds it; self pairs included
-            a, x, c, y = (int(v) for v in rng.integers(0, n, 4))
-            if rng.random() < 0.2:
-                c = a
-            binary[(a, x, c, y)] += 0.5
-            binary[(c, y, a, x)] += 0.5
+        binary = _random_binary(rng, n, 3 * n)
         keys = list(binary)
         ent = (np.array(keys).T, np.array([binary[k] for k in keys]))
         p = rng.permutation(n)
@@ -403,13 +415,7 @@ def test_the_c_climber_takes_the_numpy_climbers_steps(monkeypatch):
     for trial in range(300):
         n = int(rng.integers(1, 16))
         u = rng.integers(0, 3, (n, n)).astype(float)
-        binary = Counter()
-        for _ in range(int(rng.integers(0, 4 * n + 1))):  # symmetric, self pairs included
-            a, x, c, y = (int(v) for v in rng.integers(0, n, 4))
-            if rng.random() < 0.2:
-                c = a
-            binary[(a, x, c, y)] += 0.5
-            binary[(c, y, a, x)] += 0.5
+        binary = _random_binary(rng, n, int(rng.integers(0, 4 * n + 1)))
         keys = list(binary)
         ent = (np.array(keys, dtype=np.int64).reshape(-1, 4).T.copy(),
                np.array([binary[k] for k in keys], dtype=float))  # fmt: skip
@@ -418,16 +424,7 @@ def test_the_c_climber_takes_the_numpy_climbers_steps(monkeypatch):
         pn, on = matching._climb(u, ent, p, native=False)
         assert pc.tolist() == pn.tolist() and oc == on, trial
     # whole Smatch calls: the same counts with the C climber and without it
-    graphs = []
-    for _ in range(60):
-        g = []
-        for _side in (0, 1):
-            n = int(rng.integers(2, 20))
-            t = [(f"v{i}", ":instance", f"c{int(rng.integers(0, 5))}") for i in range(n)]
-            t += [(f"v{int(rng.integers(0, n))}", f":ARG{int(rng.integers(0, 3))}",
-                   f"v{int(rng.integers(0, n))}") for _ in range(2 * n)]  # fmt: skip
-            g.append(t)
-        graphs.append(g)
+    graphs = [_random_graphs(rng, 2, 20, concepts=5, relations=3, edges=2) for _ in range(60)]
     native = [smatch_counts(a, b) for a, b in graphs]
     monkeypatch.setattr(matching, "_native_climb", lambda: None)
     assert [smatch_counts(a, b) for a, b in graphs] == native

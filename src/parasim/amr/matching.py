@@ -15,7 +15,7 @@ from __future__ import annotations
 import ctypes
 import logging
 import random
-from collections import Counter
+from collections import Counter, defaultdict
 from collections.abc import Sequence
 from functools import lru_cache
 from pathlib import Path
@@ -26,6 +26,7 @@ from parasim.amr.graph import Triple
 
 log = logging.getLogger(__name__)
 _CLIMB_SRC = Path(__file__).with_name("climb.c")
+_I64P, _F64P = ctypes.POINTER(ctypes.c_int64), ctypes.POINTER(ctypes.c_double)
 
 #: Random starts of the hill-climber (smatchpp's default is 4).
 DEFAULT_RESTARTS = 4
@@ -81,27 +82,24 @@ def _unary_matches(triples1, triples2, var1, var2, var_index) -> Counter:
     """``GraphAligner._make_unary_match_dict`` under exact matching: triples with one variable
     match on (relation, constant) when the variable is the source, on (constant, relation) when
     it is the target; every pair of such triples adds 1 to (variable 1, variable 2)."""
-    by_source, by_target = Counter(), Counter()
+    # graph 2's one-variable triples: (relation, constant) -> {variable: count} for a variable
+    # source, (constant, relation) -> {variable: count} for a variable target
+    by_source, by_target = defaultdict(Counter), defaultdict(Counter)
     for s, r, t in triples2:
         if (s in var2) != (t in var2):
             if s in var2:
-                by_source[(r, t, var_index[s])] += 1
+                by_source[(r, t)][var_index[s]] += 1
             else:
-                by_target[(s, r, var_index[t])] += 1
-    source_index, target_index = {}, {}
-    for (r, t, j), k in by_source.items():
-        source_index.setdefault((r, t), []).append((j, k))
-    for (s, r, j), k in by_target.items():
-        target_index.setdefault((s, r), []).append((j, k))
+                by_target[(s, r)][var_index[t]] += 1
     data = Counter()
     for s, r, t in triples1:
         if (s in var1) == (t in var1):
             continue
         if s in var1:
-            i, hits = var_index[s], source_index.get((r, t), ())
+            i, hits = var_index[s], by_source.get((r, t), {})
         else:
-            i, hits = var_index[t], target_index.get((s, r), ())
-        for j, k in hits:
+            i, hits = var_index[t], by_target.get((s, r), {})
+        for j, k in hits.items():
             data[(i, j)] += k
     return data
 
@@ -254,8 +252,7 @@ def _native_climb():
         return None
     f = ctypes.CDLL(so).parasim_climb
     f.restype = ctypes.c_double
-    i64, f64 = ctypes.POINTER(ctypes.c_int64), ctypes.POINTER(ctypes.c_double)
-    f.argtypes = [ctypes.c_int64, f64, ctypes.c_int64, i64, i64, i64, i64, f64, i64]
+    f.argtypes = [ctypes.c_int64, _F64P, ctypes.c_int64, _I64P, _I64P, _I64P, _I64P, _F64P, _I64P]
     return f
 
 
@@ -275,11 +272,9 @@ def _climb(
         rows = [np.ascontiguousarray(r, dtype=np.int64) for r in (a, x, c, y)]
         w = np.ascontiguousarray(w, dtype=np.float64)
         q = np.array(p, dtype=np.int64)
-        ptr = np.ctypeslib.as_ctypes_type
-        i64, f64 = ctypes.POINTER(ptr(np.int64)), ctypes.POINTER(ptr(np.float64))
         obj = f(
-            n, u.ctypes.data_as(f64), len(w), *(r.ctypes.data_as(i64) for r in rows),
-            w.ctypes.data_as(f64), q.ctypes.data_as(i64),
+            n, u.ctypes.data_as(_F64P), len(w), *(r.ctypes.data_as(_I64P) for r in rows),
+            w.ctypes.data_as(_F64P), q.ctypes.data_as(_I64P),
         )  # fmt: skip
         if obj >= 0:  # -1: out of memory in C; climb in numpy instead
             return q, float(obj)

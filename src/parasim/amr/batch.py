@@ -144,8 +144,7 @@ def score_graph_pairs(
             structure = [_structure_one(p) for p in unique]
             with_vectors = [_vectors_one(p) for p in unique]
     done = [
-        {k: {**s, **v}.get(k) for k in ASPECTS}
-        for s, v in zip(structure, with_vectors, strict=True)
+        {**dict.fromkeys(ASPECTS), **s, **v} for s, v in zip(structure, with_vectors, strict=True)
     ]
     _WORKER_GRAPHS.clear()
     by_pair = dict(zip(unique, done, strict=True))

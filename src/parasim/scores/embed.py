@@ -379,9 +379,8 @@ def _cut_blocks(
         from parasim.models.encoder import _model_source
 
         _TOKENIZERS.update(name=name, tokenizer=AutoTokenizer.from_pretrained(_model_source(name)))
-    ids = _TOKENIZERS["tokenizer"]([prefix + t for t in texts], truncation=True, max_length=512)[
-        "input_ids"
-    ]
+    tokenize = _TOKENIZERS["tokenizer"]
+    ids = tokenize([prefix + t for t in texts], truncation=True, max_length=512)["input_ids"]
     by_length: dict[int, list[int]] = {}
     for i, x in enumerate(ids):
         by_length.setdefault(len(x), []).append(i)

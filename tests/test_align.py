@@ -468,3 +468,56 @@ def test_align_pairs_embeddings_scorer_and_bad_encoder(monkeypatch):
     monkeypatch.setattr(scoring, "load_encoder", missing)
     with pytest.raises(RuntimeError, match="align.encoder='no-such-model"):
         align_pairs(_table(*recs), {"scorer": "embeddings", "encoder": "no-such-model-xyz"}, None)
+
+
+def _shared_component_encoder(offset=0.0):
+    """An encoder whose vectors share one large component (as multilingual e5's do)."""
+
+    def enc(texts):
+        out = _fake_encoder(texts)
+        out = out / np.maximum(np.linalg.norm(out, axis=1, keepdims=True), 1e-9)
+        out[:, 0] += 3.0 + offset
+        return out
+
+    return enc
+
+
+def test_centred_embeddings_remove_the_shared_component():
+    enc = scoring.CachedEncoder(_shared_component_encoder())
+    raw = scoring.EmbeddingScorer.from_lines(EN, TR, enc, 2, 2)
+    centers = (scoring.language_mean(EN, enc), scoring.language_mean(TR, enc))
+    cen = scoring.EmbeddingScorer.from_lines(EN, TR, enc, 2, 2, centers=centers)
+    off = ~np.eye(6, dtype=bool)
+    raw_sims = raw.block_sims([(1, 1)], 1, 7, 1, 7)[0]
+    cen_sims = cen.block_sims([(1, 1)], 1, 7, 1, 7)[0]
+    assert raw_sims[off].mean() > 0.8  # every pair looks alike
+    assert cen_sims[off].mean() < 0.3
+    # each line's translation stays its nearest neighbour, and by a wider margin
+    assert (cen_sims.argmax(1) == np.arange(6)).all()
+    margin = lambda s: (np.diag(s) - np.where(off, s, -9).max(1)).mean()  # noqa: E731
+    assert margin(cen_sims) > margin(raw_sims)
+    assert cen.raw_src is raw.src_emb or np.array_equal(cen.raw_src[1], raw.src_emb[1])
+    np.testing.assert_allclose(np.linalg.norm(cen.src_emb[2][2:], axis=1), 1.0, rtol=1e-5)
+    assert scoring.language_mean(["", None, "  "], enc) is None
+
+
+def test_align_pairs_centres_on_the_shard_language_means():
+    def recs():
+        out = [_rec("unequal", EN, FR[:3] + [EXTRA_FR] + FR[3:], TR[:3] + [EXTRA_EN] + TR[3:])]
+        out[0]["other_lines"] = out[0]["other_en_lines"]  # the fake encoder hashes words
+        return out
+
+    enc = scoring.CachedEncoder(_shared_component_encoder())
+    cfg = {"scorer": "both", "center_min_lines": 5}
+    table, stats = align_pairs(_table(*recs()), cfg, None, encoder=enc)
+    assert stats["center_lines_en"] == 6 and stats["center_lines_fr"] == 7
+    raw, raw_stats = align_pairs(_table(*recs()), {**cfg, "center": False}, None, encoder=enc)
+    assert "center_lines_fr" not in raw_stats
+    # the reported sentence-vector score stays the raw cosine, whatever the DP compared
+    both = dict(zip(*raw.select(["id", "score_emb"]).to_pydict().values(), strict=True))
+    for i, s in zip(*table.select(["id", "score_emb"]).to_pydict().values(), strict=True):
+        if i in both:
+            assert s == pytest.approx(both[i])
+    few, few_stats = align_pairs(_table(*recs()), {"scorer": "both"}, None, encoder=enc)
+    assert few_stats["center_off_fr"] == 1 and "center_lines_fr" not in few_stats
+    assert few.num_rows == raw.num_rows

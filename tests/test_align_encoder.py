@@ -512,3 +512,54 @@ def test_cwr_sets_prepared_on_one_machine_score_the_same_on_another(tmp_path, ti
     r = subprocess.run([*bench[:5], "--encoders", tiny_model], env=_env(), capture_output=True,
                        text=True, timeout=300)  # fmt: skip
     assert r.returncode == 2 and "--sets-from" in r.stderr
+
+
+def test_loss_targets_and_special_tokens(tiny_model):
+    import copy
+
+    import torch
+
+    from parasim.models import load_encoder
+    from parasim.train.align_encoder import alignment_loss
+    from parasim.train.cwr import tokenize_words, word_states
+
+    model, tok = load_encoder(tiny_model, "cpu", "float32")
+    model.eval()
+    initial = copy.deepcopy(model)
+    torch.manual_seed(0)
+    with torch.no_grad():  # the trained model has moved away from the initial one
+        for p in model.parameters():
+            p.add_(0.05 * torch.randn_like(p))
+    en, other = WORDS[:4], [f"f{w}" for w in WORDS[:4]]
+    sets = {"fr": ParallelSet([en], [other], [[(0, 0), (2, 2)]], lang="fr")}
+    _, last = tokenize_words(tok, [en], 32, special=True)
+    n_sub = len(tok(en, is_split_into_words=True)["input_ids"])
+    assert last[0][-2:] == [0, n_sub - 1]  # [CLS] and [SEP] after the words' last subwords
+
+    def terms(target, special):
+        loss = alignment_loss(tok, initial, sets, ["fr"], 1.0, 32, target, special)
+        with torch.no_grad():
+            return {k: float(v[0]) for k, v in loss(model, [(0,)]).items()}
+
+    with torch.no_grad():
+        e = word_states(model, tok, [en], 32, True)[0]
+        e0 = word_states(initial, tok, [en], 32, True)[0]
+        o = word_states(model, tok, [other], 32, True)[0]
+
+    def sq(a, b):
+        return float(((a - b) ** 2).sum())
+
+    words, special = [0, 2], [4, 5]
+    assert terms("current", False)["align"] == pytest.approx(sq(o[words], e[words]), rel=1e-5)
+    assert terms("initial", False)["align"] == pytest.approx(sq(o[words], e0[words]), rel=1e-5)
+    assert sq(o[words], e[words]) != pytest.approx(sq(o[words], e0[words]), rel=1e-3)
+    both = sq(o[words], e[words]) + sq(o[special], e[special])
+    assert terms("current", True)["align"] == pytest.approx(both, rel=1e-5)
+    assert terms("current", False)["reg"] == pytest.approx(sq(e[:4], e0[:4]), rel=1e-5)
+    assert terms("current", True)["reg"] == pytest.approx(sq(e, e0), rel=1e-5)
+    from parasim.config import ConfigError
+    from parasim.train.align_encoder import align_settings
+
+    assert align_settings({"align_encoder": {"target": "initial"}})[1].target == "initial"
+    with pytest.raises((ConfigError, ValueError), match="target"):
+        align_settings({"align_encoder": {"target": "english"}})

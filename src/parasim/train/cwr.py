@@ -78,8 +78,21 @@ def last_subword_index(word_ids: Sequence[int | None], n_words: int) -> list[int
     return out
 
 
-def tokenize_words(tokenizer, sentences: Sequence[Sequence[str]], max_length: int, device=None):
-    """Model inputs for pre-split sentences and, per sentence, each word's last-subword position."""
+def special_positions(word_ids: Sequence[int | None], mask: Sequence[int]) -> list[int]:
+    """Positions of the sentence-start and sentence-end special tokens of one encoded sentence
+    (``-1`` each when the tokenizer adds none there)."""
+    real = [p for p, m in enumerate(mask) if m]
+    if len(real) < 2:
+        return [-1, -1]
+    return [p if word_ids[p] is None else -1 for p in (real[0], real[-1])]
+
+
+def tokenize_words(
+    tokenizer, sentences: Sequence[Sequence[str]], max_length: int, device=None,
+    special: bool = False,
+):  # fmt: skip
+    """Model inputs for pre-split sentences and, per sentence, each word's last-subword position
+    (``special``: followed by the start and end special tokens', :func:`special_positions`)."""
     enc = tokenizer(
         [list(s) for s in sentences],
         is_split_into_words=True,
@@ -89,22 +102,30 @@ def tokenize_words(tokenizer, sentences: Sequence[Sequence[str]], max_length: in
         return_tensors="pt",
     )
     last = [last_subword_index(enc.word_ids(b), len(s)) for b, s in enumerate(sentences)]
+    if special:
+        mask = enc["attention_mask"].tolist()
+        last = [idx + special_positions(enc.word_ids(b), mask[b]) for b, idx in enumerate(last)]
     inputs = {k: v for k, v in enc.items() if k in ("input_ids", "attention_mask")}
     if device is not None:
         inputs = {k: v.to(device) for k, v in inputs.items()}
     return inputs, last
 
 
-def word_states(model, tokenizer, sentences: Sequence[Sequence[str]], max_length: int = 128):
+def word_states(
+    model, tokenizer, sentences: Sequence[Sequence[str]], max_length: int = 128,
+    special: bool = False,
+):  # fmt: skip
     """Differentiable last-subword states: a list of (words, hidden) tensors, one per sentence.
 
     A word without a subword (truncated) gets a zero row; callers skip those words (they are
-    counted out at extraction).
+    counted out at extraction). ``special``: two more rows per sentence, the states of the
+    sentence-start and sentence-end special tokens (``[CLS]``/``<s>``, ``[SEP]``/``</s>``; zero
+    rows when the tokenizer adds none).
     """
     import torch
 
     device = next(model.parameters()).device
-    inputs, last = tokenize_words(tokenizer, sentences, max_length, device)
+    inputs, last = tokenize_words(tokenizer, sentences, max_length, device, special)
     hidden = model(**inputs).last_hidden_state
     out = []
     for b, idx in enumerate(last):

@@ -396,10 +396,21 @@ def centred(embs: list[np.ndarray], mean: np.ndarray) -> list[np.ndarray]:
     return out
 
 
+def embed_text(line: str | None) -> str:
+    """A line as the embedding scorers encode it (stripped, cut to ``MAX_EMBED_CHARS``)."""
+    return (line or "").strip()[:MAX_EMBED_CHARS]
+
+
+def distinct_texts(lines: Sequence[str | None]) -> list[str]:
+    """The distinct non-empty :func:`embed_text` of ``lines``, sorted."""
+    return sorted({embed_text(t) for t in lines} - {""})
+
+
 def language_mean(lines: Sequence[str | None], encode: Callable[[list[str]], np.ndarray]):
-    """Mean unit vector of non-empty ``lines`` (texts cut as :func:`overlap_embeddings` cuts
-    them, so an encoder's cache serves both); None when there is none."""
-    texts = sorted({(t or "").strip()[:MAX_EMBED_CHARS] for t in lines} - {""})
+    """Mean unit vector of the :func:`distinct_texts` of ``lines`` (cut as
+    :func:`overlap_embeddings` cuts them, so an encoder's cache serves both); None when there is
+    none."""
+    texts = distinct_texts(lines)
     if not texts:
         return None
     return _unit(np.asarray(encode(texts), dtype=np.float32)).mean(0)
@@ -508,7 +519,7 @@ def overlap_embeddings(
 ) -> list[np.ndarray]:
     """Unit vectors of every run of k consecutive lines, k = 1..max_k (see EmbeddingScorer)."""
     n = len(lines)
-    clean = [(t or "").strip()[:MAX_EMBED_CHARS] for t in lines]
+    clean = [embed_text(t) for t in lines]
     texts: list[str] = []
     spans: list[tuple[int, int]] = []
     for k in range(1, min(max_k, max_overlap) + 1):

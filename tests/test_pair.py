@@ -392,3 +392,40 @@ def test_a_main_selector_that_is_not_css_is_named_in_one_sentence():
     good = dataclasses.replace(site(), main_selector="main")
     pairs, _ = pair_pages(pages, good, 1, untranslated={"enabled": True, "min_share": 0.65})
     assert urlpairs(pairs) == [("/a-en", "/a-fr")]
+
+
+def test_the_stage_stats_count_each_english_page_once_per_language():
+    """Rows in: each English page once per other language; each is a pair or unpaired by reason
+    (the registry calls the pair stage one-to-one)."""
+    from parasim.pair.commands import pair_stats
+
+    cases = [
+        (
+            table(
+                page("/a-en", html("en", toggles=[("fr", "a-fr"), ("es", "a-es")]), "en"),
+                page("/z-en", html("en", toggles=[("fr", "a-fr")]), "en"),
+                page("/a-fr", html("fr", toggles=[("en", "z-en")]), "fr"),
+                page("/a-es", html("es"), "es"),
+                page("/wrong-en", html("en", toggles=[("fr", "wrong-fr")]), "en"),
+                page("/wrong-fr", html("de"), "de"),
+                page("/alone-en", html("en"), "en"),
+            ),
+            site(languages=("en", "fr", "es")),
+        ),
+        (
+            table(
+                _body_page("/a-en", "en", EN_TEXT, [("fr", "a-fr")]),
+                _body_page("/a-fr", "fr", FR_TEXT),
+                _body_page("/b-en", "en", EN_TEXT, [("fr", "b-fr")]),
+                _body_page("/b-fr", "fr", EN_TEXT),
+            ),
+            site(),
+        ),
+    ]
+    for pages, s in cases:
+        for one_to_one in (True, False):
+            on = {"enabled": True, "min_share": 0.65}
+            pairs, raw = pair_pages(pages, s, 2, one_to_one=one_to_one, untranslated=on)
+            stats = pair_stats(raw, s.name, 0.1)
+            assert stats.rows_out == pairs.num_rows > 0 and stats.n_dropped > 0
+            assert stats.rows_in == stats.rows_out + stats.n_dropped, (one_to_one, raw)

@@ -9,6 +9,7 @@ import pytest
 from parasim.config import SiteConfig
 from parasim.io import LINES_SCHEMA, PAGES_SCHEMA, PAIRS_SCHEMA, rows_to_table
 from parasim.parse import clean_lines, parse_pairs
+from parasim.parse.commands import parse_stats
 
 ORIGIN = "https://s.example"
 SITE = SiteConfig(
@@ -138,6 +139,10 @@ def test_bad_input_is_counted_not_fatal():
     # strict: the empty-on-both-sides pair is equal (0 == 0) but dropped as empty.
     _, stats = parse_pairs(pr, pg, SITE, strict=True)
     assert stats["dropped_empty"] == 1
+    # the stage's stats: every pair in is parsed or dropped by its reason
+    typed = parse_stats(stats, SITE.name)
+    assert typed.rows_in == 5 == typed.rows_out + typed.n_dropped
+    assert typed.dropped["empty_side"] == 1 and typed.dropped["missing_en_html"] == 1
 
 
 def test_invalid_arguments_are_rejected():

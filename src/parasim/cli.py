@@ -1,5 +1,9 @@
 """`parasim <stage> ...`: every workflow stage as a command, with or without Snakemake.
 
+A stage's commands are named after its rules (``make_divergences`` -> ``parasim
+make-divergences``) and still answer to their older names (``parasim divergences``); the stages
+and their commands are listed in :mod:`parasim.stages`.
+
 Each stage command reads its inputs, calls one function in the stage's module, writes its output
 atomically and a JSON file of counts (``--stats``), and logs progress to stderr. Errors a user can
 fix (bad config, missing input) end with one line naming the culprit and exit status 2.
@@ -14,30 +18,14 @@ import os
 import sys
 from collections.abc import Callable, Sequence
 
+from parasim import stages
 from parasim.config import ConfigError, load_config
 from parasim.stagecli import UsageError
 
 log = logging.getLogger("parasim")
 
-#: Modules whose ``register(add, site_opts)`` adds a stage's commands to the parser.
-STAGE_COMMANDS = [
-    "parasim.crawl.commands",
-    "parasim.pair.commands",
-    "parasim.parse.commands",
-    "parasim.translate.commands",
-    "parasim.align.commands",
-    "parasim.clean.commands",
-    "parasim.negatives.commands",
-    "parasim.corpus.commands",
-    "parasim.divergences.commands",
-    "parasim.scores.commands",
-    "parasim.train.commands",
-    "parasim.train.similarity_commands",
-    "parasim.train.entity_siamese_commands",
-    "parasim.train.align_commands",
-    "parasim.report.commands",
-    "parasim.probe.commands",
-]
+#: Modules of commands that are not a stage's (:mod:`parasim.stages` lists the stages').
+OTHER_COMMANDS = ["parasim.probe.commands"]
 
 
 # ---------------------------------------------------------------- helpers
@@ -83,11 +71,14 @@ def build_parser() -> argparse.ArgumentParser:
     """The `parasim` argument parser."""
     p = argparse.ArgumentParser(prog="parasim", description=__doc__.splitlines()[0])
     p.add_argument("-v", "--verbose", action="store_true", help="debug logging")
-    sub = p.add_subparsers(dest="command", required=True)
+    sub = p.add_subparsers(dest="command", required=True, metavar="<command>")
 
     def add(name: str, fn: Callable, help_: str, **kw) -> argparse.ArgumentParser:
+        # A stage's command is named after its rule and answers to its older names too; a module
+        # may still register it under an older name (the training commands do).
+        name, aliases = stages.by_command(name) or (name, ())
         kw.setdefault("description", help_)
-        sp = sub.add_parser(name, help=help_, **kw)
+        sp = sub.add_parser(name, help=help_, aliases=list(aliases), **kw)
         sp.set_defaults(func=fn)
         return sp
 
@@ -98,8 +89,10 @@ def build_parser() -> argparse.ArgumentParser:
         sp.add_argument("--settings-json", help="the stage's config section as JSON")
         sp.add_argument("--stats", help="write counts as JSON here")
 
-    # Every stage registers its own commands: parasim/<stage>/commands.py, register().
-    for module in STAGE_COMMANDS:
+    # Every stage registers its own commands (parasim/<stage>/commands.py, register()), in the
+    # order of the stages; stages sharing a module register it once.
+    modules = dict.fromkeys([s.commands_from for s in stages.STAGES] + OTHER_COMMANDS)
+    for module in modules:
         importlib.import_module(module).register(add, site_opts)
 
     from parasim.bench import available, listing

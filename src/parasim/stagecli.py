@@ -21,6 +21,7 @@ from parasim.config import (
     validate_config,
     validate_section,
 )
+from parasim.stats import Stats
 
 log = logging.getLogger("parasim")
 
@@ -49,10 +50,17 @@ def section_from_args(args: argparse.Namespace, name: str) -> dict:
     return validate_section(name, {})
 
 
-def write_stats(path: str | None, stats: dict[str, Any]) -> None:
-    """Log a job's counts and write them atomically as JSON to ``path`` (when given)."""
-    text = json.dumps(stats, indent=2, sort_keys=True, default=str)
-    log.info("stats: %s", json.dumps(stats, sort_keys=True, default=str))
+def write_stats(path: str | None, stats: Stats | Mapping[str, Any]) -> None:
+    """Log a job's counts and write them atomically as JSON to ``path`` (when given).
+
+    A :class:`~parasim.stats.Stats` keeps its fields' order; a plain mapping (a model's metrics)
+    is written with sorted keys.
+    """
+    if isinstance(stats, Stats):
+        text = json.dumps(stats.to_dict(), indent=2, default=str)
+    else:
+        text = json.dumps(stats, indent=2, sort_keys=True, default=str)
+    log.info("stats: %s", json.dumps(json.loads(text), separators=(",", ":")))
     if path:
         p = Path(path)
         p.parent.mkdir(parents=True, exist_ok=True)
@@ -61,34 +69,20 @@ def write_stats(path: str | None, stats: dict[str, Any]) -> None:
         tmp.replace(p)
 
 
+def read_stats(paths: Sequence[str]) -> list[Stats]:
+    """The stats files at ``paths``; a UsageError naming a missing or unreadable one."""
+    out = []
+    for p in paths:
+        try:
+            out.append(Stats.read(need(p, "stats file")))
+        except (ValueError, TypeError) as exc:
+            raise UsageError(str(exc)) from None
+    return out
+
+
 def need(path: str, what: str) -> Path:
     """``path`` as a Path, or a UsageError naming ``what`` is missing."""
     p = Path(path)
     if not p.exists():
         raise UsageError(f"{what} not found: {p}")
     return p
-
-
-def _additive(key: str, value: Any) -> bool:
-    """Counts (integers) and timings add up over shards; rates, shares, ratios and flags do not."""
-    if isinstance(value, bool) or not isinstance(value, (int, float)):
-        return False
-    if key.endswith(("_per_s", "_rate", "_share", "share", "_ratio", "_mean", "_median")):
-        return False
-    return isinstance(value, int) or key == "seconds" or key.endswith(("_seconds", "_s"))
-
-
-def sum_counts(items: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
-    """Add up the additive fields of several stats dicts (nested dicts too); drop the rest.
-
-    Integers (counts) and timings are summed; floats that are not timings (rates, shares, ratios,
-    scores) cannot be summed over shards and are left out, as are flags and text.
-    """
-    out: dict[str, Any] = {}
-    for d in items:
-        for k, v in d.items():
-            if _additive(k, v):
-                out[k] = out.get(k, 0) + v
-            elif isinstance(v, Mapping):
-                out[k] = sum_counts([out.get(k, {}), v])
-    return out

@@ -242,7 +242,7 @@ def test_end_to_end_demo(tmp_path):
         for stage in ("positives", "divergences", "scores"):
             done = json.loads((work / "results" / stage / f"{name}.done").read_text())
             assert done["rows"] > 0, (stage, done)
-        assert done["counts"]["pairs_scored"] > 0, done
+        assert done["stats"]["scores"]["counts"]["pairs_scored"] > 0, done
         assert (work / "results" / "scores" / name / "distributions.png").exists()
     corpus = pd.read_parquet(work / "results" / "corpus" / "data")
     assert set(corpus["label"]) == {0, 1}

@@ -19,5 +19,5 @@ rule align_lines:
     params:
         align=section_json("align"),
     shell:
-        "parasim align --input {input.translated} --output {output.aligned}"
+        "parasim align-lines --input {input.translated} --output {output.aligned}"
         " --settings-json {params.align:q} --stats {output.stats} > {log} 2>&1"

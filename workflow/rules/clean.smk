@@ -21,27 +21,26 @@ rule clean_positives:
     params:
         clean=section_json("clean"),
     shell:
-        "parasim clean --aligned {input.aligned} --translated {input.translated}"
+        "parasim clean-positives --aligned {input.aligned} --translated {input.translated}"
         " --out {output.positives} --dropped {output.dropped}"
         " --settings-json {params.clean:q} --stats {output.stats} > {log} 2>&1"
 
 
-rule positives_done:
+rule clean_done:
     """Target for the align and clean stages of one site: `snakemake results/positives/<site>.done`."""
     input:
         shards=shard_files("positives"),
-        stats=stats_files("align_lines"),
-        clean="results/stats/clean_positives/{site}.json",
-        upstream=upstream_stats("positives"),
+        stats=done_stats("clean"),
+        upstream=upstream_stats("clean"),
     output:
         "results/positives/{site}.done",
     log:
-        "logs/positives_done/{site}.log",
+        "logs/clean_done/{site}.log",
     conda:
         "../../envs/crawl.yaml"
     params:
         allow_empty=allow_empty_flag(),
     shell:
-        "parasim summarize --stage positives --site {wildcards.site}"
-        " --stats {input.stats} {input.clean} --upstream {input.upstream}"
+        "parasim summarize --stage clean --site {wildcards.site}"
+        " --stats {input.stats} --upstream {input.upstream}"
         " --shards {input.shards} --out {output} {params.allow_empty} > {log} 2>&1"

@@ -1,5 +1,6 @@
 # Helpers shared by all rule files (validated config, shard listing, wildcard patterns,
-# input functions). Nothing else lives here.
+# input functions). Nothing else lives here: what a stage is (its rules, results, stats, upstream)
+# comes from the one list of stages, parasim.stages.
 
 import json
 import os
@@ -9,6 +10,7 @@ from pathlib import Path
 
 from snakemake.exceptions import WorkflowError
 
+from parasim import stages
 from parasim.config import ConfigError, validate_config
 from parasim.preflight import check_installed
 
@@ -29,16 +31,9 @@ os.environ.update(
 SITES = [s["name"] for s in config["sites"]]
 _width = max(3, len(str(config["shards"] - 1)))
 SHARDS = [f"{i:0{_width}d}" for i in range(config["shards"])]
-#: Per-site stage summaries `rule all` asks for (each fails on zero rows unless allow_empty).
-STAGE_TARGETS = ["pairs", "lines", "translated", "positives"]
-#: Per-shard jobs whose stats the yield report reads (a stage added later appends itself).
-REPORTED_SHARD_JOBS = [
-    "parse_pages",
-    "translate_lines",
-    "align_lines",
-    "make_divergences",
-    "score_pairs",
-]
+#: The results folders of the per-site `.done` targets `rule all` asks for (each fails on zero
+#: rows unless allow_empty).
+DONE_TARGETS = [s.done for s in stages.STAGES if s.done]
 SRC = Path(workflow.basedir) / "src" / "parasim"
 SITE_RE = "|".join(re.escape(s) for s in SITES)
 SHARD_RE = r"\d{%d}" % _width
@@ -78,53 +73,41 @@ def shard_files(stage, ext="parquet"):
     return _files
 
 
-def stats_files(job_name):
-    """All per-shard stats files of one rule, for one site (an input function)."""
-
-    def _files(wildcards):
-        return [
-            f"results/stats/{job_name}/{wildcards.site}/{shard}.json"
-            for shard in SHARDS
-        ]
-
-    return _files
-
-
-#: Each per-site stage's stats, in funnel order: a `.done` target reads those of the stages
-#: before it to explain, in one sentence, why it has no rows (parasim.diagnose).
-FUNNEL_STATS = [
-    "results/stats/crawl_site/{site}.json",
-    "results/stats/pair_pages/{site}.json",
-    "results/stats/parse_pages/{site}/{shard}.json",
-    "results/stats/translate_lines/{site}/{shard}.json",
-    "results/stats/align_lines/{site}/{shard}.json",
-    "results/stats/clean_positives/{site}.json",
-    "results/stats/make_divergences/{site}/{shard}.json",
-]
-#: How many of them come before each `.done` target's own stats.
-UPSTREAM_OF = {
-    "pairs": 1,
-    "lines": 2,
-    "translated": 3,
-    "positives": 4,
-    "divergences": 6,
-    # the divergences' stats too, when the scores read the divergences
-    "scores": 7 if "divergences" in config["scores"]["inputs"] else 6,
-}
-
-
-def upstream_stats(stage):
-    """Stats files of the stages before `stage`, for one site (an input function)."""
+def stats_files(*names):
+    """The stats files of the stages `names` (per site or per shard), for one site (an input
+    function)."""
 
     def _files(wildcards):
         out = []
-        for pattern in FUNNEL_STATS[: UPSTREAM_OF[stage]]:
-            out += sorted(
-                {pattern.format(site=wildcards.site, shard=s) for s in SHARDS}
-            )
+        for name in names:
+            out += stages.get(name).stats_files(wildcards.site, SHARDS)
         return out
 
     return _files
+
+
+def done_stats(name):
+    """The stats a stage's `.done` target adds up: its own and those of the stages it covers."""
+    return stats_files(*stages.get(name).done_covers, name)
+
+
+def upstream_stats(name, also=()):
+    """Stats files of the stages before `name` (those its `.done` does not cover) and of the
+    stages `also` names, for one site: they explain, in one sentence, why the stage has no rows
+    (parasim.diagnose)."""
+    covered = set(stages.get(name).done_covers)
+    before = [s.name for s in stages.upstream_chain(name) if s.name not in covered]
+    return stats_files(*before, *also)
+
+
+def report_stats(wildcards):
+    """Every stats file of the yield report's stages, every site (an input function)."""
+    return [
+        f
+        for stage in stages.FUNNEL
+        for site in SITES
+        for f in stage.stats_files(site, SHARDS)
+    ]
 
 
 def allow_empty_flag():
@@ -189,6 +172,10 @@ def score_input_args(wildcards, input):
 
 #: The amrlib parser runs a neural model (CUDA when present); the rules parser is CPU only.
 SCORES_GPU = 1 if config["scores"]["amr"]["parser"] == "amrlib" else 0
+
+
+#: The divergences' stats explain empty scores too when the scores read the divergences.
+SCORES_ALSO_UPSTREAM = [n for n in ["divergences"] if n in config["scores"]["inputs"]]
 
 
 #: Word pairs' links: "divergences" reads the divergences stage's seed links (one thread is

@@ -24,5 +24,5 @@ rule crawl_site:
         crawl=section_json("crawl"),
         state="results/crawl_state/{site}",
     shell:
-        "parasim crawl --site-json {params.site:q} --settings-json {params.crawl:q}"
+        "parasim crawl-site --site-json {params.site:q} --settings-json {params.crawl:q}"
         " --out {output.pages} --state {params.state} --stats {output.stats} > {log} 2>&1"

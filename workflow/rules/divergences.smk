@@ -20,7 +20,7 @@ rule make_divergences:
     params:
         divergences=section_json("divergences"),
     shell:
-        "parasim divergences --input {input.positives} --output {output.divergences}"
+        "parasim make-divergences --input {input.positives} --output {output.divergences}"
         " --settings-json {params.divergences:q} --stats {output.stats} > {log} 2>&1"
 
 
@@ -31,7 +31,7 @@ rule divergences_done:
     """
     input:
         shards=shard_files("divergences"),
-        stats=stats_files("make_divergences"),
+        stats=done_stats("divergences"),
         upstream=upstream_stats("divergences"),
     output:
         done="results/divergences/{site}.done",

@@ -21,26 +21,26 @@ rule pair_pages:
         shards=config["shards"],
         untranslated=json.dumps(config["clean"]["untranslated_pages"], sort_keys=True),
     shell:
-        "parasim pair --pages {input.pages} --site-json {params.site:q} --shards {params.shards}"
+        "parasim pair-pages --pages {input.pages} --site-json {params.site:q} --shards {params.shards}"
         " --untranslated-json {params.untranslated:q}"
         " --out {output.pairs} --stats {output.stats} > {log} 2>&1"
 
 
-rule pairs_done:
+rule pair_done:
     """Target for the pairing stage of one site: `snakemake results/pairs/<site>.done`."""
     input:
         shards=shard_files("pairs"),
-        stats="results/stats/pair_pages/{site}.json",
-        upstream=upstream_stats("pairs"),
+        stats=done_stats("pair"),
+        upstream=upstream_stats("pair"),
     output:
         "results/pairs/{site}.done",
     log:
-        "logs/pairs_done/{site}.log",
+        "logs/pair_done/{site}.log",
     conda:
         "../../envs/crawl.yaml"
     params:
         allow_empty=allow_empty_flag(),
     shell:
-        "parasim summarize --stage pairs --site {wildcards.site} --stats {input.stats}"
+        "parasim summarize --stage pair --site {wildcards.site} --stats {input.stats}"
         " --upstream {input.upstream} --shards {input.shards} --out {output}"
         " {params.allow_empty} > {log} 2>&1"

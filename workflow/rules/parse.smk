@@ -21,25 +21,25 @@ rule parse_pages:
         site=site_json,
         parse=section_json("parse"),
     shell:
-        "parasim parse --pairs {input.pairs} --pages {input.pages} --site-json {params.site:q}"
+        "parasim parse-pages --pairs {input.pairs} --pages {input.pages} --site-json {params.site:q}"
         " --settings-json {params.parse:q} --out {output.lines} --stats {output.stats} > {log} 2>&1"
 
 
-rule lines_done:
+rule parse_done:
     """Target for the parse stage of one site: `snakemake results/lines/<site>.done`."""
     input:
         shards=shard_files("lines"),
-        stats=stats_files("parse_pages"),
-        upstream=upstream_stats("lines"),
+        stats=done_stats("parse"),
+        upstream=upstream_stats("parse"),
     output:
         "results/lines/{site}.done",
     log:
-        "logs/lines_done/{site}.log",
+        "logs/parse_done/{site}.log",
     conda:
         "../../envs/crawl.yaml"
     params:
         allow_empty=allow_empty_flag(),
     shell:
-        "parasim summarize --stage lines --site {wildcards.site} --stats {input.stats}"
+        "parasim summarize --stage parse --site {wildcards.site} --stats {input.stats}"
         " --upstream {input.upstream} --shards {input.shards} --out {output}"
         " {params.allow_empty} > {log} 2>&1"

@@ -1,16 +1,8 @@
 rule yield_report:
     """Per site and stage: kept, dropped by reason; a table and a funnel plot (`--report`)."""
     input:
-        crawl=expand("results/stats/crawl_site/{site}.json", site=SITES),
-        pairs=expand("results/stats/pair_pages/{site}.json", site=SITES),
-        clean=expand("results/stats/clean_positives/{site}.json", site=SITES),
-        shards=expand(
-            "results/stats/{job}/{site}/{shard}.json",
-            job=REPORTED_SHARD_JOBS,
-            site=SITES,
-            shard=SHARDS,
-        ),
-        code=code("report"),
+        stats=report_stats,
+        code=code("report", "stages", "stats"),
     output:
         tsv="results/report/yield.tsv",
         json="results/report/yield.json",

@@ -41,8 +41,8 @@ rule scores_done:
     """
     input:
         shards=shard_files("scores"),
-        stats=stats_files("score_pairs"),
-        upstream=upstream_stats("scores"),
+        stats=done_stats("scores"),
+        upstream=upstream_stats("scores", also=SCORES_ALSO_UPSTREAM),
     output:
         done="results/scores/{site}.done",
         png=report(

@@ -19,26 +19,26 @@ rule translate_lines:
     params:
         translate=section_json("translate"),
     shell:
-        "parasim translate --input {input.lines} --output {output.translated}"
+        "parasim translate-lines --input {input.lines} --output {output.translated}"
         " --settings-json {params.translate:q} --threads {threads}"
         " --stats {output.stats} > {log} 2>&1"
 
 
-rule translated_done:
+rule translate_done:
     """Target for the translate stage of one site: `snakemake results/translated/<site>.done`."""
     input:
         shards=shard_files("translated"),
-        stats=stats_files("translate_lines"),
-        upstream=upstream_stats("translated"),
+        stats=done_stats("translate"),
+        upstream=upstream_stats("translate"),
     output:
         "results/translated/{site}.done",
     log:
-        "logs/translated_done/{site}.log",
+        "logs/translate_done/{site}.log",
     conda:
         "../../envs/crawl.yaml"
     params:
         allow_empty=allow_empty_flag(),
     shell:
-        "parasim summarize --stage translated --site {wildcards.site} --stats {input.stats}"
+        "parasim summarize --stage translate --site {wildcards.site} --stats {input.stats}"
         " --upstream {input.upstream} --shards {input.shards} --out {output}"
         " {params.allow_empty} > {log} 2>&1"

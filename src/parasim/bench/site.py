@@ -23,6 +23,7 @@ def bench_site(config: str, site_name: str, gold: str | None, work: str | None =
     from parasim.io import read_table
     from parasim.pair import pair_pages
     from parasim.parse import parse_pairs
+    from parasim.stats import Stats
 
     cfg = load_config(config)
     site = site_by_name(cfg, site_name)
@@ -33,7 +34,7 @@ def bench_site(config: str, site_name: str, gold: str | None, work: str | None =
         sys.executable,
         "-m",
         "parasim.cli",
-        "crawl",
+        "crawl-site",
         "--config",
         config,
         "--site",
@@ -48,7 +49,7 @@ def bench_site(config: str, site_name: str, gold: str | None, work: str | None =
     t0 = time.perf_counter()
     subprocess.run(cmd, check=True, stderr=subprocess.DEVNULL)
     crawl_wall = time.perf_counter() - t0
-    crawl = json.loads(stats_file.read_text())
+    crawl = Stats.read(stats_file)
 
     pages = read_table(pages_dir)
     t0 = time.perf_counter()
@@ -61,11 +62,11 @@ def bench_site(config: str, site_name: str, gold: str | None, work: str | None =
     parse_s = time.perf_counter() - t0
     out = {
         "site": site.name,
-        "pages_ok": crawl["pages_ok"],
-        "pages_skipped": crawl["pages_skipped_by_reason"],
-        "crawl_pages_per_s": crawl["pages_per_s"],
+        "pages_ok": crawl.rows_out,
+        "pages_skipped": dict(crawl.dropped),
+        "crawl_pages_per_s": crawl.figures["pages_per_s"],
         "crawl_wall_s": round(crawl_wall, 2),
-        "crawl_peak_rss_mb": crawl["peak_rss_mb"],
+        "crawl_peak_rss_mb": crawl.figures["peak_rss_mb"],
         "pairs": pairs.num_rows,
         "pair_s": round(pair_s, 3),
         "parse_pairs_per_s": round(pairs.num_rows / parse_s, 1) if parse_s else None,

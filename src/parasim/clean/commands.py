@@ -1,10 +1,13 @@
-"""`parasim clean`: the clean stage as a command."""
+"""`parasim clean-positives` (rule ``clean_positives``): the clean stage as a command."""
 
 from __future__ import annotations
 
 import argparse
 import logging
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
+from typing import Any
+
+from parasim.stats import Stats
 
 log = logging.getLogger("parasim.clean")
 
@@ -32,12 +35,39 @@ def cmd_clean(args: argparse.Namespace) -> None:
         write_table(table, path)
     for table, path in zip(dropped, args.dropped, strict=True):
         write_table(table, path)
-    write_stats(args.stats, {"stage": "clean", **stats})
+    write_stats(args.stats, clean_stats(stats))
+
+
+def clean_stats(raw: Mapping[str, Any]) -> Stats:
+    """:func:`~parasim.clean.clean_positives`' counts as the stage's stats.
+
+    Rows in: aligned pairs; out: positives; dropped: by reason (a rule, ``wrong_language_<side>``,
+    ``duplicate``, ``furniture``), every reason the stage counts as ``dropped_<reason>``.
+
+    Raises:
+        ValueError: the reasons do not add up to the stage's own total of drops.
+    """
+    c = dict(raw)
+    dropped = {k[len("dropped_") :]: c.pop(k) for k in list(c) if k.startswith("dropped_")}
+    total = c.pop("dropped")
+    if total != sum(dropped.values()):
+        raise ValueError(f"clean: {total} pairs dropped but the reasons add up to {dropped}")
+    return Stats(
+        "clean",
+        rows_in=c.pop("aligned_in"),
+        rows_out=c.pop("kept"),
+        dropped=dropped,
+        seconds={"total": c.pop("seconds")},
+        figures={"pairs_per_s": c.pop("pairs_per_s")},
+        counts=c,  # page_pairs, langid_<side>_<verdict>, furniture_pairs
+    )
 
 
 def register(add: Callable[..., argparse.ArgumentParser], site_opts: Callable) -> None:
     """Add the stage's commands to the `parasim` parser."""
-    sp = add("clean", cmd_clean, "Clean a site's aligned pairs: rules, language, duplicates.")
+    sp = add(
+        "clean-positives", cmd_clean, "Clean a site's aligned pairs: rules, language, duplicates."
+    )
     site_opts(sp)
     sp.add_argument("--aligned", nargs="+", required=True, help="the site's aligned shards")
     sp.add_argument("--translated", nargs="+", required=True, help="its translated shards")

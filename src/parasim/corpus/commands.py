@@ -13,6 +13,9 @@ import logging
 import time
 from collections.abc import Callable
 from pathlib import Path
+from typing import Any
+
+from parasim.stats import Stats
 
 log = logging.getLogger("parasim.corpus")
 
@@ -30,7 +33,7 @@ def cmd_build_corpus(args: argparse.Namespace) -> None:
     )
     from parasim.negatives.select import NEGATIVES_SCHEMA
     from parasim.partition import partition_column
-    from parasim.stagecli import UsageError, need, write_stats
+    from parasim.stagecli import UsageError, need, read_stats, write_stats
 
     neg, corpus = config_sections(args)
     positives = read_positives(args.positives)
@@ -55,10 +58,8 @@ def cmd_build_corpus(args: argparse.Namespace) -> None:
         },
     }
     if args.clean_stats:
-        meta["cleaning"] = {}
-        for path in args.clean_stats:
-            c = json.loads(need(path, "clean stats").read_text())
-            meta["cleaning"][Path(path).stem] = c
+        cleaning = zip(args.clean_stats, read_stats(args.clean_stats), strict=True)
+        meta["cleaning"] = {Path(path).stem: s.to_dict() for path, s in cleaning}
     t0 = time.perf_counter()
     stats = build_corpus(
         positives, negatives.select(NEGATIVES_SCHEMA.names), corpus, args.out, meta
@@ -75,15 +76,32 @@ def cmd_build_corpus(args: argparse.Namespace) -> None:
             n_pos,
             n_neg,
         )
-    out = {
-        "stage": "corpus",
-        **{k: v for k, v in stats.items() if k not in ("meta", "config")},
-        "empty_partitions": empty,
-        "elapsed_s": round(time.perf_counter() - t0, 3),
-    }
-    write_stats(args.stats, out)
+    write_stats(args.stats, corpus_stats(stats, empty, time.perf_counter() - t0))
     if stats["rows"] == 0 and not args.allow_empty:
         raise UsageError(corpus_empty_reason(positives.num_rows, negatives.num_rows, empty))
+
+
+def corpus_stats(raw: dict[str, Any], empty: list[str], seconds: float) -> Stats:
+    """:func:`~parasim.corpus.stage.build_corpus`' counts as the stage's stats.
+
+    Rows in: positives and hard negatives; out: corpus rows; dropped: by reason (a negative
+    across the test/train split, a class balanced away, ...).
+    """
+    c = {k: v for k, v in raw.items() if k != "meta"}
+    return Stats(
+        "corpus",
+        rows_in=c.pop("positives_in") + c.pop("negatives_in"),
+        rows_out=c.pop("rows"),
+        dropped=c.pop("dropped"),
+        seconds={"total": round(seconds, 3)},
+        counts={
+            "positives_in": raw["positives_in"],
+            "negatives_in": raw["negatives_in"],
+            "rows_by_partition": c.pop("counts"),  # partition -> split -> label, train folds
+            "negatives_across_folds": c.pop("negatives_across_folds"),
+        },
+        figures={**c, "empty_partitions": empty},  # schema version, shards, config, ...
+    )
 
 
 def corpus_empty_reason(n_positives: int, n_negatives: int, empty: list[str]) -> str:

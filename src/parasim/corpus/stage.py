@@ -329,11 +329,12 @@ def write_card(out_dir: str | os.PathLike, stats: Mapping[str, Any]) -> Path:
             f"{t.get('measure', 'c_v')} = {_fmt(t.get('coherence'))}, passes {t.get('passes')}"
             f"{why}"
         )
-    for site, c in sorted((meta.get("cleaning") or {}).items()):
-        drops = {k[len("dropped_") :]: v for k, v in sorted(c.items()) if k.startswith("dropped_")}
+    for site, c in sorted((meta.get("cleaning") or {}).items()):  # the clean stage's Stats
+        drops = dict(sorted(c.get("dropped", {}).items()))
+        kept, furniture = c.get("rows_out", 0), c.get("counts", {}).get("furniture_pairs", 0)
         lines.append(
-            f"- Cleaning ({site}): {c.get('aligned_in', 0)} aligned pairs, {c.get('kept', 0)} kept "
-            f"as positives, dropped by reason {drops}; {c.get('furniture_pairs', 0)} kept pairs "
+            f"- Cleaning ({site}): {c.get('rows_in', 0)} aligned pairs, {kept} kept "
+            f"as positives, dropped by reason {drops}; {furniture} kept pairs "
             "flagged as page furniture."
         )
     if meta.get("cleaning"):

@@ -1,12 +1,15 @@
-"""`parasim divergences` and `parasim divergences-card`: the divergences stage as commands."""
+"""`parasim make-divergences` (rule ``make_divergences``) and `parasim divergences-card`: the
+divergences stage as commands."""
 
 from __future__ import annotations
 
 import argparse
 import copy
 import logging
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
+
+from parasim.stats import Stats
 
 log = logging.getLogger("parasim.divergences")
 
@@ -89,7 +92,60 @@ def cmd_divergences(args: argparse.Namespace) -> None:
     except ValueError as exc:  # missing columns or a bad config: name the file
         raise UsageError(f"{args.input}: {exc}") from None
     write_table(table, args.output)
-    write_stats(args.stats, {"stage": "divergences", **stats})
+    write_stats(args.stats, divergences_stats(stats))
+
+
+#: Figures of a shard that count nothing: its settings, rates and the LM's batching misses.
+_FIGURES = ("spacy", "lm", "lm_prescore_misses", "variants_per_second", "config")
+#: The alignment's counts (the rest of ``alignment`` describes the run).
+_ALIGNMENT_COUNTS = ("links", "en_tokens", "pairs_without_links")
+
+
+def divergences_stats(raw: Mapping[str, Any]) -> Stats:
+    """:func:`~parasim.divergences.make_divergences`' counts as the stage's stats.
+
+    Rows in: positives; out: divergence rows (a ranking group of several rows per seed kept);
+    dropped: the positives that gave no group, by reason (``seed_skipped``).
+    :func:`shard_counts` turns them back into the stage's own form.
+    """
+    c = copy.deepcopy(dict(raw))
+    alignment, checks = c.pop("alignment"), c.pop("checks")
+    figures = {k: c.pop(k) for k in _FIGURES}
+    figures["alignment"] = {k: v for k, v in alignment.items() if k not in _ALIGNMENT_COUNTS}
+    figures["checks"] = {t: {"valid_share": d["valid_share"]} for t, d in checks.items()}
+    return Stats(
+        "divergences",
+        rows_in=c.pop("n_positives"),
+        rows_out=c.pop("n_rows"),
+        dropped=c.pop("seed_skipped"),
+        seconds=c.pop("seconds"),
+        figures=figures,
+        counts={
+            **c,  # n_seeds, n_groups, rows by type and side, variants missing, spares used
+            "alignment": {k: alignment[k] for k in _ALIGNMENT_COUNTS},
+            "checks": {
+                t: {k: v for k, v in d.items() if k != "valid_share"} for t, d in checks.items()
+            },
+        },
+    )
+
+
+def _union(a: Mapping[str, Any], b: Mapping[str, Any]) -> dict[str, Any]:
+    out = dict(a)
+    for k, v in b.items():
+        out[k] = _union(out[k], v) if isinstance(v, Mapping) and k in out else v
+    return out
+
+
+def shard_counts(stats: Stats) -> dict[str, Any]:
+    """A shard's stats in :func:`~parasim.divergences.make_divergences`' own form (the card's)."""
+    base = {
+        "n_positives": stats.rows_in,
+        "n_rows": stats.rows_out,
+        "seed_skipped": dict(stats.dropped),
+        "seconds": dict(stats.seconds),
+    }
+    return base | _union(stats.counts, stats.figures)
 
 
 def cmd_divergences_card(args: argparse.Namespace) -> None:
@@ -98,52 +154,45 @@ def cmd_divergences_card(args: argparse.Namespace) -> None:
     With ``--done``, zero rows (without ``--allow-empty``) is an error of one sentence that
     names the earliest empty stage of the site (:mod:`parasim.diagnose`).
     """
-    import json
-
     import pyarrow.parquet as pq
 
     from parasim.diagnose import require_rows
     from parasim.divergences import write_card
-    from parasim.stagecli import UsageError, need, write_stats
+    from parasim.stagecli import UsageError, need, read_stats, write_stats
+    from parasim.stats import done_summary
 
     if len(args.shards) != len(args.stats):
         raise UsageError(
             f"--shards names {len(args.shards)} files but --stats names {len(args.stats)}"
         )
-    per_shard = []
-    for shard, path in zip(args.shards, args.stats, strict=True):
+    per_shard = read_stats(args.stats)
+    for shard, path, s in zip(args.shards, args.stats, per_shard, strict=True):
         rows = pq.ParquetFile(need(shard, "divergences shard")).metadata.num_rows
-        s = json.loads(need(path, "stats file").read_text(encoding="utf-8"))
-        if s.get("n_rows") != rows:
+        if s.rows_out != rows:
             raise UsageError(
-                f"{path}: says {s.get('n_rows')} rows but {shard} has {rows} (stale stats?)"
+                f"{path}: says {s.rows_out} rows but {shard} has {rows} (stale stats?)"
             )
-        per_shard.append(s)
-    stats = {"site": args.site, "shards": len(args.shards), **merge_stats(per_shard)}
-    stats.pop("stage", None)
+    stats = {
+        "site": args.site,
+        "shards": len(args.shards),
+        **merge_stats([shard_counts(s) for s in per_shard]),
+    }
     write_card(stats, args.out)
     log.info("card: %s (%d rows by type %s)", args.out, stats["n_rows"], stats["rows_by_type"])
     if args.done:
-        upstream = [json.loads(need(p, "stats file").read_text()) for p in args.upstream]
-        require_rows(
-            args.site or "?", "divergences", stats["n_rows"], per_shard, upstream, args.allow_empty
-        )
+        upstream = read_stats(args.upstream)
+        n_rows = stats["n_rows"]
+        site = args.site or "?"
+        require_rows(site, "divergences", n_rows, per_shard, upstream, args.allow_empty)
         write_stats(
-            args.done,
-            {
-                "stage": "divergences",
-                "site": args.site,
-                "shards": len(args.shards),
-                "rows": stats["n_rows"],
-                "counts": stats,
-            },
+            args.done, done_summary("divergences", args.site, len(args.shards), n_rows, per_shard)
         )
 
 
 def register(add: Callable[..., argparse.ArgumentParser], site_opts: Callable) -> None:
     """Add the stage's commands to the `parasim` parser."""
     sp = add(
-        "divergences",
+        "make-divergences",
         cmd_divergences,
         "Synthetic divergences (ranking groups, EQ/DIV tags) of one positives shard.",
     )

@@ -1,4 +1,4 @@
-"""`parasim fit-topics`, `parasim select-negatives`: the negatives stage as commands.
+"""`parasim fit-topics`, `parasim select-negatives`: the topics and negatives stages as commands.
 
 Both (and `parasim build-corpus`, :mod:`parasim.corpus.commands`) read the positives of every
 site (several shard files), concatenated and sorted by ``id`` so that the result does not depend
@@ -21,6 +21,8 @@ from pathlib import Path
 from typing import Any
 
 import pyarrow as pa
+
+from parasim.stats import Stats
 
 log = logging.getLogger("parasim.negatives")
 
@@ -114,13 +116,14 @@ def cmd_fit_topics(args: argparse.Namespace) -> None:
     }
     write_stats(
         args.stats,
-        {
-            "stage": "topics",
-            "positives": positives.num_rows,
-            **res.stats,
-            "topics": partitions,
-            "elapsed_s": round(time.perf_counter() - t0, 3),
-        },
+        Stats(
+            "topics",
+            rows_in=positives.num_rows,
+            rows_out=res.stats.get("documents", 0),  # page pairs, each with its dominant topic
+            seconds={"total": round(time.perf_counter() - t0, 3)},
+            figures={"topics": partitions},
+            counts={k: v for k, v in res.stats.items() if k != "documents"},
+        ),
     )
 
 
@@ -186,16 +189,37 @@ def cmd_select_negatives(args: argparse.Namespace) -> None:
     meta = dict(table.schema.metadata or {})
     meta[SELECTION_KEY] = json.dumps(selection, sort_keys=True, default=str).encode()
     write_table(table.replace_schema_metadata(meta), args.out)
-    write_stats(
-        args.stats,
-        {
-            "stage": "negatives",
-            "positives": positives.num_rows,
-            **st,
+    seconds = {"vectors": round(t_vec, 3), "calibrate_select": round(time.perf_counter() - t1, 3)}
+    write_stats(args.stats, negatives_stats(st, positives.num_rows, selection, seconds))
+
+
+#: Why a positive got no hard negative (``sentences_<reason>`` in the selection's counts).
+NO_NEGATIVE = ("without_topic", "alone_in_topic", "without_in_band_candidate",
+               "all_candidates_rejected")  # fmt: skip
+
+
+def negatives_stats(
+    raw: dict[str, Any], positives: int, selection: dict[str, Any], seconds: dict[str, float]
+) -> Stats:
+    """:func:`~parasim.negatives.select_negatives`' counts as the stage's stats.
+
+    Rows in: positives; out: the hard negatives kept; dropped: the positives that got no
+    negative, by reason.
+    """
+    c = dict(raw)
+    dropped = {r: c.pop(f"sentences_{r}") for r in NO_NEGATIVE if f"sentences_{r}" in c}
+    return Stats(
+        "negatives",
+        rows_in=positives,
+        rows_out=c.pop("negatives_kept"),
+        dropped=dropped,
+        seconds={**seconds, "prepare": c.pop("seconds_prepare"), "select": c.pop("seconds_select")},
+        figures={
+            "partitions": c.pop("partitions"),
+            "method": c.pop("method"),
             "selection": selection,
-            "seconds_vectors": round(t_vec, 3),
-            "seconds_calibrate_select": round(time.perf_counter() - t1, 3),
         },
+        counts=c,  # candidates, rejections, negatives selected before balancing, ...
     )
 
 
@@ -210,7 +234,7 @@ def select_negatives_table(
         if info["kept"] == 0:
             log.warning(
                 "partition %s: no negatives (%d positives; band %s): it will have no corpus "
-                "rows (see the stats' sentences_* counts for why)",
+                "rows (see the stats' drops by reason for why)",
                 p,
                 info["positives"],
                 info["band"],

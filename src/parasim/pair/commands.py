@@ -1,11 +1,14 @@
-"""`parasim pair`: the pair stage as a command."""
+"""`parasim pair-pages` (rule ``pair_pages``): the pair stage as a command."""
 
 from __future__ import annotations
 
 import argparse
 import json
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
+from typing import Any
+
+from parasim.stats import Stats
 
 
 def cmd_pair(args: argparse.Namespace) -> None:
@@ -27,13 +30,33 @@ def cmd_pair(args: argparse.Namespace) -> None:
     )
     for i, out in enumerate(args.out):  # no pair at all: every shard is a valid empty table
         write_table(pairs.filter(pc.equal(pairs.column("shard"), i)), out)
-    stats["elapsed_s"] = round(time.perf_counter() - t0, 3)
-    write_stats(args.stats, {"site": site.name, "stage": "pairs", **stats})
+    write_stats(args.stats, pair_stats(stats, site.name, time.perf_counter() - t0))
+
+
+def pair_stats(raw: Mapping[str, Any], site: str, seconds: float) -> Stats:
+    """:func:`~parasim.pair.stage.pair_pages`'s counts as the stage's stats.
+
+    Rows in: each English page once per other language; out: the page pairs; dropped: the
+    English pages left without a counterpart in a language, by reason (``unpaired_en``).
+    """
+    c = dict(raw)
+    c.pop("site")
+    pairs = c["pairs"]  # per language: stays in the counts (diagnose names the languages)
+    return Stats(
+        "pair",
+        site=site,
+        rows_in=c["english_pages"] * len(pairs),
+        rows_out=sum(pairs.values()),
+        dropped=c.pop("unpaired_en"),
+        seconds={"parse": c.pop("parse_seconds"), "total": round(seconds, 3)},
+        figures={"untranslated": c.pop("untranslated"), "pages_per_s": c.pop("pages_per_s")},
+        counts=c,
+    )
 
 
 def register(add: Callable[..., argparse.ArgumentParser], site_opts: Callable) -> None:
     """Add the stage's commands to the `parasim` parser."""
-    sp = add("pair", cmd_pair, "Pair parallel pages of one site; write N shards.")
+    sp = add("pair-pages", cmd_pair, "Pair parallel pages of one site; write N shards.")
     site_opts(sp)
     sp.add_argument("--pages", required=True, help="pages dataset (folder or file)")
     sp.add_argument("--shards", type=int, required=True, help="number of shards")

@@ -361,7 +361,7 @@ def render_yaml(s: Suggestion, header: list[str]) -> str:
 
 
 def crawl_sample(entry: dict, settings: dict, work: Path) -> tuple[pa.Table, dict]:
-    """Run the crawl stage (``parasim crawl``) for one site entry in a child process.
+    """Run the crawl stage (``parasim crawl-site``) for one site entry in a child process.
 
     Scrapy's reactor runs once per process, and the probe crawls twice; a child process also keeps
     the probe callable from tests. The crawl's progress lines go to this process's stderr.
@@ -372,19 +372,21 @@ def crawl_sample(entry: dict, settings: dict, work: Path) -> tuple[pa.Table, dic
         work: folder for the pages, the crawl state and the counts.
 
     Returns:
-        The pages (:data:`parasim.io.PAGES_SCHEMA`) and the crawl's counts.
+        The pages (:data:`parasim.io.PAGES_SCHEMA`) and the crawl's counts (``pages_ok``,
+        ``pages_skipped_by_reason`` and the crawl stats' other counts, in one mapping).
 
     Raises:
         ProbeError: the crawl failed.
     """
     from parasim.io import read_table
+    from parasim.stats import Stats
 
     stats = work / "crawl.json"
     cmd = [
         sys.executable,
         "-m",
         "parasim.cli",
-        "crawl",
+        "crawl-site",
         "--site-json",
         json.dumps(entry),
         "--settings-json",
@@ -414,7 +416,9 @@ def crawl_sample(entry: dict, settings: dict, work: Path) -> tuple[pa.Table, dic
             f"the crawl of {entry['start_urls'][0]} failed (exit status {rc}); "
             "its messages are above"
         )
-    return read_table(work / "pages"), json.loads(stats.read_text(encoding="utf-8"))
+    counts = Stats.read(stats)
+    flat = {"pages_ok": counts.rows_out, "pages_skipped_by_reason": dict(counts.dropped)}
+    return read_table(work / "pages"), flat | dict(counts.counts)
 
 
 def _merge_crawls(first: dict, second: dict | None) -> dict:

@@ -3,6 +3,6 @@
 See :mod:`parasim.report.stage`.
 """
 
-from parasim.report.stage import STAGES, site_yield, sum_counts, write_report, yield_table
+from parasim.report.stage import site_yield, write_report, yield_metrics, yield_table
 
-__all__ = ["STAGES", "site_yield", "sum_counts", "write_report", "yield_table"]
+__all__ = ["site_yield", "write_report", "yield_metrics", "yield_table"]

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import argparse
-import json
 import logging
 from collections.abc import Callable
 
@@ -11,28 +10,26 @@ log = logging.getLogger("parasim.report")
 
 
 def cmd_summarize(args: argparse.Namespace) -> None:
-    """Count one stage's rows and sum its stats for one site (the stage's ``.done`` file).
+    """Count one stage's rows and add up its stats for one site (the stage's ``.done`` file).
 
     Zero rows (without ``--allow-empty``) is an error of one sentence that names the earliest
     empty stage of the site, its counts by reason and the likely fix (:mod:`parasim.diagnose`).
     """
     import pyarrow.parquet as pq
 
+    from parasim import stages
     from parasim.diagnose import require_rows
-    from parasim.stagecli import need, sum_counts, write_stats
+    from parasim.stagecli import UsageError, need, read_stats, write_stats
+    from parasim.stats import done_summary
 
+    try:
+        stages.get(args.stage)
+    except KeyError as exc:
+        raise UsageError(f"--stage: {exc.args[0]}") from None
     rows = sum(pq.ParquetFile(need(p, "shard")).metadata.num_rows for p in args.shards)
-    stats = [json.loads(need(p, "stats file").read_text()) for p in args.stats]
-    upstream = [json.loads(need(p, "stats file").read_text()) for p in args.upstream]
-    summary = {
-        "stage": args.stage,
-        "site": args.site,
-        "shards": len(args.shards),
-        "rows": rows,
-        "counts": sum_counts(stats),
-    }
-    require_rows(args.site, args.stage, rows, stats, upstream, args.allow_empty)
-    write_stats(args.out, summary)
+    own, upstream = read_stats(args.stats), read_stats(args.upstream)
+    require_rows(args.site, args.stage, rows, own, upstream, args.allow_empty)
+    write_stats(args.out, done_summary(args.stage, args.site, len(args.shards), rows, own))
 
 
 def cmd_yield_report(args: argparse.Namespace) -> None:
@@ -46,10 +43,15 @@ def cmd_yield_report(args: argparse.Namespace) -> None:
 def register(add: Callable[..., argparse.ArgumentParser], site_opts: Callable) -> None:
     """Add the report's commands to the `parasim` parser."""
     sp = add("summarize", cmd_summarize, "Count a stage's rows and stats for one site (.done).")
-    sp.add_argument("--stage", required=True)
+    sp.add_argument("--stage", required=True, help="the stage's name (parasim.stages)")
     sp.add_argument("--site", required=True)
     sp.add_argument("--shards", nargs="+", required=True)
-    sp.add_argument("--stats", nargs="+", required=True)
+    sp.add_argument(
+        "--stats",
+        nargs="+",
+        required=True,
+        help="its stats files (and those of the stages its .done covers)",
+    )
     sp.add_argument(
         "--upstream",
         nargs="*",

@@ -1,7 +1,10 @@
 """The yield report: per site and stage, what came in, what was kept, what was dropped and why.
 
-Reads the stats JSON every job writes (``results/stats/<rule>/<site>[/<shard>].json``), sums the
-shards, and writes a long table (TSV and JSON: site, stage, metric, value) and a funnel plot.
+Reads the stats every job of a funnel stage writes (:data:`parasim.stages.FUNNEL`, at each
+stage's ``stats`` pattern), adds up the shards (:meth:`parasim.stats.Stats.total`), and writes a
+long table (TSV and JSON: site, stage, metric, value) and a funnel plot. Per stage: the headline
+(``funnel: <label>``), ``rows_in``, ``rows_out``, ``dropped`` and ``dropped.<reason>`` (which add
+up to it), then the stage's other counts; timings and figures stay out.
 """
 
 from __future__ import annotations
@@ -12,53 +15,52 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from parasim.stagecli import sum_counts
+from parasim.stages import FUNNEL, Stage
+from parasim.stats import Stats
 
-#: (stage, stats folder under results/stats, headline metric of the funnel, its label).
-STAGES: list[tuple[str, str, str, str]] = [
-    ("crawl", "crawl_site", "pages_ok", "pages crawled"),
-    ("pairs", "pair_pages", "pairs", "page pairs"),
-    ("lines", "parse_pages", "pairs_out", "pairs parsed"),
-    ("translate", "translate_lines", "translated", "lines translated"),
-    ("aligned", "align_lines", "positives", "aligned pairs"),
-    ("positives", "clean_positives", "kept", "positives (cleaned)"),
-    ("divergences", "make_divergences", "n_rows", "divergence rows"),
-    ("scores", "score_pairs", "pairs_scored", "pairs scored"),
-]
-__all__ = ["STAGES", "site_yield", "sum_counts", "write_report", "yield_table"]
-
-#: Keys that are not counts (rates, timings, labels) and stay out of the report.
-_SKIP_SUFFIXES = ("_per_s", "_s", "seconds", "_rate", "_mb")
+__all__ = ["site_yield", "stats_path", "write_report", "yield_metrics", "yield_table"]
 
 
-def _flatten(d: Mapping[str, Any], prefix: str = "") -> dict[str, float]:
-    out: dict[str, float] = {}
+def stats_path(stage: Stage, stats_root: str | os.PathLike) -> Path:
+    """The folder under ``stats_root`` that holds ``stage``'s stats files."""
+    return Path(stats_root) / stage.rules[0]
+
+
+def _flatten(d: Mapping[str, Any], prefix: str = "") -> dict[str, int]:
+    out: dict[str, int] = {}
     for k, v in d.items():
-        key = f"{prefix}{k}"
         if isinstance(v, Mapping):
-            out |= _flatten(v, key + ".")
-        elif not k.endswith(_SKIP_SUFFIXES):
-            out[key] = v
+            out |= _flatten(v, f"{prefix}{k}.")
+        else:
+            out[f"{prefix}{k}"] = v
     return out
 
 
-def _headline(counts: Mapping[str, Any], metric: str) -> float | None:
-    v = counts.get(metric)
-    if isinstance(v, Mapping):  # e.g. pairs per language
-        return sum(x for x in v.values() if isinstance(x, (int, float)))
-    return v
+def yield_metrics(stats: Stats) -> dict[str, int]:
+    """A stage's figures in the report: rows in and out, drops (total, then by reason), counts."""
+    out = {"rows_in": stats.rows_in, "rows_out": stats.rows_out, "dropped": stats.n_dropped}
+    out |= {f"dropped.{r}": n for r, n in sorted(stats.dropped.items())}
+    return out | dict(sorted(_flatten(stats.counts).items()))
 
 
-def site_yield(stats_root: str | os.PathLike, site: str) -> dict[str, dict[str, Any]]:
-    """Summed counts per stage for one site (stages with no stats yet are left out)."""
-    root = Path(stats_root)
-    out: dict[str, dict[str, Any]] = {}
-    for stage, folder, _, _ in STAGES:
-        files = sorted((root / folder).glob(f"{site}.json")) + sorted(
-            (root / folder / site).glob("*.json")
-        )
+def _headline(stats: Stats, metric: str) -> int:
+    if metric == "rows_out":
+        return stats.rows_out
+    v = stats.counts.get(metric, 0)
+    return sum(_flatten(v).values()) if isinstance(v, Mapping) else v
+
+
+def site_yield(stats_root: str | os.PathLike, site: str) -> dict[str, Stats]:
+    """Summed stats per funnel stage for one site (stages with no stats yet are left out)."""
+    out: dict[str, Stats] = {}
+    for stage in FUNNEL:
+        folder = stats_path(stage, stats_root)
+        if stage.per == "site":
+            files = [f for f in [folder / f"{site}.json"] if f.exists()]
+        else:  # one file per shard
+            files = sorted((folder / site).glob("*.json"))
         if files:
-            out[stage] = sum_counts([json.loads(f.read_text()) for f in files])
+            out[stage.name] = Stats.total(Stats.read(f) for f in files)
     return out
 
 
@@ -67,19 +69,19 @@ def yield_table(stats_root: str | os.PathLike, sites: Sequence[str]) -> list[dic
     rows: list[dict[str, Any]] = []
     for site in sites:
         per_stage = site_yield(stats_root, site)
-        for stage, _, metric, label in STAGES:
-            if stage in per_stage:
+        for stage in FUNNEL:
+            if stage.name in per_stage and stage.metric:
+                value = _headline(per_stage[stage.name], stage.metric)
                 rows.append(
-                    {
-                        "site": site,
-                        "stage": stage,
-                        "metric": f"funnel: {label}",
-                        "value": _headline(per_stage[stage], metric),
-                    }
-                )
-        for stage, _, _, _ in STAGES:
-            for metric, value in sorted(_flatten(per_stage.get(stage, {})).items()):
-                rows.append({"site": site, "stage": stage, "metric": metric, "value": value})
+                    {"site": site, "stage": stage.name, "metric": f"funnel: {stage.label}",
+                     "value": value}
+                )  # fmt: skip
+        for stage in FUNNEL:
+            if stage.name in per_stage:
+                for metric, value in yield_metrics(per_stage[stage.name]).items():
+                    rows.append(
+                        {"site": site, "stage": stage.name, "metric": metric, "value": value}
+                    )
     return rows
 
 
@@ -105,7 +107,7 @@ def write_report(
     Path(json_path).write_text(json.dumps(rows, indent=1) + "\n", encoding="utf-8")
 
     funnel = [r for r in rows if r["metric"].startswith("funnel: ")]
-    labels = [label for _, _, _, label in STAGES]
+    labels = [stage.label for stage in FUNNEL if stage.metric]
     fig, ax = plt.subplots(figsize=(8, 0.6 + 0.9 * len(labels)))
     height = 0.8 / max(1, len(sites))
     for k, site in enumerate(sites):

@@ -1,10 +1,14 @@
-"""`parasim score-pairs` and `parasim scores-summary`: the scores stage as commands."""
+"""`parasim score-pairs` (rule ``score_pairs``) and `parasim scores-summary`: the scores stage as
+commands."""
 
 from __future__ import annotations
 
 import argparse
 import logging
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
+from typing import Any
+
+from parasim.stats import Stats
 
 log = logging.getLogger("parasim.scores")
 
@@ -57,7 +61,26 @@ def cmd_score_pairs(args: argparse.Namespace) -> None:
         stats["pairs_scored"],
         json.dumps(stats["skipped_by_reason"], sort_keys=True),
     )
-    write_stats(args.stats, {"stage": "scores", **stats})
+    write_stats(args.stats, scores_stats(stats))
+
+
+def scores_stats(raw: Mapping[str, Any]) -> Stats:
+    """:func:`~parasim.scores.score_pairs`' counts as the stage's stats.
+
+    Rows in and out: the rows of the shard (positives, negatives, divergences); none is dropped:
+    a row left unscored keeps its row with its ``skip_reason`` (counted in ``skipped_by_reason``).
+    """
+    c = dict(raw)
+    return Stats(
+        "scores",
+        rows_in=c.pop("rows_in"),
+        rows_out=c.pop("n_rows"),
+        seconds={**c.pop("seconds"), "cpu": c.pop("cpu_seconds")},
+        figures={
+            k: c.pop(k) for k in ("parse_errors", "embedding_in_background", "config") if k in c
+        },
+        counts=c,  # pairs scored, skipped by reason, rows by source, parse and cache counts
+    )
 
 
 def cmd_scores_summary(args: argparse.Namespace) -> None:
@@ -66,33 +89,29 @@ def cmd_scores_summary(args: argparse.Namespace) -> None:
     With ``--done``, zero rows (without ``--allow-empty``) is an error of one sentence that
     names the earliest empty stage of the site (:mod:`parasim.diagnose`).
     """
-    import json
-
     import pyarrow as pa
     import pyarrow.parquet as pq
 
     from parasim.diagnose import require_rows
     from parasim.scores import PLOT_COLUMNS, SCORES_SCHEMA, plot_distributions
-    from parasim.stagecli import UsageError, need, sum_counts, write_stats
+    from parasim.stagecli import UsageError, need, read_stats, write_stats
+    from parasim.stats import done_summary
 
     if len(args.shards) != len(args.stats):
         raise UsageError(
             f"--shards names {len(args.shards)} files but --stats names {len(args.stats)}"
         )
-    per_shard, tables = [], []
-    for shard, path in zip(args.shards, args.stats, strict=True):
+    per_shard, tables = read_stats(args.stats), []
+    for shard, path, s in zip(args.shards, args.stats, per_shard, strict=True):
         t = pq.read_table(
             need(shard, "scores shard"), columns=["source", "label", "type", *PLOT_COLUMNS]
         )
-        s = json.loads(need(path, "stats file").read_text(encoding="utf-8"))
-        if s.get("n_rows") != t.num_rows:
+        if s.rows_out != t.num_rows:
             raise UsageError(
-                f"{path}: says {s.get('n_rows')} rows but {shard} has {t.num_rows} (stale stats?)"
+                f"{path}: says {s.rows_out} rows but {shard} has {t.num_rows} (stale stats?)"
             )
-        per_shard.append(s)
         tables.append(t)
-    counts = sum_counts(per_shard)
-    rows = int(counts.get("n_rows", 0))
+    rows = sum(t.num_rows for t in tables)
     if args.png:
         table = (
             pa.concat_tables(tables)
@@ -102,18 +121,9 @@ def cmd_scores_summary(args: argparse.Namespace) -> None:
         shown = plot_distributions(table, args.png, f"{args.site or ''}: score distributions")
         log.info("plot: %s (%s)", args.png, ", ".join(shown))
     if args.done:
-        upstream = [json.loads(need(p, "stats file").read_text()) for p in args.upstream]
+        upstream = read_stats(args.upstream)
         require_rows(args.site or "?", "scores", rows, per_shard, upstream, args.allow_empty)
-        write_stats(
-            args.done,
-            {
-                "stage": "scores",
-                "site": args.site,
-                "shards": len(args.shards),
-                "rows": rows,
-                "counts": counts,
-            },
-        )
+        write_stats(args.done, done_summary("scores", args.site, len(args.shards), rows, per_shard))
 
 
 def register(add: Callable[..., argparse.ArgumentParser], site_opts: Callable) -> None:

@@ -1,10 +1,13 @@
-"""`parasim translate`: the translate stage as a command."""
+"""`parasim translate-lines` (rule ``translate_lines``): the translate stage as a command."""
 
 from __future__ import annotations
 
 import argparse
 import logging
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
+from typing import Any
+
+from parasim.stats import Stats
 
 log = logging.getLogger("parasim.translate")
 
@@ -19,12 +22,30 @@ def cmd_translate(args: argparse.Namespace) -> None:
     cfg.pop("cache", None)
     cfg["threads"] = args.threads
     stats = translate_file(need(args.input, "lines shard"), args.output, cfg, cache, log=log)
-    write_stats(args.stats, {"stage": "translate", **stats})
+    write_stats(args.stats, translate_stats(stats))
+
+
+def translate_stats(raw: Mapping[str, Any]) -> Stats:
+    """:func:`~parasim.translate.stage.translate_lines`'s counts as the stage's stats.
+
+    Rows (page pairs) pass through, none is dropped: a line without a translation keeps its row
+    (counted in ``untranslated_by_reason``).
+    """
+    c = dict(raw)
+    rows = c.pop("rows")
+    return Stats(
+        "translate",
+        rows_in=rows,
+        rows_out=rows,
+        seconds={"total": c.pop("seconds"), "mt": c.pop("mt_seconds")},
+        figures={k: c.pop(k) for k in ("cache_hit_rate", "lines_per_s", "mt_backend")},
+        counts=c,  # lines by kind, units, cache hits, translated, untranslated by reason, ...
+    )
 
 
 def register(add: Callable[..., argparse.ArgumentParser], site_opts: Callable) -> None:
     """Add the stage's commands to the `parasim` parser."""
-    sp = add("translate", cmd_translate, "Translate one lines shard to English (cached).")
+    sp = add("translate-lines", cmd_translate, "Translate one lines shard to English (cached).")
     site_opts(sp)
     sp.add_argument("--input", required=True, help="lines shard")
     sp.add_argument("--output", required=True, help="translated shard to write")

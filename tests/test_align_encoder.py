@@ -445,13 +445,13 @@ def test_a_rerun_after_kill_9_resumes_and_ends_with_the_uninterrupted_model(tmp_
 def test_the_align_stage_encodes_with_an_encoder_folder_and_its_prefix(tmp_path, tiny_model):
     import shutil
 
-    from parasim.align.scoring import load_encoder as align_encoder
+    from parasim.align.scoring import cached_encoder
     from parasim.models import encode, load_encoder
 
     folder = tmp_path / "enc"
     shutil.copytree(tiny_model, folder)
     (folder / "parasim_encoder.json").write_text(json.dumps({"passage_prefix": "w1 "}))
-    got = align_encoder(str(folder))(["w2 w3", "w4"])
+    got = cached_encoder(str(folder))(["w2 w3", "w4"])
     # the align stage loads with device and dtype "auto" (bfloat16 on a CPU with AVX-512 BF16)
     model, tok = load_encoder(str(folder))
     assert np.allclose(got, encode(model, tok, ["w2 w3", "w4"], prefix="w1 "), atol=1e-6)

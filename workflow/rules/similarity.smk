@@ -125,5 +125,5 @@ rule similarity_report:
     params:
         dirs=lambda wc, input: sorted({str(Path(f).parent) for f in input.cv}),
     shell:
-        "parasim similarity-table --eval-dirs {params.dirs} --html {output.html}"
+        "parasim similarity-report --eval-dirs {params.dirs} --html {output.html}"
         " --json {output.json} > {log} 2>&1"

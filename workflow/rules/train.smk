@@ -40,7 +40,7 @@ rule train_divergence_ranker:
         train=section_json("train"),
         corpus=section_json("corpus"),
     shell:
-        "parasim train-ranker --divergences {input.divergences} --positives {input.positives}"
+        "parasim train-divergence-ranker --divergences {input.divergences} --positives {input.positives}"
         " --corpus-json {params.corpus:q} --settings-json {params.train:q}"
         " --out $(dirname {output.metrics}) > {log} 2>&1"
 
@@ -67,7 +67,7 @@ rule eval_divergence_ranker:
         runtime=30,
         gpu=1,
     shell:
-        "parasim eval-ranker --model {input.model} --refresd {input.refresd}"
+        "parasim eval-divergence-ranker --model {input.model} --refresd {input.refresd}"
         " --out {output} > {log} 2>&1"
 
 

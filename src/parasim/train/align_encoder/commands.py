@@ -1,6 +1,9 @@
-"""`parasim align-wordpairs`, `parasim train-align-encoder`, `parasim eval-cwr` (seed 003).
+"""`parasim align-encoder-wordpairs`, `parasim train-align-encoder`, `parasim eval-align-encoder`
+(seed 003): the aligned encoder's rules as commands (``align-wordpairs`` and ``eval-cwr``: their
+former names, kept as aliases).
 
-``train-align-encoder`` runs under a distributed launcher unchanged, as ``train-ranker`` does.
+``train-align-encoder`` runs under a distributed launcher unchanged, as
+``train-divergence-ranker`` does.
 """
 
 from __future__ import annotations
@@ -14,7 +17,7 @@ from pathlib import Path
 log = logging.getLogger("parasim.train")
 
 
-def cmd_wordpairs(args: argparse.Namespace) -> None:
+def cmd_align_encoder_wordpairs(args: argparse.Namespace) -> None:
     """Word pairs of every positives shard; one word-pair shard per positives shard."""
     import pyarrow.parquet as pq
 
@@ -74,7 +77,7 @@ def cmd_train_align_encoder(args: argparse.Namespace) -> None:
         log.info("dev: %s (base %s)", json.dumps(metrics["dev"]), json.dumps(metrics["dev_base"]))
 
 
-def cmd_eval_cwr(args: argparse.Namespace) -> None:
+def cmd_eval_align_encoder(args: argparse.Namespace) -> None:
     """Contextual word retrieval of encoders on Flores and the word pairs' test slice."""
     from parasim.stagecli import need, write_stats
 
@@ -96,9 +99,10 @@ def cmd_eval_cwr(args: argparse.Namespace) -> None:
 def register(add: Callable[..., argparse.ArgumentParser], site_opts: Callable) -> None:
     """Add the contextual-alignment commands to the `parasim` parser."""
     sp = add(
-        "align-wordpairs",
-        cmd_wordpairs,
+        "align-encoder-wordpairs",
+        cmd_align_encoder_wordpairs,
         "Word pairs (eflomal intersection, one-to-one) of the positives (seed 003 §3.3).",
+        aliases=["align-wordpairs"],
     )
     sp.add_argument("--positives", nargs="+", required=True, help="positives shards, every site")
     sp.add_argument(
@@ -125,9 +129,10 @@ def register(add: Callable[..., argparse.ArgumentParser], site_opts: Callable) -
     sp.add_argument("--work-dir", help="checkpoints (default: <out>.work)")
 
     sp = add(
-        "eval-cwr",
-        cmd_eval_cwr,
+        "eval-align-encoder",
+        cmd_eval_align_encoder,
         "Contextual word retrieval (seed 003 §3.2) of encoders, with the rotation baseline.",
+        aliases=["eval-cwr"],
     )
     sp.add_argument("--wordpairs", nargs="+", required=True, help="word-pair shards")
     sp.add_argument(

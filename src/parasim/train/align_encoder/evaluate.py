@@ -183,7 +183,7 @@ def score_cwr(
         "train_word_pairs": {k: sum(map(len, s.links)) for k, s in train.items()},
     }
     for n, enc in enumerate(encoders):
-        model, tok = load_encoder(enc, device, dtype, key="eval-cwr --encoders")
+        model, tok = load_encoder(enc, device, dtype, key="eval-align-encoder --encoders")
         rot = {}
         if rotation and n == 0:
             for lang in {lg for _, lg, _ in sets.values()}:
@@ -199,7 +199,7 @@ def score_cwr(
                 )
                 log.info("%s %s+rotation: %s", name, enc, _brief(res[f"{enc}+rotation"]))
         del model
-    out["device"] = str(resolve_device(device, key="eval-cwr device"))
+    out["device"] = str(resolve_device(device, key="eval-align-encoder device"))
     out["wall_s"] = round(time.perf_counter() - t0, 1)
     return out
 

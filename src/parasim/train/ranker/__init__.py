@@ -19,6 +19,6 @@ groups is the synthetic dev split for early stopping and for the decision thresh
 Modules: :mod:`.settings` (``train.divergence_ranker``), :mod:`.data` (ranking groups from the
 divergences shards), :mod:`.model` (the ranker, its prediction, its model folder),
 :mod:`.training` (the loss, the dev measures and threshold, the run), :mod:`.evaluate` (REFreSD
-dev, :mod:`parasim.train.eval.refresd`) and :mod:`.commands` (``parasim train-ranker``,
-``parasim eval-ranker``).
+dev, :mod:`parasim.train.eval.refresd`) and :mod:`.commands` (``parasim
+train-divergence-ranker``, ``parasim eval-divergence-ranker``).
 """

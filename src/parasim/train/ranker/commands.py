@@ -1,9 +1,11 @@
-"""`parasim train-ranker` and `parasim eval-ranker`: the divergence ranker's rules as commands.
+"""`parasim train-divergence-ranker` and `parasim eval-divergence-ranker`: the ranker's rules
+(``train_divergence_ranker``, ``eval_divergence_ranker``) as commands; ``train-ranker`` and
+``eval-ranker`` are their former names, kept as aliases.
 
-``train-ranker`` runs under a distributed launcher unchanged: ``accelerate launch --multi_gpu
---num_processes 4 -m parasim.cli train-ranker ...`` on GPUs, ``torchrun --nproc_per_node 2 -m
-parasim.cli train-ranker ...`` on CPUs (gloo); the processes train one model together and the
-main one writes the outputs.
+``train-divergence-ranker`` runs under a distributed launcher unchanged: ``accelerate launch
+--multi_gpu --num_processes 4 -m parasim.cli train-divergence-ranker ...`` on GPUs, ``torchrun
+--nproc_per_node 2 -m parasim.cli train-divergence-ranker ...`` on CPUs (gloo); the processes
+train one model together and the main one writes the outputs.
 """
 
 from __future__ import annotations
@@ -16,7 +18,7 @@ from collections.abc import Callable
 log = logging.getLogger("parasim.train")
 
 
-def cmd_train_ranker(args: argparse.Namespace) -> None:
+def cmd_train_divergence_ranker(args: argparse.Namespace) -> None:
     """Train the divergence ranker on divergences shards; corpus test page pairs left out."""
     from parasim.config import validate_section
     from parasim.stagecli import UsageError, need, section_from_args
@@ -39,7 +41,7 @@ def cmd_train_ranker(args: argparse.Namespace) -> None:
         log.info("dev: %s", json.dumps(metrics["dev"]))
 
 
-def cmd_eval_ranker(args: argparse.Namespace) -> None:
+def cmd_eval_divergence_ranker(args: argparse.Namespace) -> None:
     """Evaluate a trained ranker on REFreSD dev; write the results JSON."""
     from parasim.stagecli import need, write_stats
 
@@ -52,9 +54,10 @@ def cmd_eval_ranker(args: argparse.Namespace) -> None:
 def register(add: Callable[..., argparse.ArgumentParser], site_opts: Callable) -> None:
     """Add the divergence ranker's commands to the `parasim` parser."""
     sp = add(
-        "train-ranker",
-        cmd_train_ranker,
+        "train-divergence-ranker",
+        cmd_train_divergence_ranker,
         "Train the divergence ranker (seed 000 §3.3-3.4) on synthetic divergences.",
+        aliases=["train-ranker"],
     )
     sp.add_argument("--divergences", nargs="+", required=True, help="divergences shards")
     sp.add_argument(
@@ -65,7 +68,12 @@ def register(add: Callable[..., argparse.ArgumentParser], site_opts: Callable) -
     sp.add_argument("--config", help="config file (instead of --settings-json)")
     sp.add_argument("--out", required=True, help="model folder, results/models/<model>")
 
-    sp = add("eval-ranker", cmd_eval_ranker, "Evaluate a divergence ranker on REFreSD dev.")
+    sp = add(
+        "eval-divergence-ranker",
+        cmd_eval_divergence_ranker,
+        "Evaluate a divergence ranker on REFreSD dev.",
+        aliases=["eval-ranker"],
+    )
     sp.add_argument("--model", required=True, help="the ranker's model/ folder")
     sp.add_argument("--refresd", required=True, help="REFreSD folder (sentence_labels.dev.tsv ...)")
     sp.add_argument("--out", required=True, help="results JSON to write")

@@ -227,9 +227,9 @@ def train_divergence_ranker(
         return {}
     best, _, info = load_ranker(result.best_dir, device=str(acc.device))
     # The dev figures and the threshold from the saved model's own float32 scores: what `parasim
-    # eval-ranker` computes on REFreSD. Those of its evaluation during training ran under the
-    # mixed-precision autocast (bf16 on a CPU with native bf16), which moved the cut by about
-    # 0.01 in weighted F1 on REFreSD (BENCHMARKS.md, issue 14).
+    # eval-divergence-ranker` computes on REFreSD. Those of its evaluation during training ran
+    # under the mixed-precision autocast (bf16 on a CPU with native bf16), which moved the cut by
+    # about 0.01 in weighted F1 on REFreSD (BENCHMARKS.md, issue 14).
     during = info.pop("dev", None)
     dev = dev_scores(best, tokenizer, data, cfg)
     if during and acc.mixed_precision != "no":

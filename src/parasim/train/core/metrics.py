@@ -149,7 +149,7 @@ def spearman(x: Sequence[float], y: Sequence[float]) -> float | None:
 
 
 def row_cosines(a, b):
-    """Cosine of each row of ``a`` with the same row of ``b`` (numpy arrays)."""
+    """Cosine of each row of ``a`` with the same row of ``b`` (numpy arrays; a zero row: 0)."""
     import numpy as np
 
     na = np.linalg.norm(a, axis=1)

@@ -6,6 +6,7 @@ from __future__ import annotations
 import os
 from collections.abc import Callable, Sequence
 from pathlib import Path
+from typing import Any
 
 from parasim.train.core.metrics import row_cosines, spearman
 
@@ -20,10 +21,10 @@ def read_stsb(folder: str | os.PathLike, lang: str = "en") -> list[tuple[str, st
 
 
 def stsb_spearman(
-    embed: Callable[[list[str]], object], rows: Sequence[tuple[str, str, float]]
+    embed: Callable[[list[str]], Any], rows: Sequence[tuple[str, str, float]]
 ) -> float | None:
-    """Spearman of the cosine of ``embed``'s vectors (one row per text) against the STSb gold
-    scores of ``rows`` (:func:`read_stsb`)."""
+    """Spearman of the cosine of the two sides' vectors against the STSb gold scores of ``rows``
+    (:func:`read_stsb`); ``embed`` maps texts to a numpy array, one row per text."""
     a = embed([r[0] for r in rows])
     b = embed([r[1] for r in rows])
     return spearman(row_cosines(a, b), [r[2] for r in rows])

@@ -59,7 +59,7 @@ def shared_data() -> Path:
     return SHARED_DATA
 
 
-#: The toy words of tests/test_train.py's word-level tiny model.
+#: The toy words of tests/train/test_ranker.py's word-level tiny model.
 TOY_WORDS = [f"w{i}" for i in range(24)]
 
 
@@ -67,7 +67,7 @@ def make_tiny_bert(d: Path, chars: bool = False) -> str:
     """A random 2-layer BERT (hidden 32) and a fast tokenizer, saved to ``d``; returns ``d``.
 
     ``chars=False``: a WordLevel tokenizer over the toy words ``w0..w23`` and ``fw0..fw23``
-    (tests/test_train.py). ``chars=True``: a character-level WordPiece tokenizer (every
+    (tests/train/test_ranker.py). ``chars=True``: a character-level WordPiece tokenizer (every
     printable Latin-1 character, word-initial and ``##`` continuation), so real text of any
     of the demo languages gets real ids (the workflow tests train the ranker on the demo).
     Seeded: the same folder every time. Nothing is downloaded.
@@ -109,5 +109,5 @@ def make_tiny_bert(d: Path, chars: bool = False) -> str:
 
 @pytest.fixture(scope="session")
 def tiny_model(tmp_path_factory) -> str:
-    """:func:`make_tiny_bert` over the toy words (tests/test_train.py)."""
+    """:func:`make_tiny_bert` over the toy words (tests/train/test_ranker.py)."""
     return make_tiny_bert(tmp_path_factory.mktemp("tiny-bert"))

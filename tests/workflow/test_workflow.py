@@ -71,7 +71,7 @@ def tiny_train_section(model_dir: Path) -> dict:
         "max_length": 64, "learning_rate": 1e-3, "dropout": 0.0,
     }  # fmt: skip
     s3bert = {"model": tiny, "feature_dim": 2, "max_steps": 4, "eval_every": 2, "batch_size": 8}
-    # one similarity model (the bi-encoder and the combined partition: tests/test_similarity.py)
+    # one similarity model (the bi-encoder and the combined partition: train/test_similarity.py)
     similarity = {
         "encoders": ["bilstm"], "partitions": ["EN-FR-G"], "combined": False,
         "bilstm": {"word_vectors": tiny, "hidden": 8, "fc": 8, "max_folds": 2, "max_steps": 3},

@@ -6,7 +6,7 @@ rule align_encoder_wordpairs:
     per language over all sites (`links: eflomal`)."""
     input:
         unpack(wordpair_inputs),
-        code=code("train", "divergences"),
+        code=code("train/core", "train/align_encoder", "divergences"),
     output:
         wordpairs=expand(
             "results/align_encoder/wordpairs/{site}/{shard}.parquet",
@@ -29,7 +29,7 @@ rule align_encoder_wordpairs:
         corpus=section_json("corpus"),
         divergences=wordpair_divergence_args,
     shell:
-        "parasim align-wordpairs --positives {input.positives} {params.divergences}"
+        "parasim align-encoder-wordpairs --positives {input.positives} {params.divergences}"
         " --out {output.wordpairs} --corpus-json {params.corpus:q}"
         " --settings-json {params.train:q}"
         " --stats {output.stats} > {log} 2>&1"
@@ -45,7 +45,7 @@ rule train_align_encoder:
     """
     input:
         wordpairs=rules.align_encoder_wordpairs.output.wordpairs,
-        code=code("train"),
+        code=code("train/core", "train/align_encoder", "train/eval/cwr"),
     output:
         model=directory(ALIGNED_DIR),
     log:
@@ -77,7 +77,7 @@ rule eval_align_encoder:
         model=ALIGNED_DIR,
         wordpairs=rules.align_encoder_wordpairs.output.wordpairs,
         flores=flores_dir(),
-        code=code("train"),
+        code=code("train/core", "train/align_encoder", "train/eval/cwr"),
     output:
         "results/eval/aligned-encoder/cwr.json",
     log:
@@ -92,5 +92,5 @@ rule eval_align_encoder:
     params:
         base=config["train"]["align_encoder"]["model"],
     shell:
-        "parasim eval-cwr --wordpairs {input.wordpairs} --encoders {params.base} {input.model}"
+        "parasim eval-align-encoder --wordpairs {input.wordpairs} --encoders {params.base} {input.model}"
         " --flores {input.flores} --out {output} > {log} 2>&1"

@@ -17,7 +17,7 @@ rule train_entity_siamese:
         corpus="results/corpus",
         scores=expand("results/scores/{site}/{shard}.parquet", site=SITES, shard=SHARDS),
         done=expand("results/scores/{site}.done", site=SITES),
-        code=code("train"),
+        code=code("train/core", "train/entity_siamese", "train/eval/sts"),
     output:
         metrics=f"{ENTITY_DIR}/metrics.json",
         card=f"{ENTITY_DIR}/README.md",

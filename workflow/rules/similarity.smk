@@ -2,7 +2,7 @@
 # partition, k-fold CV on the corpus folds, voting, cross-corpus test accuracy; MSRP transfer when
 # `eval.msrp_dir` is set. Target: results/models/similarity.done (the report's tables).
 
-from parasim.train.similarity import similarity_partitions
+from parasim.train.similarity.settings import similarity_partitions
 
 SIM_ENCODERS = list(config["train"]["similarity"]["encoders"])
 SIM_PARTITIONS = similarity_partitions(config["corpus"], config["train"])
@@ -20,7 +20,7 @@ rule train_similarity:
     """
     input:
         corpus="results/corpus",
-        code=code("train"),
+        code=code("train/core", "train/similarity"),
     output:
         metrics=f"{SIM_MODELS}/metrics.json",
         card=f"{SIM_MODELS}/README.md",
@@ -71,7 +71,7 @@ rule eval_similarity_msrp:
             if MSRP_DIR
             else []
         ),
-        code=code("train"),
+        code=code("train/core", "train/similarity", "train/eval/msrp"),
     output:
         f"{SIM_EVAL}/msrp.json",
     log:
@@ -108,7 +108,7 @@ rule similarity_report:
             if MSRP_DIR
             else []
         ),
-        code=code("train"),
+        code=code("train/similarity"),
     output:
         html=report(
             "results/eval/similarity/tables.html",
@@ -125,5 +125,5 @@ rule similarity_report:
     params:
         dirs=lambda wc, input: sorted({str(Path(f).parent) for f in input.cv}),
     shell:
-        "parasim similarity-table --eval-dirs {params.dirs} --html {output.html}"
+        "parasim similarity-report --eval-dirs {params.dirs} --html {output.html}"
         " --json {output.json} > {log} 2>&1"

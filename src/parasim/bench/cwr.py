@@ -97,7 +97,7 @@ def main(argv: Sequence[str] | None = None) -> int:
 
     import torch
 
-    from parasim.train.cwr_eval import prepare_cwr, score_cwr
+    from parasim.train.align_encoder.evaluate import prepare_cwr, score_cwr
 
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s: %(message)s")
 

@@ -25,6 +25,7 @@ import time
 from pathlib import Path
 
 from parasim.io import POSITIVES_SCHEMA, rows_to_table, stable_id
+from parasim.train.eval.refresd import read_refresd
 
 DATA = Path(__file__).resolve().parents[3].parent / "shared" / "data"
 
@@ -120,18 +121,6 @@ def bench_speed(
 
 
 # --- REFreSD baseline -------------------------------------------------------------------------
-
-
-def read_refresd(data: Path = DATA) -> list[dict]:
-    """REFreSD dev sentence pairs: ``binary`` (equivalent/divergent), ``label`` (3 classes)."""
-    rows = []
-    path = data / "refresd" / "sentence_labels.dev.tsv"
-    for line in path.read_text(encoding="utf-8").splitlines():
-        if not line.strip() or line.startswith("#"):
-            continue
-        binary, label, en, fr = line.split("\t")
-        rows.append({"binary": binary, "label": label, "en": en, "fr": fr})
-    return rows
 
 
 def weighted_f1(gold: list[str], pred: list[str], macro: bool = False) -> float:

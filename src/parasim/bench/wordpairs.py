@@ -60,7 +60,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     import pyarrow.parquet as pq
 
     from parasim.divergences.tags import load_spacy
-    from parasim.train.wordpairs import extract_word_pairs, load_tokenizer, read_seed_links
+    from parasim.train.align_encoder.wordpairs import (
+        extract_word_pairs,
+        load_tokenizer,
+        read_seed_links,
+    )
 
     if args.divergences is not None and (
         len(args.divergences) != len(args.positives) or args.replicate > 1

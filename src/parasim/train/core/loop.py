@@ -1,0 +1,503 @@
+"""The training loop every model rule shares: accelerate (DDP), checkpoints, early stopping, logs.
+
+Written like the ``accelerate`` examples (``nlp_example.py``): the same code runs on the CPU, one
+GPU, or many processes (``accelerate launch --multi_gpu --num_processes N ...`` or ``torchrun
+--nproc_per_node N ...`` with ``-m parasim.cli train-<model>``; gloo on CPUs, NCCL on GPUs; several
+nodes: ``--num_machines`` / ``--nnodes``).
+
+* **Data.** Every process holds the same example list and the same seeded order; a global batch
+  of ``batch_size`` examples is cut into one contiguous slice per process. A loss function returns
+  *sums* and *counts* per term (:data:`LossFn`); the loop divides each sum by the count summed over
+  all processes, so N processes compute the gradient of the same global-batch mean as one process
+  (up to float summation order).
+* **Device and precision** through :mod:`parasim.accel`: CUDA when present, bf16 autocast where
+  the hardware has it (``dtype: auto``), float32 otherwise.
+* **Checkpoints** every ``checkpoint_every`` steps (``accelerator.save_state``: weights, optimizer,
+  scheduler, every process's RNG) plus ``trainer_state.json``, written to a temporary folder and
+  renamed, so a ``kill -9`` leaves the last complete one. A rerun resumes from it when the
+  settings and data fingerprint match, and skips the batches already seen in that epoch: the
+  resumed run ends with the model of an uninterrupted one.
+* **Early stopping** on a dev metric (higher is better) evaluated every ``eval_every`` steps and
+  at the end of each epoch; the best model is saved as it improves and is the one returned.
+* **Progress** on the log every ``log_every`` steps: step, epoch, loss, learning rate, examples/s.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import hashlib
+import json
+import logging
+import math
+import random
+import shutil
+import time
+from collections.abc import Callable, Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+log = logging.getLogger("parasim.train")
+
+#: ``loss_fn(model, examples) -> {term: (sum tensor, count)}``; the loss is sum(sum / global count).
+LossFn = Callable[[Any, Sequence[Any]], Mapping[str, tuple[Any, float]]]
+#: ``evaluate(model) -> {metric: value}`` on the dev data (run on the unwrapped model).
+EvalFn = Callable[[Any], Mapping[str, float]]
+#: ``save(model, path)``: write a model folder (run on the main process, unwrapped model).
+SaveFn = Callable[[Any, Path], None]
+
+
+@dataclasses.dataclass(frozen=True)
+class TrainingArguments:
+    """Settings of one training run (the shared keys of the ``train:`` config section).
+
+    Attributes:
+        seed: seeds python, numpy and torch, the data order and dropout.
+        learning_rate: Adam(W) learning rate.
+        weight_decay: AdamW weight decay (0: Adam, as seed 000).
+        adam_beta1, adam_beta2, adam_epsilon: Adam's betas and epsilon (torch's defaults).
+        epochs: passes over the training examples at most.
+        max_steps: stop after this many optimizer steps (None: ``epochs`` decide).
+        batch_size: examples per optimizer step, over all processes together.
+        warmup_steps: linear warm-up steps, then linear decay to 0 (0 and no decay: constant).
+        schedule: "constant" or "linear" (decay to 0 at the last step).
+        max_grad_norm: gradient clipping (0: none).
+        checkpoint_every: steps between checkpoints (0: none).
+        keep_checkpoints: how many of the latest checkpoints to keep.
+        eval_every: steps between dev evaluations (0: at the end of each epoch only).
+        patience: evaluations without improvement before stopping (0: never stop early).
+        max_minutes: stop cleanly at the first step boundary after this many minutes of training
+            in this process (a cluster job's wall-time limit): evaluate, save the best model and
+            write every output as at the last step; the stop reason is ``time_limit``. None: no
+            limit. Not part of the resume fingerprint (a rerun may give more time).
+        log_every: steps between progress lines.
+        device: "auto", "cpu" or "cuda" (:mod:`parasim.accel`).
+        dtype: "auto", "float32", "bfloat16" or "float16": autocast precision.
+        threads: torch CPU threads (0: torch's default).
+    """
+
+    seed: int = 13
+    learning_rate: float = 2e-5
+    weight_decay: float = 0.0
+    adam_beta1: float = 0.9
+    adam_beta2: float = 0.999
+    adam_epsilon: float = 1e-8
+    epochs: int = 5
+    max_steps: int | None = None
+    batch_size: int = 16
+    warmup_steps: int = 0
+    schedule: str = "constant"
+    max_grad_norm: float = 1.0
+    checkpoint_every: int = 100
+    keep_checkpoints: int = 2
+    eval_every: int = 0
+    patience: int = 2
+    max_minutes: float | None = None
+    log_every: int = 10
+    device: str = "auto"
+    dtype: str = "auto"
+    threads: int = 0
+
+    def __post_init__(self) -> None:
+        if self.batch_size < 1 or self.epochs < 1:
+            raise ValueError("train: batch_size and epochs must be >= 1")
+        if self.max_steps is not None and self.max_steps < 1:
+            raise ValueError(f"train: max_steps must be >= 1 or null, not {self.max_steps}")
+        if self.max_minutes is not None and not self.max_minutes > 0:
+            raise ValueError(f"train: max_minutes must be > 0 or null, not {self.max_minutes}")
+        if self.schedule not in ("constant", "linear"):
+            raise ValueError(f"train: schedule 'constant' or 'linear', not {self.schedule!r}")
+
+
+def model_settings(
+    shared: Mapping[str, Any] | None,
+    own: Mapping[str, Any] | None,
+    config_cls: type,
+    key: str,
+    loop_defaults: Mapping[str, Any] | None = None,
+) -> tuple[TrainingArguments, Any]:
+    """One model's settings: the loop's and the model's own.
+
+    The ``train:`` section's shared keys (``seed``, ``device``, ``dtype``, ``threads``,
+    ``checkpoint_every``, ...) apply to every model; ``loop_defaults`` (a model's own defaults for
+    loop keys), then the loop keys of its subsection ``own``, override them. The other keys of
+    ``own`` build ``config_cls``.
+
+    Raises:
+        ConfigError: a key of ``own`` that is neither, naming ``key`` (``train.<model>``).
+    """
+    from parasim.config import ConfigError, settings_from_dict
+
+    own = dict(own or {})
+    loop_keys = {f.name for f in dataclasses.fields(TrainingArguments)}
+    own_keys = {f.name for f in dataclasses.fields(config_cls)}
+    unknown = sorted(set(own) - loop_keys - own_keys)
+    if unknown:
+        raise ConfigError(f"{key}: unknown key(s) {unknown}")
+    loop = {k: v for k, v in (shared or {}).items() if k in loop_keys}
+    loop.update(loop_defaults or {})
+    loop.update({k: v for k, v in own.items() if k in loop_keys})
+    args = settings_from_dict(TrainingArguments, loop, "train")
+    cfg = settings_from_dict(config_cls, {k: v for k, v in own.items() if k in own_keys}, key)
+    return args, cfg
+
+
+@dataclasses.dataclass
+class TrainResult:
+    """What :func:`fit` returns.
+
+    Attributes:
+        model: the trained model, unwrapped: the best by the dev metric when ``evaluate`` was
+            given without ``save``, else the last (the best is then in ``best_dir``).
+        history: one dict per logged step / evaluation (``kind``: "train" or "eval").
+        state: the final trainer state (steps, epochs, best metric, stop reason, resumed from).
+    """
+
+    model: Any
+    history: list[dict]
+    state: dict
+    best_dir: Path | None = None
+
+
+def set_seed(seed: int) -> None:
+    """Seed python, numpy and torch (all devices)."""
+    import numpy as np
+    import torch
+
+    random.seed(seed)
+    np.random.seed(seed)
+    torch.manual_seed(seed)
+
+
+def fingerprint(obj: Any) -> str:
+    """A short stable hash of JSON-able settings: a checkpoint resumes only under the same one."""
+    text = json.dumps(obj, sort_keys=True, default=str)
+    return hashlib.sha1(text.encode("utf-8")).hexdigest()[:16]
+
+
+def code_fingerprint(*modules: str) -> str:
+    """Hash of these files of ``parasim.train`` (paths like ``"core/loop.py"``): a result kept
+    from other code is not reused."""
+    h = hashlib.sha1()
+    for name in modules:
+        h.update((Path(__file__).parents[1] / name).read_bytes())
+    return h.hexdigest()[:16]
+
+
+def peak_rss_mb() -> float:
+    """This process's peak resident memory so far, in MB."""
+    import resource
+
+    return round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024, 1)
+
+
+def peak_gpu_mb() -> float | None:
+    """Peak GPU memory torch allocated in this process so far, in MB (None without CUDA)."""
+    import torch
+
+    if not torch.cuda.is_available() or not torch.cuda.is_initialized():
+        return None
+    return round(torch.cuda.max_memory_allocated() / 2**20, 1)
+
+
+def epoch_order(n: int, seed: int, epoch: int) -> list[int]:
+    """The seeded example order of one epoch (the same on every process)."""
+    order = list(range(n))
+    random.Random(f"{seed}:{epoch}").shuffle(order)
+    return order
+
+
+def global_batches(order: Sequence[int], batch_size: int, world: int) -> list[list[int]]:
+    """Global batches of ``order``; a last batch smaller than ``world`` is dropped (DDP needs
+    every process to see at least one example)."""
+    out = [list(order[i : i + batch_size]) for i in range(0, len(order), batch_size)]
+    if out and len(out[-1]) < world:
+        out.pop()
+    return out
+
+
+def process_slice(batch: Sequence[int], rank: int, world: int) -> list[int]:
+    """This process's contiguous share of a global batch (sizes differ by at most one)."""
+    n, r = divmod(len(batch), world)
+    start = rank * n + min(rank, r)
+    return list(batch[start : start + n + (rank < r)])
+
+
+def make_accelerator(args: TrainingArguments):
+    """An ``Accelerator`` on the configured device, with bf16/fp16 autocast when resolved so."""
+    import torch
+    from accelerate import Accelerator
+
+    from parasim.accel import resolve_device, resolve_dtype
+
+    device = resolve_device(args.device, "train.device")
+    dtype = resolve_dtype(device, args.dtype, "train.dtype")
+    precision = {torch.bfloat16: "bf16", torch.float16: "fp16"}.get(dtype, "no")
+    if device == "cpu" and precision == "fp16":
+        precision = "no"
+    if args.threads:
+        torch.set_num_threads(args.threads)
+    return Accelerator(cpu=device == "cpu", mixed_precision=precision)
+
+
+def _lr_lambda(args: TrainingArguments, total: int) -> Callable[[int], float]:
+    def f(step: int) -> float:
+        if args.warmup_steps and step < args.warmup_steps:
+            return (step + 1) / args.warmup_steps
+        if args.schedule == "linear":
+            return max(0.0, (total - step) / max(1, total - args.warmup_steps))
+        return 1.0
+
+    return f
+
+
+def latest_checkpoint(ckpt_dir: Path, fp: str) -> Path | None:
+    """The newest complete checkpoint written under fingerprint ``fp`` (None: start afresh)."""
+    if not ckpt_dir.is_dir():
+        return None
+    found = []
+    for d in ckpt_dir.glob("step-*"):
+        state = d / "trainer_state.json"
+        if not state.exists():
+            continue
+        s = json.loads(state.read_text(encoding="utf-8"))
+        if s.get("fingerprint") == fp:
+            found.append((s["step"], d))
+        else:
+            log.warning("checkpoint %s was written under other settings or data: not resumed", d)
+    return max(found)[1] if found else None
+
+
+def _save_checkpoint(acc, ckpt_dir: Path, state: dict, history: list[dict], keep: int) -> None:
+    final = ckpt_dir / f"step-{state['step']:08d}"
+    tmp = ckpt_dir / f".tmp-step-{state['step']:08d}"
+    if acc.is_main_process:
+        shutil.rmtree(tmp, ignore_errors=True)
+        tmp.mkdir(parents=True)
+    acc.wait_for_everyone()
+    acc.save_state(str(tmp))
+    acc.wait_for_everyone()
+    if acc.is_main_process:
+        (tmp / "history.json").write_text(json.dumps(history), encoding="utf-8")
+        # written last: a folder without it is incomplete and never resumed
+        (tmp / "trainer_state.json").write_text(json.dumps(state), encoding="utf-8")
+        shutil.rmtree(final, ignore_errors=True)
+        tmp.rename(final)
+        for old in sorted(ckpt_dir.glob("step-*"))[:-keep] if keep > 0 else []:
+            shutil.rmtree(old, ignore_errors=True)
+        log.info("checkpoint: %s", final)
+    acc.wait_for_everyone()
+
+
+def fit(
+    model: Any,
+    examples: Sequence[Any],
+    loss_fn: LossFn,
+    args: TrainingArguments,
+    out_dir: str | Path,
+    evaluate: EvalFn | None = None,
+    save: SaveFn | None = None,
+    fingerprint_extra: Any = None,
+    accelerator: Any = None,
+    param_groups: Callable[[Any], list[dict]] | None = None,
+) -> TrainResult:
+    """Train ``model`` on ``examples`` (see the module docstring for what is shared).
+
+    Args:
+        model: a ``torch.nn.Module``.
+        examples: training examples, any objects ``loss_fn`` understands.
+        loss_fn: :data:`LossFn`.
+        args: the run's settings.
+        out_dir: the model's folder: checkpoints go to ``<out_dir>/checkpoints``, the best model
+            (when ``evaluate`` and ``save`` are given) to ``<out_dir>/best``.
+        evaluate: dev metric(s); the first key is the one early stopping watches (higher wins).
+        save: writes the best model; without it the best weights are kept in memory.
+        fingerprint_extra: what else identifies the run (data files, model name) for resuming.
+        accelerator: an ``Accelerator`` to use (default: :func:`make_accelerator`).
+        param_groups: ``param_groups(model)`` -> optimizer parameter groups (e.g. a new head
+            with its own ``lr``); default: every parameter at ``args.learning_rate``.
+
+    Returns:
+        :class:`TrainResult`.
+    """
+    import torch
+
+    out_dir = Path(out_dir)
+    ckpt_dir = out_dir / "checkpoints"
+    acc = accelerator or make_accelerator(args)
+    world, rank = acc.num_processes, acc.process_index
+    if not acc.is_main_process:  # one progress log, the main process's
+        log.setLevel(logging.WARNING)
+    set_seed(args.seed)
+    settings = {k: v for k, v in dataclasses.asdict(args).items() if k != "max_minutes"}
+    fp = fingerprint([settings, len(examples), world, fingerprint_extra])
+
+    batches_per_epoch = len(global_batches(range(len(examples)), args.batch_size, world))
+    if batches_per_epoch == 0:
+        raise ValueError(f"no training batch: {len(examples)} examples for {world} process(es)")
+    total = args.epochs * batches_per_epoch
+    if args.max_steps is not None:
+        total = min(total, args.max_steps)
+    # a model may also ask for its own groups (e.g. new heads at a higher learning rate)
+    groups = getattr(model, "optimizer_groups", None)
+    if param_groups is not None:
+        params = param_groups(model)
+    elif groups is not None:
+        params = groups(args.learning_rate)
+    else:
+        params = [p for p in model.parameters() if p.requires_grad]
+    optimizer = torch.optim.AdamW(
+        params,
+        lr=args.learning_rate,
+        weight_decay=args.weight_decay,
+        betas=(args.adam_beta1, args.adam_beta2),
+        eps=args.adam_epsilon,
+    )
+    scheduler = torch.optim.lr_scheduler.LambdaLR(optimizer, _lr_lambda(args, total))
+    model, optimizer, scheduler = acc.prepare(model, optimizer, scheduler)
+    log.info(
+        "device %s, mixed precision %s (train.dtype %s), %d process(es), %d steps",
+        acc.device, acc.mixed_precision, args.dtype, world, total,
+    )  # fmt: skip
+
+    state: dict[str, Any] = {
+        "fingerprint": fp,
+        "step": 0,
+        "epoch": 0,
+        "step_in_epoch": 0,
+        "best_metric": None,
+        "best_step": None,
+        "bad_evals": 0,
+        "stopped": None,
+        "resumed_from": None,
+        "world_size": world,
+        "total_steps": total,
+    }
+    history: list[dict] = []
+    best_weights: dict | None = None
+    resume = latest_checkpoint(ckpt_dir, fp)
+    if resume is not None:
+        acc.load_state(str(resume))
+        state.update(json.loads((resume / "trainer_state.json").read_text(encoding="utf-8")))
+        history = json.loads((resume / "history.json").read_text(encoding="utf-8"))
+        state["resumed_from"] = resume.name
+        log.info("resumed from %s (step %d, epoch %d)", resume, state["step"], state["epoch"])
+    elif acc.is_main_process:
+        shutil.rmtree(ckpt_dir, ignore_errors=True)
+
+    def run_eval() -> bool:
+        """Evaluate, keep the best; True when patience is used up."""
+        nonlocal best_weights
+        if evaluate is None:
+            return False
+        model.eval()
+        with torch.no_grad():
+            metrics = dict(evaluate(acc.unwrap_model(model)))
+        model.train()
+        key = next(iter(metrics))
+        history.append({"kind": "eval", "step": state["step"], **metrics})
+        log.info(
+            "eval step %d: %s",
+            state["step"],
+            " ".join(f"{k} {v:.4f}" for k, v in metrics.items()),
+        )
+        if state["best_metric"] is None or metrics[key] > state["best_metric"]:
+            state.update(best_metric=metrics[key], best_step=state["step"], bad_evals=0)
+            if save is not None:
+                if acc.is_main_process:
+                    save(acc.unwrap_model(model), out_dir / "best")
+                acc.wait_for_everyone()
+            else:
+                best_weights = {
+                    k: v.detach().clone() for k, v in acc.unwrap_model(model).state_dict().items()
+                }
+            return False
+        state["bad_evals"] += 1
+        return bool(args.patience) and state["bad_evals"] >= args.patience
+
+    def out_of_time() -> bool:
+        """Whether ``max_minutes`` has passed (any process: all stop at the same step)."""
+        if args.max_minutes is None:
+            return False
+        late = time.perf_counter() - t_start > 60 * args.max_minutes
+        return acc.reduce(torch.tensor(float(late), device=acc.device), "max").item() > 0
+
+    model.train()
+    t_start = t_log = time.perf_counter()
+    n_log = 0
+    while state["step"] < total and state["stopped"] is None:
+        epoch = state["epoch"]
+        batches = global_batches(
+            epoch_order(len(examples), args.seed, epoch), args.batch_size, world
+        )
+        for b in range(state["step_in_epoch"], len(batches)):
+            mine = [examples[i] for i in process_slice(batches[b], rank, world)]
+            with acc.autocast():
+                terms = loss_fn(model, mine)
+            loss = 0.0
+            sums = {}
+            for name, (s, count) in terms.items():
+                g_count = acc.reduce(torch.tensor(float(count), device=acc.device), "sum").item()
+                loss = loss + s * (world / max(g_count, 1.0))
+                sums[name] = (s.detach(), g_count)
+            acc.backward(loss)
+            if args.max_grad_norm:
+                acc.clip_grad_norm_(model.parameters(), args.max_grad_norm)
+            optimizer.step()
+            scheduler.step()
+            optimizer.zero_grad()
+            state["step"] += 1
+            state["step_in_epoch"] = b + 1
+            n_log += len(batches[b])
+            if args.log_every and state["step"] % args.log_every == 0 or state["step"] == total:
+                parts = {
+                    name: acc.reduce(s.float(), "sum").item() / max(c, 1.0)
+                    for name, (s, c) in sums.items()
+                }
+                dt = time.perf_counter() - t_log
+                rec = {
+                    "kind": "train",
+                    "step": state["step"],
+                    "epoch": epoch,
+                    "loss": sum(parts.values()),
+                    **parts,
+                    "lr": scheduler.get_last_lr()[0],
+                    "examples_per_s": n_log / dt if dt > 0 else math.nan,
+                }
+                history.append(rec)
+                log.info(
+                    "step %d/%d epoch %d loss %.4f (%s) lr %.2e %.1f examples/s",
+                    state["step"], total, epoch, rec["loss"],
+                    " ".join(f"{k} {v:.4f}" for k, v in parts.items()),
+                    rec["lr"], rec["examples_per_s"],
+                )  # fmt: skip
+                t_log, n_log = time.perf_counter(), 0
+            if args.eval_every and state["step"] % args.eval_every == 0 and run_eval():
+                state["stopped"] = "early_stopping"
+            if state["step"] >= total and state["stopped"] is None:
+                state["stopped"] = "max_steps" if args.max_steps == total else "epochs"
+            if state["stopped"] is None and out_of_time():
+                state["stopped"] = "time_limit"
+                log.warning("train.max_minutes (%s) reached at step %d", args.max_minutes,
+                            state["step"])  # fmt: skip
+            if args.checkpoint_every and state["step"] % args.checkpoint_every == 0:
+                _save_checkpoint(acc, ckpt_dir, state, history, args.keep_checkpoints)
+            if state["stopped"]:
+                break
+        else:
+            state["epoch"] += 1
+            state["step_in_epoch"] = 0
+            if not args.eval_every and run_eval():
+                state["stopped"] = "early_stopping"
+            if state["step"] >= total and state["stopped"] is None:
+                state["stopped"] = "epochs"
+    if evaluate is not None and (not history or history[-1]["kind"] != "eval"):
+        run_eval()
+    acc.wait_for_everyone()
+    final = acc.unwrap_model(model)
+    if evaluate is not None and save is None and best_weights is not None:
+        final.load_state_dict(best_weights)
+    if acc.is_main_process:
+        shutil.rmtree(ckpt_dir, ignore_errors=True)
+    state.pop("fingerprint", None)
+    best_dir = out_dir / "best" if evaluate is not None and save is not None else None
+    return TrainResult(model=final, history=history, state=state, best_dir=best_dir)

@@ -1,0 +1,316 @@
+"""Training the ranker: the margin and tag loss (seed 000 eq. 2), the dev measures and the decision
+threshold on the synthetic dev split, and the run that writes the model folder."""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import logging
+import math
+import os
+from collections.abc import Iterable, Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+from parasim.train.core.loop import peak_gpu_mb, peak_rss_mb
+
+from .data import Item, RankerData, ranker_data
+from .model import (
+    build_ranker,
+    encode,
+    encoder_cosines,
+    load_ranker,
+    predict,
+    resolve_pooling,
+    save_ranker,
+)
+from .settings import MODEL_KEY, THRESHOLD_RULES, RankerConfig, ranker_settings
+
+log = logging.getLogger("parasim.train")
+
+
+def ranker_loss(tokenizer, items: Sequence[Item], cfg: RankerConfig):
+    """The loss function of :func:`parasim.train.core.loop.fit` for (x, y) index pairs into
+    ``items``."""
+    import torch
+    import torch.nn.functional as F
+    from torch.nn.parallel import DistributedDataParallel
+
+    def loss_fn(model, pairs: Sequence[tuple[int, int]]):
+        n = len(pairs)
+        batch = [items[x] for x, _ in pairs] + [items[y] for _, y in pairs]
+        device = next(model.parameters()).device
+        chunks = [list(range(2 * n))]
+        if cfg.length_chunks > 1 and not isinstance(model, DistributedDataParallel):
+            # shortest to longest, each chunk padded on its own: the same sums, less padding
+            # (DDP wants one forward per backward, so one chunk there)
+            order = sorted(range(2 * n), key=lambda i: len(batch[i].en) + len(batch[i].other))
+            size = math.ceil(2 * n / cfg.length_chunks)
+            chunks = [order[i : i + size] for i in range(0, 2 * n, size)]
+        parts, tag = [], []
+        for chunk in chunks:
+            inputs, labels, _ = encode(tokenizer, [batch[i] for i in chunk], cfg.max_length)
+            s, logits = model(**{k: v.to(device) for k, v in inputs.items()})
+            parts.append(s)
+            ys = [j for j, i in enumerate(chunk) if i >= n]  # y rows: their tags are learnt
+            if ys:
+                lab = labels[ys].to(device)
+                ce = F.cross_entropy(
+                    logits[ys].transpose(1, 2), lab, ignore_index=-100, reduction="none"
+                )
+                tag.append((ce.sum(1) / (lab != -100).sum(1).clamp(min=1)).sum())
+        where = torch.tensor([i for c in chunks for i in c], device=device)
+        scores = torch.empty(2 * n, device=device, dtype=parts[0].dtype)
+        scores = scores.index_copy(0, where, torch.cat(parts))
+        margin = torch.relu(cfg.margin - scores[:n] + scores[n:]).sum()
+        return {"margin": (margin, n), "tag": (cfg.tag_weight * torch.stack(tag).sum(), n)}
+
+    return loss_fn
+
+
+def dev_threshold(scores: Sequence[float], divergent: Sequence[bool], rule: str) -> float:
+    """The divergence threshold t on ``scores`` (divergent when score > t) by ``rule``
+    (:data:`THRESHOLD_RULES`)."""
+    from parasim.train.core.metrics import best_threshold, equal_error_threshold
+
+    if rule == "macro_f1":
+        return best_threshold(scores, divergent)[0]
+    if rule == "equal_error":
+        return equal_error_threshold(scores, divergent)[0]
+    raise ValueError(f"threshold rule: one of {list(THRESHOLD_RULES)}, not {rule!r}")
+
+
+def _dev_cut(scores: Sequence[float], divergent: Sequence[bool], rule: str) -> tuple[float, float]:
+    """(threshold by ``rule``, best macro F1 over all cuts): one macro-F1 sweep for both."""
+    from parasim.train.core.metrics import best_threshold
+
+    t, f = best_threshold(scores, divergent)
+    return (t if rule == "macro_f1" else dev_threshold(scores, divergent, rule)), f
+
+
+def dev_pairs(data: RankerData) -> list[tuple[int, int]]:
+    """The dev groups' ranking pairs (each row above every row of the next rank present)."""
+    out = []
+    for g in data.dev_groups:
+        levels = sorted({data.items[i].rank for i in g})
+        for a, b in zip(levels, levels[1:], strict=False):
+            out += [
+                (x, y) for x in g if data.items[x].rank == a for y in g if data.items[y].rank == b
+            ]
+    return out
+
+
+def dev_scores(model, tokenizer, data: RankerData, cfg: RankerConfig) -> dict[str, Any]:
+    """Scores of every dev row, its word P(DIV), and the dev measures.
+
+    ``dev_objective`` (watched by early stopping, higher is better) is minus the dev loss: the
+    margin loss over the dev ranking pairs plus ``tag_weight`` times the word-level EQ/DIV
+    cross-entropy (word P(DIV) = max over its subwords, as at prediction).
+
+    Returns:
+        ``{"metrics": {...}, "scores": {item: F}, "threshold": t}``; t is the divergence
+        threshold on -F (divergent when -F > t) by ``cfg.threshold`` (equal error rates, or the
+        best dev macro F1). ``dev_macro_f1`` is the best macro F1 over all cuts either way.
+    """
+    from parasim.train.core.metrics import token_f1
+
+    rows = [i for g in data.dev_groups for i in g]
+    items = [data.items[i] for i in rows]
+    scores, en_p, other_p = predict(model, tokenizer, items, cfg.max_length, cfg.eval_batch_size)
+    by_item = dict(zip(rows, scores, strict=True))
+    pairs = dev_pairs(data)
+    acc = sum(by_item[x] > by_item[y] for x, y in pairs) / max(1, len(pairs))
+    margin = sum(max(0.0, cfg.margin - by_item[x] + by_item[y]) for x, y in pairs) / max(
+        1, len(pairs)
+    )
+    t, f = _dev_cut([-s for s in scores], [it.rank > 0 for it in items], cfg.threshold)
+    gold = [d for it in items for d in it.en_div + it.other_div]
+    pred = [p > 0.5 for e, o in zip(en_p, other_p, strict=True) for p in e + o]
+    tok = token_f1(gold, pred)
+    probs = [min(max(p, 1e-7), 1 - 1e-7) for e, o in zip(en_p, other_p, strict=True) for p in e + o]
+    word_ce = -sum(
+        math.log(p) if d else math.log(1 - p) for p, d in zip(probs, gold, strict=True)
+    ) / max(1, len(gold))
+    metrics = {
+        "dev_objective": -(margin + cfg.tag_weight * word_ce),
+        "dev_pair_accuracy": acc,
+        "dev_margin_loss": margin,
+        "dev_word_ce": word_ce,
+        "dev_macro_f1": f,
+        "dev_token_f1_div": tok["f1_div"],
+    }
+    return {"metrics": metrics, "scores": by_item, "threshold": t}
+
+
+def untrained_baseline(encoder, tokenizer, data: RankerData, cfg: RankerConfig) -> dict:
+    """The untrained encoder's cosine on the dev rows, and its threshold (divergent when -cos >
+    t, by ``cfg.threshold``): the baseline :mod:`.evaluate` puts beside the ranker."""
+    items = [data.items[i] for g in data.dev_groups for i in g]
+    cos = encoder_cosines(encoder, tokenizer, items, cfg.max_length, cfg.eval_batch_size)
+    t, f = _dev_cut([-c for c in cos], [it.rank > 0 for it in items], cfg.threshold)
+    return {"untrained_cosine_threshold": t, "untrained_cosine_dev_macro_f1": f}
+
+
+def train_divergence_ranker(
+    divergences: Sequence[str | os.PathLike],
+    out_dir: str | os.PathLike,
+    section: Mapping[str, Any] | None = None,
+    test_pairs: Iterable[str] = (),
+    accelerator: Any = None,
+) -> dict[str, Any]:
+    """Train the ranker; write ``model/``, ``README.md``, ``metrics.json``, ``training_curve.png``.
+
+    No training pair or no dev group left after the skips (e.g. every site came out empty):
+    nothing is trained, and ``metrics.json`` (``skipped``: the reason), ``README.md``, an empty
+    ``model/`` (its README says why) and the curve say so.
+
+    Args:
+        divergences: divergences shards (every site).
+        out_dir: the model's folder, ``results/models/divergence-ranker``.
+        section: the ``train:`` config section.
+        test_pairs: page-pair ids of the corpus test split (left out of training and dev).
+        accelerator: an ``accelerate.Accelerator`` (default: one for ``train.device``/``dtype``).
+
+    Returns:
+        The metrics written to ``metrics.json``.
+
+    Raises:
+        ConfigError: the model cannot be loaded (naming ``train.divergence_ranker.model``).
+    """
+    import shutil
+    import time
+
+    from parasim.train.core.card import plot_curve, write_dir, write_metrics, write_model_card
+    from parasim.train.core.encoder import load_training_encoder
+    from parasim.train.core.loop import fit, make_accelerator, set_seed
+
+    args, cfg = ranker_settings(section)
+    out = Path(out_dir)
+    t0 = time.perf_counter()
+    data = ranker_data(divergences, test_pairs, cfg, args.seed)
+    log.info("data: %s", dict(sorted(data.counts.items())))
+    reason = None
+    if not data.train:
+        reason = f"no contrastive training pair in {len(divergences)} shard(s)"
+    elif not data.dev_groups:
+        reason = "no synthetic dev group (raise train.divergence_ranker.dev_fraction)"
+    if reason:
+        return _skipped(out, reason, data, len(divergences), cfg)
+    acc = accelerator or make_accelerator(args)
+    set_seed(args.seed)
+    encoder, tokenizer = load_training_encoder(cfg.model, key=MODEL_KEY)
+    baseline = untrained_baseline(encoder, tokenizer, data, cfg)
+    if cfg.freeze_embeddings:
+        for p in encoder.get_input_embeddings().parameters():
+            p.requires_grad_(False)
+    pooling = resolve_pooling(cfg.pooling, encoder)
+    log.info("pooling: %s (train.divergence_ranker.pooling %s)", pooling, cfg.pooling)
+    model = build_ranker(encoder, cfg.dropout, pooling, cfg.head_learning_rate)
+    latest: dict[str, Any] = {}
+
+    def evaluate(m):
+        latest.update(dev_scores(m, tokenizer, data, cfg))
+        return latest["metrics"]
+
+    def save(m, path: Path) -> None:
+        # called right after the evaluation that made ``m`` the best: its dev results go along
+        # (the threshold comes from scoring the final model again in float32, below)
+        write_dir(path, lambda tmp: save_ranker(m, tokenizer, tmp, {"dev": latest["metrics"]}))
+
+    extra = [cfg, [(str(f), Path(f).stat().st_size) for f in divergences], sorted(test_pairs)]
+    result = fit(
+        model, data.train, ranker_loss(tokenizer, data.items, cfg), args, out,
+        evaluate=evaluate, save=save, fingerprint_extra=extra, accelerator=acc,
+    )  # fmt: skip
+    train_s = time.perf_counter() - t0
+    if not acc.is_main_process:
+        return {}
+    best, _, info = load_ranker(result.best_dir, device=str(acc.device))
+    # The dev figures and the threshold from the saved model's own float32 scores: what `parasim
+    # eval-divergence-ranker` computes on REFreSD. Those of its evaluation during training ran
+    # under the mixed-precision autocast (bf16 on a CPU with native bf16), which moved the cut by
+    # about 0.01 in weighted F1 on REFreSD (BENCHMARKS.md, issue 14).
+    during = info.pop("dev", None)
+    dev = dev_scores(best, tokenizer, data, cfg)
+    if during and acc.mixed_precision != "no":
+        dev["metrics"]["dev_objective_mixed_precision"] = during.get("dev_objective")
+    speeds = [h["examples_per_s"] for h in result.history if h["kind"] == "train"]
+    metrics = {
+        "model": "divergence-ranker",
+        "base_model": cfg.model,
+        "data": dict(sorted(data.counts.items())),
+        "shards": len(divergences),
+        "train": {k: v for k, v in result.state.items() if k != "fingerprint"},
+        "dev": dev["metrics"],
+        "threshold": dev["threshold"],
+        "untrained_baseline": baseline,
+        "pairs_per_s": sum(speeds) / len(speeds) if speeds else None,
+        "wall_s": round(train_s, 1),
+        "peak_rss_mb": peak_rss_mb(),
+        "peak_gpu_mb": peak_gpu_mb(),
+        "device": str(acc.device),
+        "mixed_precision": acc.mixed_precision,
+        "processes": acc.num_processes,
+    }
+    meta = {
+        **info,
+        "threshold": dev["threshold"],
+        "threshold_on": "-F (divergent when -F > threshold)",
+        "threshold_rule": cfg.threshold,
+        **baseline,
+        "base_model": cfg.model,
+        "margin": cfg.margin,
+        "max_length": cfg.max_length,
+    }
+    final = out / "model"
+    shutil.rmtree(final, ignore_errors=True)
+    save_ranker(best, tokenizer, final, meta)
+    shutil.rmtree(result.best_dir, ignore_errors=True)
+    write_metrics(out / "metrics.json", metrics)
+    plot_curve(result.history, out / "training_curve.png", f"divergence ranker ({cfg.model})")
+    (out / "history.json").write_text(json.dumps(result.history), encoding="utf-8")
+    write_model_card(
+        out / "README.md",
+        "divergence-ranker",
+        "Cross-encoder that ranks (English, other) sentence pairs by meaning equivalence and tags "
+        "EQ/DIV words, trained on parasim's synthetic divergences with the margin loss and token "
+        "cross-entropy of seed 000 (Divergent mBERT, §3.3–3.4). `model/` loads with "
+        "`parasim.train.ranker.model.load_ranker`; its encoder alone with "
+        "`AutoModel.from_pretrained`. "
+        "Score F: high = equivalent; divergent when -F > `threshold` (picked on the synthetic dev "
+        f"split: {cfg.threshold.replace('_', ' ')}).",
+        {"divergence shards": len(divergences), **dict(sorted(data.counts.items())),
+         "corpus test split page pairs left out": len(set(test_pairs))},
+        {**dataclasses.asdict(args), **dataclasses.asdict(cfg)},
+        {**dev["metrics"], "threshold": dev["threshold"], "steps": result.state["step"],
+         "stopped": result.state["stopped"], "pairs_per_s": metrics["pairs_per_s"],
+         "peak_rss_mb": metrics["peak_rss_mb"]},
+    )  # fmt: skip
+    # the model folder describes itself too (HF shows a folder's README.md as its card)
+    shutil.copyfile(out / "README.md", final / "README.md")
+    return metrics
+
+
+def _skipped(out: Path, reason: str, data: RankerData, n_shards: int, cfg: RankerConfig) -> dict:
+    """No model: the outputs say why (a counted skip, so the rest of the workflow goes on)."""
+    from parasim.train.core.card import plot_curve, write_metrics
+
+    log.warning("divergence ranker not trained: %s; counts %s", reason, dict(data.counts))
+    metrics = {
+        "model": "divergence-ranker",
+        "base_model": cfg.model,
+        "skipped": reason,
+        "data": dict(sorted(data.counts.items())),
+        "shards": n_shards,
+    }
+    text = (
+        f"# divergence-ranker\n\nNo model was trained: {reason}.\n\n"
+        f"Data counts: `{json.dumps(metrics['data'], sort_keys=True)}`\n"
+    )
+    final = out / "model"
+    final.mkdir(parents=True, exist_ok=True)
+    (final / "README.md").write_text(text, encoding="utf-8")
+    (out / "README.md").write_text(text, encoding="utf-8")
+    plot_curve([], out / "training_curve.png", f"divergence ranker ({cfg.model}): not trained")
+    write_metrics(out / "metrics.json", metrics)
+    return metrics

@@ -17,10 +17,14 @@ from parasim.amr.rules import _symbol
 from parasim.amr.vectors import hash_vectors
 from parasim.cli import main
 from parasim.config import validate_section
-from parasim.corpus.stage import CORPUS_SCHEMA
-from parasim.divergences import DIVERGENCES_SCHEMA
-from parasim.io import POSITIVES_SCHEMA, rows_to_table, write_table
-from parasim.negatives.select import NEGATIVES_SCHEMA
+from parasim.io import (
+    CORPUS_SCHEMA,
+    DIVERGENCES_SCHEMA,
+    NEGATIVES_SCHEMA,
+    POSITIVES_SCHEMA,
+    rows_to_table,
+    write_table,
+)
 from parasim.scores import (
     SCORE_COLUMNS,
     SCORES_SCHEMA,

@@ -20,7 +20,7 @@ log = logging.getLogger("parasim.corpus")
 def cmd_build_corpus(args: argparse.Namespace) -> None:
     """Label, split, balance; Parquet shards and the dataset card."""
     from parasim.corpus.stage import build_corpus
-    from parasim.io import read_table
+    from parasim.io import NEGATIVES_SCHEMA, read_table
     from parasim.negatives import load_topics
     from parasim.negatives.commands import (
         SELECTION_KEY,
@@ -28,7 +28,6 @@ def cmd_build_corpus(args: argparse.Namespace) -> None:
         encoder_label,
         read_positives,
     )
-    from parasim.negatives.select import NEGATIVES_SCHEMA
     from parasim.partition import partition_column
     from parasim.stagecli import UsageError, need, write_stats
 

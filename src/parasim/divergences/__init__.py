@@ -18,10 +18,10 @@ Stage function: :func:`make_divergences` (positives table in, divergences table 
 :mod:`parasim.divergences.stage` with its named steps; :func:`write_card` writes the dataset card.
 """
 
+from ..io import DIVERGENCES_SCHEMA
 from .contrastive import contrastive_pairs
 from .stage import (
     DEFAULT_CONFIG,
-    DIVERGENCES_SCHEMA,
     EQUIVALENT,
     LEXICAL,
     PHRASE,

@@ -33,7 +33,7 @@ from typing import Any
 
 import pyarrow as pa
 
-from ..io import SCHEMA_VERSION, rows_to_table, stable_id
+from ..io import DIVERGENCES_SCHEMA, rows_to_table, stable_id
 from .checks import check_pos, check_row, summarize
 from .lexical import TYPE as LEXICAL
 from .phrase import TYPE as PHRASE
@@ -57,43 +57,6 @@ EQUIVALENT = "equivalent"
 #: Ranking order of seed 000 §3.2: finer edits rank higher (0 is the best, the seed itself).
 TYPES = (EQUIVALENT, LEXICAL, PHRASE, SUBTREE)
 RANK = {t: i for i, t in enumerate(TYPES)}
-
-_SPAN = pa.struct([pa.field("start", pa.int32()), pa.field("end", pa.int32())])
-_LINK = pa.struct([pa.field("en", pa.int32()), pa.field("other", pa.int32())])
-
-DIVERGENCES_SCHEMA = pa.schema(
-    [
-        pa.field("id", pa.string(), nullable=False),  # stable_id(seed_id, type, side, variant)
-        pa.field("group_id", pa.string(), nullable=False),  # one ranking group per seed pair
-        pa.field("seed_id", pa.string(), nullable=False),  # positives.id
-        pa.field("pair_id", pa.string()),
-        pa.field("site", pa.string()),
-        pa.field("lang_pair", pa.string()),
-        pa.field("other_lang", pa.string(), nullable=False),
-        pa.field("type", pa.string(), nullable=False),  # one of TYPES
-        pa.field("rank", pa.int8(), nullable=False),  # 0 equivalent ... 3 subtree deletion
-        pa.field("side", pa.string(), nullable=False),  # edited side: "en", "other", "none"
-        pa.field("variant", pa.int32(), nullable=False),  # index among the group's rows of type
-        pa.field("en_text", pa.string(), nullable=False),
-        pa.field("other_text", pa.string(), nullable=False),
-        pa.field("en_tokens", pa.list_(pa.string()), nullable=False),
-        pa.field("other_tokens", pa.list_(pa.string()), nullable=False),
-        pa.field("en_tags", pa.list_(pa.string()), nullable=False),  # "EQ"/"DIV" per token
-        pa.field("other_tags", pa.list_(pa.string()), nullable=False),
-        # Edited side: seed-token spans removed/replaced, variant-token spans inserted.
-        pa.field("src_spans", pa.list_(_SPAN), nullable=False),
-        pa.field("new_spans", pa.list_(_SPAN), nullable=False),
-        pa.field("orig_word", pa.string()),  # lexical substitution: the replaced word
-        pa.field("new_word", pa.string()),  # ... the substitute (inflected)
-        pa.field("wn_relation", pa.string()),  # "hypernym" (generalization) / "hyponym"
-        pa.field("wn_synset", pa.string()),  # synset the substitute was taken from
-        pa.field("lm_score", pa.float32()),  # LM score of the chosen substitute
-        pa.field("source_id", pa.string()),  # phrase replacement: seed id the phrase came from
-        pa.field("alignment", pa.list_(_LINK)),  # seed links (equivalent rows only)
-        pa.field("checks_failed", pa.list_(pa.string()), nullable=False),  # empty: valid
-    ],
-    metadata={"parasim.schema": "divergences", "parasim.schema_version": SCHEMA_VERSION},
-)
 
 #: The ``divergences:`` config section, with its defaults.
 DEFAULT_CONFIG: dict = {

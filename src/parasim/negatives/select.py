@@ -41,37 +41,10 @@ import numpy as np
 import pyarrow as pa
 
 from parasim.config import settings_from_dict
-from parasim.io import SCHEMA_VERSION, stable_id
+from parasim.io import NEGATIVES_SCHEMA, stable_id
 from parasim.partition import CorpusConfig, partition_column, split_groups
 
 log = logging.getLogger(__name__)
-
-NEGATIVES_SCHEMA = pa.schema(
-    [
-        pa.field("id", pa.string(), nullable=False),  # stable_id("neg", source_id, cand_id)
-        pa.field("partition", pa.string(), nullable=False),
-        pa.field("pair_id", pa.string(), nullable=False),  # page pair of S
-        pa.field("cand_pair_id", pa.string(), nullable=False),  # page pair of the candidate
-        pa.field("site", pa.string(), nullable=False),
-        pa.field("domain", pa.string(), nullable=False),
-        pa.field("lang_pair", pa.string(), nullable=False),
-        pa.field("other_lang", pa.string(), nullable=False),
-        pa.field("en_text", pa.string(), nullable=False),  # S
-        pa.field("other_text", pa.string(), nullable=False),  # counterpart of the candidate
-        pa.field("other_en", pa.string()),  # its English translation
-        pa.field("cand_en_text", pa.string(), nullable=False),  # the candidate English sentence
-        pa.field("source_id", pa.string(), nullable=False),  # positive id of S
-        pa.field("cand_id", pa.string(), nullable=False),  # positive id of the candidate
-        pa.field("cosine", pa.float32(), nullable=False),  # cos(M(S), M(candidate))
-        pa.field("topic", pa.int32(), nullable=False),
-        pa.field("rank", pa.int32(), nullable=False),  # 0..n-1 among S's negatives
-        pa.field("en_url", pa.string(), nullable=False),
-        pa.field("other_url", pa.string(), nullable=False),
-        pa.field("en_idx", pa.list_(pa.int32()), nullable=False),
-        pa.field("other_idx", pa.list_(pa.int32()), nullable=False),
-    ],
-    metadata={"parasim.schema": "negatives", "parasim.schema_version": SCHEMA_VERSION},
-)
 
 _M64 = (1 << 64) - 1
 _GOLDEN = 0x9E3779B97F4A7C15

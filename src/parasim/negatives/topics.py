@@ -37,21 +37,10 @@ from typing import Any
 import pyarrow as pa
 
 from parasim.config import settings_from_dict
-from parasim.io import read_table, write_table
+from parasim.io import DOC_TOPICS_SCHEMA, read_table, write_table
 from parasim.partition import DEFAULT_PARTITIONS, partition_column
 
 log = logging.getLogger(__name__)
-
-DOC_TOPICS_SCHEMA = pa.schema(
-    [
-        pa.field("partition", pa.string(), nullable=False),
-        pa.field("pair_id", pa.string(), nullable=False),
-        pa.field("topic", pa.int32(), nullable=False),  # dominant topic
-        pa.field("topic_prob", pa.float32(), nullable=False),
-        pa.field("n_tokens", pa.int32(), nullable=False),  # tokens after preprocessing
-    ],
-    metadata={"parasim.schema": "doc_topics", "parasim.schema_version": "1"},
-)
 
 
 @dataclasses.dataclass(frozen=True)

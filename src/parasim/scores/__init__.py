@@ -14,11 +14,10 @@ columns joined; :func:`plot_distributions` draws the score distributions per lab
 divergence type.
 """
 
+from parasim.io import SCORE_COLUMNS, SCORES_SCHEMA
 from parasim.scores.load import join_scores, load, read_scores
 from parasim.scores.plot import PLOT_COLUMNS, plot_distributions
 from parasim.scores.stage import (
-    SCORE_COLUMNS,
-    SCORES_SCHEMA,
     SKIP_REASONS,
     SOURCES,
     SentenceVectors,

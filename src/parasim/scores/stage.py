@@ -39,7 +39,7 @@ from typing import Any
 import numpy as np
 import pyarrow as pa
 
-from parasim.amr import ASPECTS, ENTITY_GROUPS, ParseCache, Parser, ParseSettings
+from parasim.amr import ENTITY_GROUPS, ParseCache, Parser, ParseSettings
 from parasim.amr.entities import (
     bags_from_json,
     bags_to_json,
@@ -48,7 +48,7 @@ from parasim.amr.entities import (
     entity_bags,
     entity_cache_key,
 )
-from parasim.io import SCHEMA_VERSION
+from parasim.io import ENTITY_COLUMNS, SCORE_COLUMNS, SCORES_SCHEMA
 
 log = logging.getLogger(__name__)
 
@@ -56,38 +56,6 @@ log = logging.getLogger(__name__)
 SOURCES = {"positives": "positive", "negatives": "negative", "divergences": "divergence"}
 #: Why a row has no graphs and no scores (``skip_reason``), in the order they are checked.
 SKIP_REASONS = ("empty", "untranslated", "too_long", "parse_failed")
-#: Entity columns (seed 004).
-ENTITY_COLUMNS = tuple(f"ent_{g}" for g in ENTITY_GROUPS)
-#: Every score column, in the order of the schema.
-SCORE_COLUMNS = (
-    *(f"amr_{a}" for a in ASPECTS),
-    *ENTITY_COLUMNS,
-    "bm25",
-    "bm25_norm",
-    "chrf",
-    "bleu",
-    "emb_cosine",
-)
-
-SCORES_SCHEMA = pa.schema(
-    [
-        pa.field("id", pa.string(), nullable=False),  # the row's id in its source table
-        pa.field("source", pa.string(), nullable=False),  # positive / negative / divergence
-        pa.field("site", pa.string()),
-        pa.field("pair_id", pa.string()),  # page pair of the English side
-        pa.field("label", pa.int8()),  # 1 positive, 0 hard negative, null divergence
-        pa.field("type", pa.string()),  # divergence type (equivalent, ...); null otherwise
-        pa.field("en_text", pa.string(), nullable=False),
-        pa.field("other_text", pa.string(), nullable=False),
-        pa.field("other_en", pa.string()),  # English translation of other_text, as scored
-        pa.field("skip_reason", pa.string()),  # null: scored; else one of SKIP_REASONS
-        pa.field("graph_en", pa.string()),  # AMR of en_text, Penman notation
-        pa.field("graph_other", pa.string()),  # AMR of other_en
-        *(pa.field(c, pa.float32()) for c in SCORE_COLUMNS),
-    ],
-    metadata={"parasim.schema": "scores", "parasim.schema_version": SCHEMA_VERSION},
-)
-
 #: Rows of every source carry these (the rest of a row is scores).
 _TEXT_KEYS = ("id", "source", "site", "pair_id", "label", "type", "en_text", "other_text")
 

@@ -138,6 +138,11 @@ def section_schema(name: str, schema: dict | None = None) -> dict:
     return node
 
 
+def schema_default(name: str) -> Any:
+    """The schema's default of the key ``name`` (a dotted path such as ``clean.placeholders``)."""
+    return copy.deepcopy(section_schema(name)["default"])
+
+
 def validate_section(name: str, raw: Mapping[str, Any] | None = None) -> dict:
     """Validate one section (e.g. ``crawl``, or ``negatives.encoder``) alone; fill its defaults.
 

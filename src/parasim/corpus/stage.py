@@ -32,7 +32,6 @@ from typing import Any
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from parasim.config import settings_from_dict
 from parasim.io import CORPUS_SCHEMA, CORPUS_SCHEMA_VERSION, write_table
 from parasim.partition import CorpusConfig, assign_splits, partition_column, seeded_key
 
@@ -128,7 +127,7 @@ def build_corpus(
     Returns:
         Counts: rows per partition / split / label, drops by reason, shards written.
     """
-    cfg = settings_from_dict(CorpusConfig, cfg, "corpus")
+    cfg = CorpusConfig.from_config(cfg)
     out_dir = Path(out_dir)
     splits = assign_splits(positives, cfg)
     dropped: Counter = Counter()

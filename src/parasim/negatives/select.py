@@ -40,7 +40,7 @@ from typing import Any
 import numpy as np
 import pyarrow as pa
 
-from parasim.config import settings_from_dict
+from parasim.config import Settings
 from parasim.io import NEGATIVES_SCHEMA, stable_id
 from parasim.partition import CorpusConfig, partition_column, split_groups
 
@@ -52,7 +52,7 @@ _WORD = re.compile(r"\w+")
 
 
 @dataclasses.dataclass(frozen=True)
-class SelectConfig:
+class SelectConfig(Settings, section="negatives.select"):
     """The ``negatives.select`` config section.
 
     Attributes:
@@ -71,14 +71,14 @@ class SelectConfig:
             output does not depend on it.
     """
 
-    band: Sequence[float] | str = (0.80, 0.90)
-    n_per_sentence: int = 10
-    seed: int = 13
-    near_dup_cosine: float = 0.8
-    within: str = "split"
-    balance: bool = True
-    block_elems: int = 4_000_000
-    threads: int = 2
+    band: Sequence[float] | str
+    n_per_sentence: int
+    seed: int
+    near_dup_cosine: float
+    within: str
+    balance: bool
+    block_elems: int
+    threads: int
 
     def __post_init__(self) -> None:
         if self.within not in ("split", "fold", "none"):
@@ -639,8 +639,8 @@ def select_negatives(
         (rows of :data:`NEGATIVES_SCHEMA` sorted by id, stats with counts by reason per run and
         the band used per partition).
     """
-    cfg = settings_from_dict(SelectConfig, cfg, "negatives.select")
-    ccfg = settings_from_dict(CorpusConfig, corpus_cfg, "corpus")
+    cfg = SelectConfig.from_config(cfg)
+    ccfg = CorpusConfig.from_config(corpus_cfg)
     topic_of = topics.topic_of() if hasattr(topics, "topic_of") else dict(topics)
     groups = None if cfg.within == "none" else split_groups(positives, ccfg, by=cfg.within)
     t0 = time.perf_counter()

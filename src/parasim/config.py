@@ -12,6 +12,7 @@ the schema's defaults and builds the dataclass, nested sections as nested settin
 from __future__ import annotations
 
 import copy
+import functools
 import os
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field, fields
@@ -50,6 +51,12 @@ def load_schema(path: Path | None = None) -> dict:
     """Load the config schema (YAML)."""
     with open(path or SCHEMA_PATH, encoding="utf-8") as fh:
         return yaml.safe_load(fh)
+
+
+@functools.cache
+def _shipped_schema() -> dict:
+    """The shipped schema, read once per process (nothing may change it)."""
+    return load_schema()
 
 
 def _key_path(parts: Iterator) -> str:
@@ -128,7 +135,7 @@ def section_schema(name: str, schema: dict | None = None) -> dict:
     Raises:
         ConfigError: ``name`` is not a section of the schema.
     """
-    node = schema or load_schema()
+    node = schema or _shipped_schema()
     for i, key in enumerate(name.split(".")):
         props = node.get("properties", {})
         if key not in props:

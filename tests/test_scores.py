@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import json
 from collections import Counter
 
@@ -211,7 +212,7 @@ def test_rerun_parses_nothing_and_is_identical(scored):
 
 
 def test_edited_other_sides_are_translated_through_the_cache(tmp_path, nlp, settings):
-    from parasim.translate.base import Translator, register_backend
+    from parasim.translate.base import TranslateSettings, Translator, register_backend
 
     calls = []
 
@@ -223,7 +224,9 @@ def test_edited_other_sides_are_translated_through_the_cache(tmp_path, nlp, sett
             return ["The office is closed." for _ in lines]
 
     register_backend("fake-scores", Fake)
-    translate = {"backend": "fake-scores", "cache": str(tmp_path / "tr.sqlite")}
+    # a backend the schema does not know: settings built, then the backend replaced
+    translate = TranslateSettings.from_config({"cache": str(tmp_path / "tr.sqlite")})
+    translate = dataclasses.replace(translate, backend="fake-scores")
     parser = Parser()
     parser._nlp = nlp
     for _ in range(2):

@@ -20,6 +20,8 @@ from parasim.scores.plot import PLOT_COLUMNS, plot_distributions
 from parasim.scores.stage import (
     SKIP_REASONS,
     SOURCES,
+    AmrSettings,
+    ScoresSettings,
     SentenceVectors,
     embedding_cosines,
     entity_cosines,
@@ -35,6 +37,8 @@ __all__ = [
     "SCORE_COLUMNS",
     "SKIP_REASONS",
     "SOURCES",
+    "AmrSettings",
+    "ScoresSettings",
     "SentenceVectors",
     "embedding_cosines",
     "entity_cosines",

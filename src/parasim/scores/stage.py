@@ -5,10 +5,10 @@ which table), in input order: the shard's positives, then the hard negatives dra
 then the shard's divergences. :func:`score_pairs` is the list of its steps, each a function of
 the :class:`Shard` on its way through them:
 
-1. :func:`gather_pairs`: the English side, the other side and its English translation
-   (``other_en``) of every row. A divergence whose edited side is the English one (or none)
-   takes its seed's translation; one whose other side was edited is translated with the
-   translate stage's backend and cache (:func:`translate_edits`).
+1. :func:`gather` (:func:`gather_pairs`): the English side, the other side and its English
+   translation (``other_en``) of every row. A divergence whose edited side is the English one
+   (or none) takes its seed's translation; one whose other side was edited is translated with
+   the translate stage's backend and cache (:func:`translate_edits`).
 2. :func:`select_rows` (:func:`skip_reasons`): ``empty`` (a side or the translation is blank),
    ``untranslated`` (no translation, or one equal to the other side) and ``too_long`` (over
    ``max_chars``) are counted skips: no graph and null scores, except the embedding cosine,
@@ -473,6 +473,7 @@ class Shard:
 
     settings: ScoresSettings
     workers: int
+    started: float = field(default_factory=time.perf_counter)
     rows: list[dict[str, Any]] = field(default_factory=list)
     reasons: list[str | None] = field(default_factory=list)  # skip reason per row (None: scored)
     ok: list[int] = field(default_factory=list)  # the rows scored
@@ -496,6 +497,22 @@ class Shard:
         """Fill column ``name`` at the rows scored (``values``: one per scored row)."""
         for i, v in zip(self.ok, values, strict=True):
             self.cols[name][i] = v
+
+
+def gather(
+    sh: Shard,
+    positives: pa.Table,
+    negatives: pa.Table | None,
+    divergences: pa.Table | None,
+    translate: TranslateSettings | Mapping[str, Any] | None,
+) -> None:
+    """Step 1: the rows to score (:func:`gather_pairs`); with ``translate`` (and
+    ``translate_edits`` on) the divergences' edited other sides translated
+    (:func:`translate_edits`)."""
+    sh.rows = gather_pairs(positives, negatives, divergences, sh.settings.inputs)
+    if sh.settings.translate_edits and translate is not None:
+        with sh.timed("translate"):
+            sh.stats.update(translate_edits(sh.rows, translate))
 
 
 def select_rows(sh: Shard) -> None:
@@ -680,8 +697,8 @@ def score_embedding(sh: Shard, sv: SentenceVectors | None, overlap: bool) -> Non
     log.info("embedding cosines: %d texts encoded (%.1f s)", sv.n_encoded, sh.seconds["embedding"])
 
 
-def assemble(sh: Shard, t_all: float) -> tuple[pa.Table, dict[str, Any]]:
-    """Step 11: the scores table and the stage's counts (``t_all``: when the stage began).
+def assemble(sh: Shard) -> tuple[pa.Table, dict[str, Any]]:
+    """Step 11: the scores table and the stage's counts.
 
     Rows whose parse failed keep their other scores; a skipped row keeps only ``emb_cosine``.
     """
@@ -691,7 +708,7 @@ def assemble(sh: Shard, t_all: float) -> tuple[pa.Table, dict[str, Any]]:
     data["skip_reason"] = sh.reasons
     data.update(sh.cols)
     table = pa.table({f.name: data[f.name] for f in SCORES_SCHEMA}, schema=SCORES_SCHEMA)
-    sh.seconds["total"] = time.perf_counter() - t_all
+    sh.seconds["total"] = time.perf_counter() - sh.started
     sh.stats.update(
         rows_by_source=dict(Counter(r["source"] for r in rows)),
         skipped_by_reason={r: sh.reasons.count(r) for r in SKIP_REASONS},
@@ -719,7 +736,7 @@ def score_pairs(
 ) -> tuple[pa.Table, dict[str, Any]]:
     """Score one shard: the stage function.
 
-    Steps: :func:`gather_pairs` (with :func:`translate_edits`), :func:`select_rows`,
+    Steps: :func:`gather`, :func:`select_rows`,
     :func:`start_embedding`, :func:`score_surface`, :func:`load_parser`, :func:`parse_graphs`,
     :func:`score_aspects`, :func:`score_entities`, :func:`score_bm25`, :func:`score_embedding`,
     :func:`assemble`.
@@ -744,12 +761,8 @@ def score_pairs(
     Returns:
         The table (:data:`SCORES_SCHEMA`) and the stats of the shard.
     """
-    t_all = time.perf_counter()
     sh = Shard(ScoresSettings.from_config(settings), workers)
-    sh.rows = gather_pairs(positives, negatives, divergences, sh.settings.inputs)
-    if sh.settings.translate_edits and translate is not None:
-        with sh.timed("translate"):
-            sh.stats.update(translate_edits(sh.rows, translate))
+    gather(sh, positives, negatives, divergences, translate)
     select_rows(sh)
     sv, overlap = start_embedding(sh, sentence_cache)
     try:
@@ -764,4 +777,4 @@ def score_pairs(
             sv.cancel()
         raise
     score_embedding(sh, sv, overlap)
-    return assemble(sh, t_all)
+    return assemble(sh)

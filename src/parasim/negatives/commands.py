@@ -25,6 +25,7 @@ import pyarrow as pa
 
 if TYPE_CHECKING:
     from parasim.negatives import NegativesSettings
+    from parasim.negatives.select import SelectConfig
     from parasim.negatives.vectors import EncoderConfig
     from parasim.partition import CorpusConfig
 
@@ -207,7 +208,7 @@ def select_negatives_table(
     positives: pa.Table,
     topics: Any,
     vectors: Any,
-    select: Any,
+    select: SelectConfig,
     corpus: CorpusConfig,
     band: Any,
 ) -> tuple[pa.Table, dict[str, Any]]:

@@ -286,19 +286,12 @@ def test_dp_anchor_step():
     assert wide.links == one.links
 
 
-def test_dp_params_defaults_match_config_and_schema():
-    import yaml
+def test_dp_params_defaults_match_the_schema():
+    """DPParams keeps defaults of its own (the DP is a library too); they are the schema's."""
+    from parasim.align import dp_params
 
-    from parasim.align import DEFAULTS
-
-    schema = yaml.safe_load(
-        (Path(__file__).resolve().parents[1] / "workflow/schemas/config.schema.yaml").read_text()
-    )
-    props = schema["properties"]["align"]["properties"]["dp"]["properties"]
-    params = dp.DPParams()
-    assert set(props) == set(DEFAULTS["dp"])
-    for key, value in DEFAULTS["dp"].items():
-        assert props[key]["default"] == value == getattr(params, key), key
+    assert dp_params() == dp.DPParams()
+    assert dp_params({"dp": {"width": 4}}) == dp.DPParams(width=4)
 
 
 def test_dp_degenerate_inputs():
@@ -439,13 +432,13 @@ def test_textberg_dev_dp_words():
     tb = DATA / "textberg"
     if not tb.is_dir():
         pytest.skip("no ../shared/data/alignment/textberg")
-    from parasim.align import DEFAULTS
+    from parasim.align import dp_params
     from parasim.bench import align as bench
 
     mt = bench.read_lines(tb / "bleualign-dev" / "eval1957.google.fr")
     fr = bench.read_lines(tb / "dev.fr")
     doc = {"src": bench.read_lines(tb / "dev.de"), "tgt": fr, "src_mt": mt, "tgt_mt": fr}
-    links, _ = bench.run_method(doc, "dp-words", dp.DPParams(**DEFAULTS["dp"]))
+    links, _ = bench.run_method(doc, "dp-words", dp_params())
     m = metrics.score_alignments([metrics.read_links(tb / "dev.defr")], [links])
     assert m["f1_strict"] > 0.75 and m["f1_lax"] > 0.95
     base, _ = bench.run_method(doc, "paper", dp.DPParams())
@@ -455,7 +448,7 @@ def test_textberg_dev_dp_words():
 
 
 def test_positives_table_types():
-    table, _ = align_pairs(_table(_rec("clean", EN, FR, TR)), {"align": {"threshold": 0.6}}, None)
+    table, _ = align_pairs(_table(_rec("clean", EN, FR, TR)), {"threshold": 0.6}, None)
     assert table.column("en_idx").type == pa.list_(pa.int32())
     assert table.column("score").null_count == 0
 

@@ -10,8 +10,9 @@ import pyarrow as pa
 import pytest
 
 from parasim import io
-from parasim.clean import DEFAULTS, clean_positives, rules
+from parasim.clean import clean_positives, rules
 from parasim.clean.langid import LanguageId
+from parasim.config import schema_default
 from parasim.pair.language import main_text_lines
 
 pytest.importorskip("heliport")
@@ -77,7 +78,7 @@ def test_real_translations_pass_the_rules(en, other):
 def test_rules_can_be_switched_off_and_unknown_ones_are_named():
     off = {"identical": False, "near_identical": False}
     assert rules.make_checker(off)("Same text here", "Same text here") is None
-    with pytest.raises(ValueError, match="unknown rule"):
+    with pytest.raises(ValueError, match=r"clean\.rules.*unknown key\(s\) \['no_such_rule'\]"):
         rules.make_checker({"no_such_rule": True})
     with pytest.raises(ValueError, match="not a regular expression"):
         rules.make_checker(placeholders=["(unclosed"])
@@ -202,7 +203,7 @@ def test_clean_can_drop_furniture_and_skip_dedup():
 
 def test_clean_of_nothing_writes_empty_shards():
     empty = io.rows_to_table([], io.ALIGNED_SCHEMA)
-    kept, dropped, stats = clean_positives([empty, empty], [], DEFAULTS)
+    kept, dropped, stats = clean_positives([empty, empty], [], None)
     assert [t.num_rows for t in kept + dropped] == [0, 0, 0, 0]
     assert stats["kept"] == 0 and kept[0].schema == io.POSITIVES_SCHEMA
 
@@ -340,7 +341,7 @@ def test_superset_patterns_find_every_python_match():
         rules._CODE_HINT,
         rules._MOJIBAKE,
         rules._REPEATED,
-        rules.compile_placeholders(rules.DEFAULT_PLACEHOLDERS),
+        rules.compile_placeholders(schema_default("clean.placeholders")),
         rules.compile_placeholders([r"(?<!x)\bfoo\b", r"[^\W\d]{3}\s+\d", r"(?i:ΣΑ)"]),
     ]
     texts = pa.array(HAND_WRITTEN + ["xfoo", "foo", "abc 1", "σα", "ςα"])

@@ -9,7 +9,6 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
-from parasim.config import settings_from_dict
 from parasim.corpus import CORPUS_SCHEMA, build_corpus
 from parasim.io import POSITIVES_SCHEMA, stable_id
 from parasim.negatives.select import select_negatives
@@ -55,14 +54,14 @@ def negatives_for(pos: pa.Table, ccfg: dict, within: str = "split"):
 
 
 def test_partition_names_from_config():
-    parts = CorpusConfig().partitions
+    parts = CorpusConfig.from_config().partitions
     assert partition_of("en-fr", "government", parts) == "EN-FR-G"
     assert partition_of("en-es", "banking", parts) == "EN-ES-IB"
     assert partition_of("en-es", "government", parts) == "EN-ES-government"
     with pytest.raises(ValueError, match="unknown key"):
-        settings_from_dict(CorpusConfig, {"fold": 3}, "corpus")
+        CorpusConfig.from_config({"fold": 3})
     with pytest.raises(ValueError, match="test_fraction"):
-        CorpusConfig(test_fraction=1.5)
+        CorpusConfig.from_config({"test_fraction": 1.5})
 
 
 def test_splits_are_grouped_by_page_and_folds_cover_train():

@@ -11,9 +11,9 @@ import pytest
 from parasim.divergences import (
     DIVERGENCES_SCHEMA,
     RANK,
+    DivergencesSettings,
     contrastive_pairs,
     make_divergences,
-    merged_config,
     write_card,
 )
 from parasim.divergences.checks import check_row
@@ -370,7 +370,7 @@ def test_batched_lm_ranking_gives_the_per_word_variants(nlp, lexicon, char_score
     assert [x is None for x in a] == [x is None for x in b]
     assert [x for x in b if x is not None] == pytest.approx([x for x in a if x is not None])
     with pytest.raises(ValueError, match="lm_batch_tokens"):
-        merged_config({"lm_batch_tokens": -1})
+        DivergencesSettings.from_config({"lm_batch_tokens": -1})
 
 
 def test_lm_batch_tokens_auto_batches_on_cuda_only(nlp, lexicon):
@@ -569,8 +569,8 @@ def test_bad_input_is_counted_not_fatal(nlp, lexicon):
     assert "subtree_deletion" not in set(out.column("type").to_pylist())
     with pytest.raises(ValueError, match="other_text"):
         make_divergences(table.drop(["other_text"]), {}, nlp=nlp)
-    with pytest.raises(ValueError, match="unknown keys"):
-        merged_config({"bogus": 1})
+    with pytest.raises(ValueError, match=r"unknown key\(s\) \['bogus'\]"):
+        DivergencesSettings.from_config({"bogus": 1})
 
 
 def test_blank_other_language_degrades(nlp):

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 from collections import Counter
 
 import numpy as np
@@ -17,6 +18,7 @@ from parasim.negatives import (
     select_negatives,
 )
 from parasim.negatives.select import (
+    SelectConfig,
     is_near_duplicate,
     normalize_text,
     pair_hash,
@@ -151,7 +153,10 @@ def test_vectorized_equals_reference_loop(monkeypatch):
     rng = np.random.default_rng(5)
     vec = rng.normal(size=(pos.num_rows, 6)) + 1.0  # cosines spread over (-1, 1), mostly > 0
     topics = random_topics(pos, 3)
-    cfg = {"band": [0.5, 0.95], "n_per_sentence": 4, "block_elems": 500}  # several row chunks
+    # several row chunks: a block smaller than the schema allows (replace() does not validate)
+    cfg = dataclasses.replace(
+        SelectConfig.from_config({"band": [0.5, 0.95], "n_per_sentence": 4}), block_elems=500
+    )
     vt, vs = select_negatives(pos, topics, vec, cfg)
     rt, rs = select_negatives(pos, topics, vec, cfg, method="reference")
     assert vt.num_rows > 50
@@ -165,7 +170,7 @@ def test_vectorized_equals_reference_loop(monkeypatch):
 
     for threads, few in ((1, 512), (3, 512), (2, 0)):
         monkeypatch.setattr(select_mod, "_FEW_PAIRS", few)
-        t, st = select_negatives(pos, topics, vec, {**cfg, "threads": threads})
+        t, st = select_negatives(pos, topics, vec, dataclasses.replace(cfg, threads=threads))
         assert t.equals(rt)
         for key in ("rejected_near_duplicate", "rejected_same_text", "rows_past_window"):
             assert st[key] == vs[key]
@@ -178,7 +183,7 @@ def test_vectorized_equals_reference_loop(monkeypatch):
     # balance: never more negatives than positives in the partition
     assert vt.num_rows <= pos.num_rows
     # the seed changes the choice, not the rule
-    vt2, _ = select_negatives(pos, topics, vec, {**cfg, "seed": 99})
+    vt2, _ = select_negatives(pos, topics, vec, dataclasses.replace(cfg, seed=99))
     assert set(vt2.column("id").to_pylist()) != set(d["id"])
 
 
@@ -322,7 +327,7 @@ def test_encode_causal_lm_from_a_saved_model(tmp_path):
 
 def test_encode_in_bfloat16_is_close_and_keyed_apart(tmp_path):
     from parasim.negatives import vectors
-    from parasim.negatives.vectors import encode, model_key, settings_from_dict
+    from parasim.negatives.vectors import encode, model_key
 
     _tiny_gpt2(tmp_path / "gpt")
     base = {"kind": "causal-lm", "model": str(tmp_path / "gpt"), "device": "cpu"}
@@ -336,7 +341,7 @@ def test_encode_in_bfloat16_is_close_and_keyed_apart(tmp_path):
     # one cache file per precision: a bfloat16 run never reads float32 vectors, nor the reverse
     assert len(list((tmp_path / "cache").glob("*.npy"))) == 2
     keys = {
-        model_key(settings_from_dict(vectors.EncoderConfig, {**base, "dtype": d}, "e"))
+        model_key(vectors.EncoderConfig.from_config({**base, "dtype": d}))
         for d in ("float32", "bfloat16")
     }
     assert len(keys) == 2

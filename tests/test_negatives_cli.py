@@ -282,7 +282,7 @@ def test_vectors_are_cached_per_shard(setup, tmp_path):
 
     tmp = setup["tmp"]
     enc = json.loads(setup["common"][1])["encoder"]
-    key = model_key(EncoderConfig(**enc))
+    key = model_key(EncoderConfig.from_config(enc))
 
     def cache_file(path) -> Path:
         t = pq.read_table(path)

@@ -55,7 +55,7 @@ def pairs(*names: tuple[str, str]):
 def test_clean_lines_rules():
     text = "  Two   words \n\n2023-01-01 12:00\nOneword\n---\nÉté très chaud\n  \n"
     text += "  * Home\n  * Bullet item text\n  3. Numbered\n  4. Numbered item\n *\n"
-    kept, counts = clean_lines(text)
+    kept, counts = clean_lines(text, min_words=2)
     assert kept == ["Two words", "Été très chaud", "Bullet item text", "4. Numbered item"]
     assert counts == {"kept": 4, "blank": 3, "no_alpha": 2, "few_words": 3}
     kept, counts = clean_lines(text, min_words=1)
@@ -116,7 +116,7 @@ def test_strict_drops_unequal_and_default_flags_them():
     lines, stats = parse_pairs(pr, pg, SITE)
     assert lines.column("equal_lines").to_pylist() == [False]
     assert stats["unequal"] == 1 and stats["pairs_out"] == 1
-    lines, stats = parse_pairs(pr, pg, SITE, strict=True)
+    lines, stats = parse_pairs(pr, pg, SITE, {"strict": True})
     assert lines.num_rows == 0 and stats["dropped_unequal"] == 1 and stats["pairs_out"] == 0
 
 
@@ -137,7 +137,7 @@ def test_bad_input_is_counted_not_fatal():
     assert rows[("en", "broken")]["other_lines"] == ["Unclosed tags here"]
     assert stats["empty_pairs"] == 2 and stats["pairs_in"] == 5 and stats["pairs_out"] == 3
     # strict: the empty-on-both-sides pair is equal (0 == 0) but dropped as empty.
-    _, stats = parse_pairs(pr, pg, SITE, strict=True)
+    _, stats = parse_pairs(pr, pg, SITE, {"strict": True})
     assert stats["dropped_empty"] == 1
     # the stage's stats: every pair in is parsed or dropped by its reason
     typed = parse_stats(stats, SITE.name)
@@ -148,8 +148,8 @@ def test_bad_input_is_counted_not_fatal():
 def test_invalid_arguments_are_rejected():
     with pytest.raises(ValueError, match="main_selector"):
         parse_pairs(pairs(), pages(), replace(SITE, main_selector="main[[["))
-    with pytest.raises(ValueError, match="min_words"):
-        parse_pairs(pairs(), pages(), SITE, min_words=0)
+    with pytest.raises(ValueError, match="parse.min_words"):
+        parse_pairs(pairs(), pages(), SITE, {"min_words": 0})
 
 
 @pytest.mark.shared_data

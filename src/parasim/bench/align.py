@@ -37,7 +37,7 @@ from pathlib import Path
 
 import numpy as np
 
-from parasim.align import DEFAULTS, dp, paper, scoring
+from parasim.align import AlignSettings, dp, dp_params, paper, scoring
 from parasim.align.metrics import Link, read_links, score_alignments
 
 DATA = Path(__file__).resolve().parents[3].parent / "shared" / "data" / "alignment"
@@ -185,7 +185,7 @@ def run_method(
             doc["src"], doc["tgt"], encoder, k, k, max_overlap=emb_overlaps, centers=centers
         )
     sc = {"dp-words": words, "dp-embeddings": emb}.get(method) or scoring.CombinedScorer(
-        words, emb, DEFAULTS["emb_weight"]
+        words, emb, AlignSettings.from_config().emb_weight
     )
     s_side, t_side = (
         (doc["src"], doc["tgt"]) if method == "dp-embeddings" else (doc["src_mt"], doc["tgt_mt"])
@@ -205,10 +205,13 @@ def bench_quality(
     cache: Path = Path("/tmp"),
     sets: Sequence[str] | None = None,
     emb_overlaps: int = 3,
-    center: bool = DEFAULTS["center"],
+    center: bool | None = None,
 ) -> dict:
     """Scores of every method on every gold set. ``center``: the embedding scorers centre each
-    language's vectors on its mean over the set's documents (as the align stage over a shard)."""
+    language's vectors on its mean over the set's documents (as the align stage over a shard;
+    None: as ``align.center`` says)."""
+    if center is None:
+        center = AlignSettings.from_config().center
     out: dict = {}
     for set_name, docs in gold_sets(cache).items():
         if sets and set_name not in sets:
@@ -342,7 +345,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     if not DATA.is_dir():
         print(f"no gold data at {DATA}", file=sys.stderr)
         return 1
-    params = dp.DPParams(**DEFAULTS["dp"])
+    params = dp_params()
     figures: dict = {}
     if args.only in (None, "quality"):
         methods = ["paper", "paper-filtered", "dp-words"]

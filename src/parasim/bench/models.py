@@ -92,7 +92,7 @@ def cmd_run(args: argparse.Namespace) -> dict:
     if args.limit_sentences:
         texts = texts[: args.limit_sentences]
     for bs in args.batch_sizes:
-        cfg = EncoderConfig(batch_size=bs if bs else "auto")
+        cfg = EncoderConfig.from_config({"batch_size": bs if bs else "auto"})
         t0 = time.perf_counter()
         load_causal_lm(cfg)
         load_s = time.perf_counter() - t0

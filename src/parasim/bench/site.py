@@ -56,9 +56,7 @@ def bench_site(config: str, site_name: str, gold: str | None, work: str | None =
     pairs, pstats = pair_pages(pages, site, cfg["shards"], one_to_one=site.one_to_one)
     pair_s = time.perf_counter() - t0
     t0 = time.perf_counter()
-    lines, lstats = parse_pairs(
-        pairs, pages, site, strict=cfg["parse"]["strict"], min_words=cfg["parse"]["min_words"]
-    )
+    lines, lstats = parse_pairs(pairs, pages, site, cfg["parse"])
     parse_s = time.perf_counter() - t0
     out = {
         "site": site.name,

@@ -84,7 +84,10 @@ def score(hyp: list[str | None], ref: list[str]) -> dict[str, float]:
 
 
 def benchmark(
-    cfg: dict[str, Any], sets: list[ParallelSet], log: logging.Logger | None = None
+    cfg: dict[str, Any],
+    sets: list[ParallelSet],
+    log: logging.Logger | None = None,
+    threads: int | None = None,
 ) -> list[dict[str, Any]]:
     """Translate every set cold and again from the cache; return one result row per set.
 
@@ -92,6 +95,7 @@ def benchmark(
         cfg: A ``translate:`` config section (backend and its settings).
         sets: From :func:`load_sets`.
         log: Logger for the stage's own progress lines (default: quiet).
+        threads: apertium processes / torch threads.
 
     Returns:
         Rows with set, lang, lines, backend, bleu, chrf, untranslated, cold_s,
@@ -99,7 +103,7 @@ def benchmark(
         rerun_lines_per_s, rerun_translated (0 when the cache works), rerun_same_output.
     """
     log = log or logging.getLogger("parasim.bench.translate.quiet")
-    backend = make_translator(cfg)
+    backend = make_translator(cfg, threads)
     rows = []
     try:
         with tempfile.TemporaryDirectory() as tmp:
@@ -179,14 +183,13 @@ def main(argv: list[str] | None = None) -> int:
         "device": args.device,
         "num_beams": args.num_beams,
         "batch_size": args.batch_size,
-        "threads": args.threads,
     }
     sets = load_sets(args.data, args.limit)
     if not sets:
         print(f"no test sets under {args.data}", file=sys.stderr)
         return 2
     log = logging.getLogger("parasim.translate") if args.verbose else None
-    rows = benchmark(cfg, sets, log)
+    rows = benchmark(cfg, sets, log, threads=args.threads)
     if args.json:
         print(json.dumps(rows, indent=1))
     else:

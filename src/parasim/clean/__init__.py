@@ -5,6 +5,6 @@ Hard rules (:mod:`.rules`, after bicleaner-hardrules), line-level language ident
 :mod:`parasim.clean.stage`.
 """
 
-from parasim.clean.stage import DEFAULTS, clean_positives, settings
+from parasim.clean.stage import CleanSettings, LangidSettings, clean_positives
 
-__all__ = ["DEFAULTS", "clean_positives", "settings"]
+__all__ = ["CleanSettings", "LangidSettings", "clean_positives"]

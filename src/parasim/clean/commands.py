@@ -14,7 +14,7 @@ log = logging.getLogger("parasim.clean")
 
 def cmd_clean(args: argparse.Namespace) -> None:
     """Clean the aligned shards of one site into positives and dropped pairs."""
-    from parasim.clean import clean_positives
+    from parasim.clean import CleanSettings, clean_positives
     from parasim.io import read_table, write_table
     from parasim.stagecli import UsageError, need, section_from_args, write_stats
 
@@ -24,13 +24,13 @@ def cmd_clean(args: argparse.Namespace) -> None:
             raise UsageError(
                 f"--{flag} names {len(getattr(args, flag))} files but --aligned names {n}"
             )
-    cfg = section_from_args(args, "clean")
+    settings = CleanSettings.from_config(section_from_args(args, "clean"))
     aligned = [read_table(need(p, "aligned shard")) for p in args.aligned]
     translated = [
         read_table(need(p, "translated shard"), columns=["pair_id", "en_lines", "other_lines"])
         for p in args.translated
     ]
-    kept, dropped, stats = clean_positives(aligned, translated, cfg, log=log)
+    kept, dropped, stats = clean_positives(aligned, translated, settings, log=log)
     for table, path in zip(kept, args.out, strict=True):
         write_table(table, path)
     for table, path in zip(dropped, args.dropped, strict=True):

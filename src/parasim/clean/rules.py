@@ -2,8 +2,8 @@
 
 The rules follow bicleaner-hardrules (Prompsit's pre-filter of the ParaCrawl corpora,
 ``hardrules.py``) where it has one; where parasim differs it says so. Every rule is switched by
-the ``clean.rules`` config section (:data:`DEFAULT_RULES`, mirrored in the config schema); a pair
-gets the reason of the first rule, in :data:`RULE_ORDER`, that rejects it.
+the ``clean.rules`` config section (:class:`RulesSettings`); a pair gets the reason of the first
+rule, in :data:`RULE_ORDER`, that rejects it.
 
 Reasons, what each rejects, and how it relates to bicleaner:
 
@@ -40,37 +40,31 @@ from __future__ import annotations
 import functools
 import re
 import unicodedata
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from dataclasses import asdict, dataclass, fields
 from typing import Any
 
-#: Rule switches and thresholds (the ``clean.rules`` config section; false turns a rule off).
-DEFAULT_RULES: dict[str, Any] = {
-    "empty": True,
-    "identical": True,
-    "near_identical": 0.95,
-    "no_letters": True,
-    "url_email": 0.5,
-    "code_markup": 0.2,
-    "placeholder": True,
-    "length_ratio": 3.0,
-    "repeated_words": True,
-    "bad_encoding": True,
-}
-RULE_ORDER = tuple(DEFAULT_RULES)
+from parasim.config import Settings, schema_default
 
-#: Placeholder text (case-insensitive regular expressions), the ``clean.placeholders`` default.
-DEFAULT_PLACEHOLDERS: list[str] = [
-    r"\blorem ipsum\b",
-    r"\bdolor sit amet\b",
-    r"\bconsectetur adipiscing\b",
-    r"\bneeds? translation\b",
-    r"\btranslation (?:needed|required|pending)\b",
-    r"\bto be translated\b",
-    r"\btraduction (?:requise|à venir|nécessaire)\b",
-    r"\bà traduire\b",
-    r"\btraducción pendiente\b",
-    r"\bpor traducir\b",
-]
+
+@dataclass(frozen=True)
+class RulesSettings(Settings, section="clean.rules"):
+    """The ``clean.rules`` config section: each rule's switch (false: off) or threshold."""
+
+    empty: bool
+    identical: bool
+    near_identical: float | bool
+    no_letters: bool
+    url_email: float | bool
+    code_markup: float | bool
+    placeholder: bool
+    length_ratio: float | bool
+    repeated_words: bool
+    bad_encoding: bool
+
+
+#: The rules in the order they are checked (a pair gets the first reason): the schema's order.
+RULE_ORDER = tuple(f.name for f in fields(RulesSettings))
 
 _WORD = re.compile(r"\w+")
 _URL_TOKEN = re.compile(
@@ -203,7 +197,7 @@ def _ratio(a: str, b: str, r: float) -> bool:
     return not (1 / r <= la / lb <= r)
 
 
-def compile_placeholders(patterns: list[str]) -> re.Pattern:
+def compile_placeholders(patterns: Sequence[str]) -> re.Pattern:
     """One case-insensitive pattern of the placeholder expressions (an error names a bad one)."""
     for p in patterns:
         try:
@@ -222,18 +216,20 @@ class Checker:
     :meth:`prepare` computes them for many texts at once (:mod:`.bulk`), with the same verdicts.
 
     Args:
-        rules: the ``clean.rules`` section (missing keys take :data:`DEFAULT_RULES`).
-        placeholders: placeholder expressions (default :data:`DEFAULT_PLACEHOLDERS`).
+        rules: the ``clean.rules`` settings (a mapping: the section as in the config, keys left
+            out take the schema's defaults).
+        placeholders: placeholder expressions (None: the schema's ``clean.placeholders``).
     """
 
     def __init__(
-        self, rules: Mapping[str, Any] | None = None, placeholders: list[str] | None = None
+        self,
+        rules: RulesSettings | Mapping[str, Any] | None = None,
+        placeholders: Sequence[str] | None = None,
     ) -> None:
-        cfg = {**DEFAULT_RULES, **(rules or {})}
-        unknown = set(cfg) - set(DEFAULT_RULES)
-        if unknown:
-            raise ValueError(f"clean.rules: unknown rule(s) {sorted(unknown)}; known: {RULE_ORDER}")
-        ph = compile_placeholders(DEFAULT_PLACEHOLDERS if placeholders is None else placeholders)
+        cfg = asdict(RulesSettings.from_config(rules))
+        if placeholders is None:
+            placeholders = schema_default("clean.placeholders")
+        ph = compile_placeholders(placeholders)
         #: The expression each side rule searches first (a text it finds nothing in passes).
         self._hint_of: dict[str, re.Pattern] = {
             "url_email": _URL_HINT,
@@ -354,8 +350,9 @@ class Checker:
 
 
 def make_checker(
-    rules: Mapping[str, Any] | None = None, placeholders: list[str] | None = None
+    rules: RulesSettings | Mapping[str, Any] | None = None,
+    placeholders: Sequence[str] | None = None,
 ) -> Checker:
     """A :class:`Checker`: ``(en, other) -> reason or None`` applying the switched-on rules in
-    order (``rules``: the ``clean.rules`` section; ``placeholders``: placeholder expressions)."""
+    order (``rules``: the ``clean.rules`` settings; ``placeholders``: placeholder expressions)."""
     return Checker(rules, placeholders)

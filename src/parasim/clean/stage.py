@@ -26,36 +26,42 @@ import logging
 import time
 from collections import Counter, defaultdict
 from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
 from typing import Any
 
 import pyarrow as pa
 
 from parasim import io
+from parasim.config import Settings
+from parasim.pair.stage import UntranslatedPagesSettings
 
 from . import langid, rules
 
-__all__ = ["DEFAULTS", "clean_positives", "settings"]
-
-#: The ``clean:`` config section and its defaults (mirrored in the config schema).
-DEFAULTS: dict[str, Any] = {
-    "rules": dict(rules.DEFAULT_RULES),
-    "placeholders": list(rules.DEFAULT_PLACEHOLDERS),
-    "langid": {"enabled": True, "min_letters": 20, "window": 2},
-    "dedup": True,
-    "furniture_share": 0.1,  # flag pairs seen on at least this share of the site's page pairs
-    "furniture_min_pages": 3,  # ... and on at least this many page pairs
-    "drop_furniture": False,
-    "untranslated_pages": {"enabled": True, "min_share": 0.65},  # the pair stage's page check
-}
+__all__ = ["CleanSettings", "LangidSettings", "clean_positives"]
 
 
-def settings(cfg: Mapping[str, Any] | None) -> dict[str, Any]:
-    """The ``clean`` section with defaults filled in (nested sections merged)."""
-    cfg = dict(cfg or {})
-    out = {**DEFAULTS, **cfg}
-    for key in ("rules", "langid", "untranslated_pages"):
-        out[key] = {**DEFAULTS[key], **(cfg.get(key) or {})}
-    return out
+@dataclass(frozen=True)
+class LangidSettings(Settings, section="clean.langid"):
+    """The ``clean.langid`` config section: line-level language identification."""
+
+    enabled: bool
+    min_letters: int
+    window: int
+
+
+@dataclass(frozen=True)
+class CleanSettings(Settings, section="clean"):
+    """The ``clean`` config section (what each key means: the schema). ``untranslated_pages`` is
+    the pair stage's (:class:`parasim.pair.stage.UntranslatedPagesSettings`)."""
+
+    rules: rules.RulesSettings
+    placeholders: tuple[str, ...]
+    langid: LangidSettings
+    dedup: bool
+    furniture_share: float
+    furniture_min_pages: int
+    drop_furniture: bool
+    untranslated_pages: UntranslatedPagesSettings
 
 
 #: The aligned columns the steps read (the rest goes from input to output as Arrow columns).
@@ -80,7 +86,7 @@ def _context(lines: Sequence[str | None], idx: Sequence[int], window: int) -> st
 def clean_positives(
     aligned: Sequence[pa.Table],
     translated: Sequence[pa.Table],
-    cfg: Mapping[str, Any] | None = None,
+    settings: CleanSettings | Mapping[str, Any] | None = None,
     log: logging.Logger | None = None,
 ) -> tuple[list[pa.Table], list[pa.Table], dict]:
     """Clean the aligned pairs of one site.
@@ -90,7 +96,8 @@ def clean_positives(
             shard order.
         translated: the site's translated shards (the page lines, for the neighbours of short
             lines and the number of page pairs).
-        cfg: the ``clean`` config section (see :data:`DEFAULTS`).
+        settings: the ``clean`` settings (a mapping: the section as in the config, keys left out
+            take the schema's defaults).
         log: logger (module logger when None).
 
     Returns:
@@ -98,7 +105,7 @@ def clean_positives(
         (:data:`parasim.io.DROPPED_SCHEMA`), and a stats dict of counts.
     """
     log = log or logging.getLogger(__name__)
-    s = settings(cfg)
+    s = CleanSettings.from_config(settings)
     t0 = time.perf_counter()
     stats: Counter = Counter()
     # Only the columns the steps read become Python lists; the output rows are taken from the
@@ -121,13 +128,13 @@ def clean_positives(
     stats["page_pairs"] = len(lines)
 
     # 1. hard rules
-    check = rules.make_checker(s["rules"], s["placeholders"])
+    check = rules.make_checker(s.rules, s.placeholders)
     check.prepare(en_text + other_text)  # each distinct side once, with Arrow's kernels
     reason: list[str | None] = list(map(check, en_text, other_text))
 
     # 2. language identification, per side (the other side per declared language)
-    if s["langid"]["enabled"]:
-        lid = langid.LanguageId(s["langid"]["min_letters"], s["langid"]["window"])
+    if s.langid.enabled:
+        lid = langid.LanguageId(s.langid.min_letters, s.langid.window)
         todo = [i for i, x in enumerate(reason) if x is None]
         groups: dict[tuple[str, str], list[int]] = defaultdict(list)
         for i in todo:  # grouped by (side, language): one expected and one opposite each
@@ -170,7 +177,7 @@ def clean_positives(
             cols["id"][i],
         )
     )
-    if s["dedup"]:
+    if s.dedup:
         first: dict[tuple[str, str], int] = {}
         pages: dict[int, set[str]] = defaultdict(set)
         known = check.dedup_keys([en_text[i] for i in keep] + [other_text[i] for i in keep])
@@ -186,13 +193,13 @@ def clean_positives(
             if j != i:
                 reason[i], duplicate_of[i] = "duplicate", cols["id"][j]
                 n_seen[j] += 1
-        bound = max(s["furniture_min_pages"], s["furniture_share"] * len(lines))
+        bound = max(s.furniture_min_pages, s.furniture_share * len(lines))
         for j, pids in pages.items():
             n_pages[j] = len(pids)
             if len(pids) >= bound:
                 furniture[j] = True
                 stats["furniture_pairs"] += 1
-                if s["drop_furniture"]:
+                if s.drop_furniture:
                     reason[j] = "furniture"
 
     kept: list[pa.Table] = []

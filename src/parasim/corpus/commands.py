@@ -23,7 +23,7 @@ log = logging.getLogger("parasim.corpus")
 def cmd_build_corpus(args: argparse.Namespace) -> None:
     """Label, split, balance; Parquet shards and the dataset card."""
     from parasim.corpus.stage import build_corpus
-    from parasim.io import read_table
+    from parasim.io import NEGATIVES_SCHEMA, read_table
     from parasim.negatives import load_topics
     from parasim.negatives.commands import (
         SELECTION_KEY,
@@ -31,7 +31,6 @@ def cmd_build_corpus(args: argparse.Namespace) -> None:
         encoder_label,
         read_positives,
     )
-    from parasim.negatives.select import NEGATIVES_SCHEMA
     from parasim.partition import partition_column
     from parasim.stagecli import UsageError, need, read_stats, write_stats
 
@@ -49,8 +48,8 @@ def cmd_build_corpus(args: argparse.Namespace) -> None:
     need(str(topics_dir / "topics.json"), "topics summary")
     topics = load_topics(topics_dir)
     meta = {
-        "encoder": selection.get("encoder") or encoder_label(neg["encoder"]),
-        "band": selection.get("band") or neg["select"]["band"],
+        "encoder": selection.get("encoder") or encoder_label(neg.encoder),
+        "band": selection.get("band") or neg.select.band,
         "band_method": selection.get("band_method", {}),
         "topics": {
             p: {k: v.get(k) for k in ("num_topics", "coherence", "measure", "passes", "reason")}
@@ -64,10 +63,10 @@ def cmd_build_corpus(args: argparse.Namespace) -> None:
     stats = build_corpus(
         positives, negatives.select(NEGATIVES_SCHEMA.names), corpus, args.out, meta
     )
-    pos_parts = set(partition_column(positives, corpus["partitions"]))
+    pos_parts = set(partition_column(positives, corpus.partitions))
     empty = sorted(p for p in pos_parts if not stats["counts"].get(p))
     for p in empty:
-        n_pos = sum(1 for q in partition_column(positives, corpus["partitions"]) if q == p)
+        n_pos = sum(1 for q in partition_column(positives, corpus.partitions) if q == p)
         n_neg = sum(1 for q in negatives.column("partition").to_pylist() if q == p)
         log.warning(
             "partition %s: nothing to build (%d positives, %d negatives; a class missing in "

@@ -32,40 +32,10 @@ from typing import Any
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from parasim.config import settings_from_dict
-from parasim.io import write_table
+from parasim.io import CORPUS_SCHEMA, CORPUS_SCHEMA_VERSION, write_table
 from parasim.partition import CorpusConfig, assign_splits, partition_column, seeded_key
 
 log = logging.getLogger(__name__)
-
-#: Version of :data:`CORPUS_SCHEMA`; bump on incompatible change.
-CORPUS_SCHEMA_VERSION = "1"
-
-CORPUS_SCHEMA = pa.schema(
-    [
-        pa.field("id", pa.string(), nullable=False),  # positive id, or the negative's id
-        pa.field("sentence1", pa.string(), nullable=False),  # English
-        pa.field("sentence2", pa.string(), nullable=False),  # other language
-        pa.field("label", pa.int8(), nullable=False),  # 1 similar, 0 dissimilar
-        pa.field("lang_pair", pa.string(), nullable=False),  # "en-fr"
-        pa.field("partition", pa.string(), nullable=False),  # "EN-FR-G"
-        pa.field("domain", pa.string(), nullable=False),
-        pa.field("site", pa.string(), nullable=False),
-        pa.field("source", pa.string(), nullable=False),  # "aligned", "lda-negative"
-        pa.field("align_score", pa.float32()),  # positives: word-frequency cosine of alignment
-        pa.field("cosine", pa.float32()),  # negatives: encoder cosine of the two English sides
-        pa.field("topic", pa.int32()),  # dominant LDA topic of sentence1's page
-        pa.field("pair_id", pa.string(), nullable=False),  # page pair of sentence1
-        pa.field("pair_id2", pa.string(), nullable=False),  # page pair of sentence2
-        pa.field("url1", pa.string(), nullable=False),  # page of sentence1
-        pa.field("url2", pa.string(), nullable=False),  # page of sentence2
-        pa.field("idx1", pa.list_(pa.int32()), nullable=False),  # line indices in url1
-        pa.field("idx2", pa.list_(pa.int32()), nullable=False),  # line indices in url2
-        pa.field("split", pa.string(), nullable=False),  # "train" / "test"
-        pa.field("fold", pa.int8()),  # validation fold in train; null in test
-    ],
-    metadata={"parasim.schema": "corpus", "parasim.schema_version": CORPUS_SCHEMA_VERSION},
-)
 
 
 def _positive_rows(positives: pa.Table, parts: list[str], dropped: Counter) -> list[dict]:
@@ -157,7 +127,7 @@ def build_corpus(
     Returns:
         Counts: rows per partition / split / label, drops by reason, shards written.
     """
-    cfg = settings_from_dict(CorpusConfig, cfg, "corpus")
+    cfg = CorpusConfig.from_config(cfg)
     out_dir = Path(out_dir)
     splits = assign_splits(positives, cfg)
     dropped: Counter = Counter()

@@ -15,11 +15,11 @@ log = logging.getLogger("parasim.crawl")
 
 def cmd_crawl(args: argparse.Namespace) -> None:
     """Crawl one site into a pages dataset."""
-    from parasim.crawl import crawl_site
+    from parasim.crawl.stage import CrawlSettings, crawl_site
     from parasim.stagecli import section_from_args, site_from_args, write_stats
 
     site = site_from_args(args)
-    settings = section_from_args(args, "crawl")
+    settings = CrawlSettings.from_config(section_from_args(args, "crawl"))
     stats = crawl_site(site, settings, Path(args.out), Path(args.state), log=log)
     write_stats(args.stats, crawl_stats(stats, site.name))
 

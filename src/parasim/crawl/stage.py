@@ -7,15 +7,18 @@ import resource
 import sys
 import time
 from collections import Counter
+from collections.abc import Mapping
 from contextlib import nullcontext
+from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 from urllib.parse import urlsplit
 
 import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
-from parasim.config import SiteConfig
+from parasim.config import Settings, SiteConfig
 from parasim.crawl.content import canonical, extract_links, parse_html
 from parasim.crawl.frontier import NOT_REQUESTED, Frontier, OriginMap
 from parasim.crawl.serve import serve_folder
@@ -25,14 +28,17 @@ from parasim.io import PAGES_SCHEMA, write_table
 #: scrapy's Twisted reactor cannot be restarted within one process.
 _REACTOR_USED = False
 
-DEFAULT_SETTINGS = {
-    "concurrency": 16,
-    "timeout_s": 15,
-    "retries": 2,
-    "autothrottle": True,
-    "obey_robots": True,
-    "user_agent": "parasim/0.1 (+https://github.com/parasim/parasim)",
-}
+
+@dataclass(frozen=True)
+class CrawlSettings(Settings, section="crawl"):
+    """The ``crawl`` config section (what each key means: the schema)."""
+
+    concurrency: int
+    timeout_s: float
+    retries: int
+    autothrottle: bool
+    obey_robots: bool
+    user_agent: str
 
 
 def _peak_rss_mb() -> float:
@@ -108,18 +114,18 @@ def _summarize(state_dir: Path, frontier: Frontier) -> dict:
     }
 
 
-def _scrapy_settings(settings: dict, max_bytes: int) -> dict:
-    conc = int(settings["concurrency"])
-    timeout = float(settings["timeout_s"])
-    retries = int(settings["retries"])
+def _scrapy_settings(settings: CrawlSettings, max_bytes: int) -> dict:
+    conc = int(settings.concurrency)
+    timeout = float(settings.timeout_s)
+    retries = int(settings.retries)
     out = {
         "BOT_NAME": "parasim",
-        "USER_AGENT": settings["user_agent"],
-        "ROBOTSTXT_OBEY": bool(settings["obey_robots"]),
+        "USER_AGENT": settings.user_agent,
+        "ROBOTSTXT_OBEY": bool(settings.obey_robots),
         "CONCURRENT_REQUESTS": conc,
         "CONCURRENT_REQUESTS_PER_DOMAIN": conc,
         "DOWNLOAD_DELAY": 0,
-        "AUTOTHROTTLE_ENABLED": bool(settings["autothrottle"]),
+        "AUTOTHROTTLE_ENABLED": bool(settings.autothrottle),
         "AUTOTHROTTLE_START_DELAY": 0.001,  # loopback servers answer in a millisecond
         "AUTOTHROTTLE_MAX_DELAY": max(1.0, timeout),
         "AUTOTHROTTLE_TARGET_CONCURRENCY": float(conc),
@@ -151,7 +157,7 @@ def _scrapy_settings(settings: dict, max_bytes: int) -> dict:
 
 def crawl_site(
     site: SiteConfig,
-    settings: dict,
+    settings: CrawlSettings | Mapping[str, Any] | None,
     out_dir: Path,
     state_dir: Path,
     log: logging.Logger | None = None,
@@ -178,7 +184,8 @@ def crawl_site(
 
     Args:
         site: the site (start URLs, allowed domains, limits, serve_dir).
-        settings: the validated ``crawl`` config section.
+        settings: the ``crawl`` settings (a mapping: the section as in the config, keys left out
+            take the schema's defaults).
         out_dir: output folder (its ``part-*.parquet`` files are replaced).
         state_dir: crawl state folder, kept between runs.
         log: progress and summary go here (default: the ``parasim.crawl`` logger).
@@ -197,7 +204,7 @@ def crawl_site(
         RuntimeError: the crawl stopped before it finished (state is kept; rerun to resume).
     """
     log = log or logging.getLogger("parasim.crawl")
-    settings = {**DEFAULT_SETTINGS, **(settings or {})}
+    settings = CrawlSettings.from_config(settings)
     t0 = time.perf_counter()
     out_dir, state_dir = Path(out_dir), Path(state_dir)
 
@@ -225,7 +232,7 @@ def crawl_site(
         "max_bytes": site.max_bytes,
         "serve_dir": site.serve_dir,
         "canonical_origin": canonical_origin,
-        "obey_robots": bool(settings["obey_robots"]),
+        "obey_robots": bool(settings.obey_robots),
         "aliases": list(site.aliases),
         "link_attributes": list(site.link_attributes),
     }
@@ -295,7 +302,7 @@ def crawl_site(
 
 def _run_scrapy(
     site: SiteConfig,
-    settings: dict,
+    settings: CrawlSettings,
     frontier: Frontier,
     writer: StateWriter,
     origins: OriginMap,

@@ -18,25 +18,24 @@ Stage function: :func:`make_divergences` (positives table in, divergences table 
 :mod:`parasim.divergences.stage` with its named steps; :func:`write_card` writes the dataset card.
 """
 
+from ..io import DIVERGENCES_SCHEMA
 from .contrastive import contrastive_pairs
 from .stage import (
-    DEFAULT_CONFIG,
-    DIVERGENCES_SCHEMA,
     EQUIVALENT,
     LEXICAL,
     PHRASE,
     RANK,
     SUBTREE,
     TYPES,
+    DivergencesSettings,
     make_divergences,
-    merged_config,
     write_card,
 )
 from .tags import EQ
 
 __all__ = [
-    "DEFAULT_CONFIG",
     "DIVERGENCES_SCHEMA",
+    "DivergencesSettings",
     "EQ",
     "EQUIVALENT",
     "LEXICAL",
@@ -46,6 +45,5 @@ __all__ = [
     "TYPES",
     "contrastive_pairs",
     "make_divergences",
-    "merged_config",
     "write_card",
 ]

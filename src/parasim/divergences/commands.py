@@ -81,14 +81,14 @@ def merge_stats(items: Sequence[dict]) -> dict:
 
 def cmd_divergences(args: argparse.Namespace) -> None:
     """Perturb one positives shard into one divergences shard (eflomal aligns it at once)."""
-    from parasim.divergences import make_divergences
+    from parasim.divergences import DivergencesSettings, make_divergences
     from parasim.io import read_table, write_table
     from parasim.stagecli import UsageError, need, section_from_args, write_stats
 
-    cfg = section_from_args(args, "divergences")
+    settings = DivergencesSettings.from_config(section_from_args(args, "divergences"))
     positives = read_table(need(args.input, "positives shard"))
     try:
-        table, stats = make_divergences(positives, cfg, log=log)
+        table, stats = make_divergences(positives, settings, log=log)
     except ValueError as exc:  # missing columns or a bad config: name the file
         raise UsageError(f"{args.input}: {exc}") from None
     write_table(table, args.output)

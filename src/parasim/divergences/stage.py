@@ -20,20 +20,20 @@ See :mod:`parasim.divergences` for what the divergences are.
 
 from __future__ import annotations
 
-import copy
 import itertools
 import logging
 import random
 import time
 from collections import Counter, defaultdict
-from collections.abc import Callable, Iterator
-from dataclasses import dataclass, field
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
 import pyarrow as pa
 
-from ..io import SCHEMA_VERSION, rows_to_table, stable_id
+from ..config import Settings
+from ..io import DIVERGENCES_SCHEMA, rows_to_table, stable_id
 from .checks import check_pos, check_row, summarize
 from .lexical import TYPE as LEXICAL
 from .phrase import TYPE as PHRASE
@@ -41,7 +41,6 @@ from .phrase import PhraseIndex, phrase_replacements
 from .subtree import TYPE as SUBTREE
 from .subtree import subtree_deletions
 from .tags import (
-    DEFAULT_SPACY,
     Parsed,
     Variant,
     detokenize,
@@ -58,101 +57,47 @@ EQUIVALENT = "equivalent"
 TYPES = (EQUIVALENT, LEXICAL, PHRASE, SUBTREE)
 RANK = {t: i for i, t in enumerate(TYPES)}
 
-_SPAN = pa.struct([pa.field("start", pa.int32()), pa.field("end", pa.int32())])
-_LINK = pa.struct([pa.field("en", pa.int32()), pa.field("other", pa.int32())])
 
-DIVERGENCES_SCHEMA = pa.schema(
-    [
-        pa.field("id", pa.string(), nullable=False),  # stable_id(seed_id, type, side, variant)
-        pa.field("group_id", pa.string(), nullable=False),  # one ranking group per seed pair
-        pa.field("seed_id", pa.string(), nullable=False),  # positives.id
-        pa.field("pair_id", pa.string()),
-        pa.field("site", pa.string()),
-        pa.field("lang_pair", pa.string()),
-        pa.field("other_lang", pa.string(), nullable=False),
-        pa.field("type", pa.string(), nullable=False),  # one of TYPES
-        pa.field("rank", pa.int8(), nullable=False),  # 0 equivalent ... 3 subtree deletion
-        pa.field("side", pa.string(), nullable=False),  # edited side: "en", "other", "none"
-        pa.field("variant", pa.int32(), nullable=False),  # index among the group's rows of type
-        pa.field("en_text", pa.string(), nullable=False),
-        pa.field("other_text", pa.string(), nullable=False),
-        pa.field("en_tokens", pa.list_(pa.string()), nullable=False),
-        pa.field("other_tokens", pa.list_(pa.string()), nullable=False),
-        pa.field("en_tags", pa.list_(pa.string()), nullable=False),  # "EQ"/"DIV" per token
-        pa.field("other_tags", pa.list_(pa.string()), nullable=False),
-        # Edited side: seed-token spans removed/replaced, variant-token spans inserted.
-        pa.field("src_spans", pa.list_(_SPAN), nullable=False),
-        pa.field("new_spans", pa.list_(_SPAN), nullable=False),
-        pa.field("orig_word", pa.string()),  # lexical substitution: the replaced word
-        pa.field("new_word", pa.string()),  # ... the substitute (inflected)
-        pa.field("wn_relation", pa.string()),  # "hypernym" (generalization) / "hyponym"
-        pa.field("wn_synset", pa.string()),  # synset the substitute was taken from
-        pa.field("lm_score", pa.float32()),  # LM score of the chosen substitute
-        pa.field("source_id", pa.string()),  # phrase replacement: seed id the phrase came from
-        pa.field("alignment", pa.list_(_LINK)),  # seed links (equivalent rows only)
-        pa.field("checks_failed", pa.list_(pa.string()), nullable=False),  # empty: valid
-    ],
-    metadata={"parasim.schema": "divergences", "parasim.schema_version": SCHEMA_VERSION},
-)
+@dataclass(frozen=True)
+class DivergencesSettings(Settings, section="divergences"):
+    """The ``divergences`` config section (what each key means: the schema)."""
 
-#: The ``divergences:`` config section, with its defaults.
-DEFAULT_CONFIG: dict = {
-    "seed": 13,
-    "types": [LEXICAL, PHRASE, SUBTREE],
-    "per_type": 1,  # variants per type (lexical: per WordNet relation) and seed
-    "sides": ["en", "other"],  # phrase replacement / subtree deletion edit either side
-    "lexical_relations": ["hypernym", "hyponym"],  # generalization and particularization
-    "min_tokens": 5,  # shortest English seed, in tokens
-    "min_other_tokens": 3,
-    "max_tokens": 80,
-    "phrase_min_len": 2,
-    "phrase_max_len": 4,
+    seed: int
+    types: tuple[str, ...]
+    per_type: int  # variants per type (lexical: per WordNet relation) and seed
+    sides: tuple[str, ...]  # phrase replacement / subtree deletion edit either side
+    lexical_relations: tuple[str, ...]  # generalization and particularization
+    min_tokens: int  # shortest English seed, in tokens
+    min_other_tokens: int
+    max_tokens: int
+    phrase_min_len: int
+    phrase_max_len: int
     # Spare phrase replacements kept per seed: a variant whose re-tagging breaks the POS sequence
     # (check pos_match / retokenized) is swapped for the next spare that passes.
-    "phrase_spares": 3,
-    "lm": "smollm2",  # "smollm2" | "none" | HF name/path, optionally "causal:"/"masked:" prefix
-    "lm_max_candidates": 5,  # most frequent WordNet candidates the LM compares
-    "lm_window": None,  # causal LM: None scores the whole sentence; n: n tokens after the word
-    "lm_threads": None,
-    "lm_device": "auto",  # "auto" (CUDA when present) | "cpu" | "cuda"
-    "lm_dtype": "auto",  # "auto": bfloat16 where the hardware has it natively, else float32
+    phrase_spares: int
+    lm: str  # "smollm2" | "none" | HF name/path, optionally "causal:"/"masked:" prefix
+    lm_max_candidates: int  # most frequent WordNet candidates the LM compares
+    lm_window: int | None  # causal LM: None scores the whole sentence; n: n tokens after the word
+    lm_threads: int | None
+    lm_device: str  # "auto" (CUDA when present) | "cpu" | "cuda"
+    lm_dtype: str  # "auto": bfloat16 where the hardware has it natively, else float32
     # Causal LMs: rank every candidate list of the shard ahead in padded batches of this many
     # tokens; 0: one word's candidates at a time (shared-prefix cache). "auto": 32768 on CUDA
     # (60-100x faster there), 0 on the CPU (where both run at the same speed).
-    "lm_batch_tokens": "auto",
-    "wordnet_max_senses": 2,
-    "spacy": DEFAULT_SPACY,  # per language: spaCy package names, first loadable wins
-    "align_extra": {},  # per language: [[en_path, other_path], ...] plain-text parallel corpora
-    "align_extra_max": 20000,  # sentence pairs read from align_extra, per language
-    "eflomal_samplers": 3,
+    lm_batch_tokens: int | str
+    wordnet_max_senses: int
+    spacy: Mapping[str, Sequence[str]]  # per language: spaCy packages, first loadable wins
+    align_extra: Mapping[str, Sequence[Sequence[str]]]  # per language: [[en, other], ...] files
+    align_extra_max: int  # sentence pairs read from align_extra, per language
+    eflomal_samplers: int
     # "eflomal" (best links; run seeded with `seed`, see wordalign.py) or "fastalign" (IBM 1 +
     # diagonal prior by EM in Python: weaker links, deterministic without a C compiler).
-    "word_aligner": "eflomal",
-}
+    word_aligner: str
+
 
 Aligner = Callable[..., list]
 #: Checks a spare phrase replacement can fix (the re-tagged variant breaks the POS sequence).
 POS_CHECKS = {"pos_match", "retokenized"}
-
-
-def merged_config(cfg: dict | None) -> dict:
-    """``DEFAULT_CONFIG`` updated with ``cfg`` (unknown keys raise ``ValueError``)."""
-    out = copy.deepcopy(DEFAULT_CONFIG)
-    unknown = set(cfg or {}) - set(out)
-    if unknown:
-        raise ValueError(f"divergences config: unknown keys {sorted(unknown)}")
-    out.update(copy.deepcopy(cfg or {}))
-    if out["word_aligner"] not in ("eflomal", "fastalign"):
-        raise ValueError(
-            f"divergences config: word_aligner {out['word_aligner']!r} is not eflomal or fastalign"
-        )
-    bt = out["lm_batch_tokens"]
-    if bt != "auto" and (isinstance(bt, bool) or not isinstance(bt, int) or bt < 0):
-        raise ValueError(f"divergences.lm_batch_tokens: 'auto' or an integer >= 0, not {bt!r}")
-    bad = set(out["types"]) - {LEXICAL, PHRASE, SUBTREE}
-    if bad:
-        raise ValueError(f"divergences config: unknown types {sorted(bad)}")
-    return out
 
 
 def _spans(spans) -> list[dict]:
@@ -206,11 +151,11 @@ def _equivalent(en: Parsed, other: Parsed) -> Variant:
     )
 
 
-def _extra_corpus(cfg: dict, lang: str, nlp_en, nlp_other) -> tuple[list, list]:
+def _extra_corpus(cfg: DivergencesSettings, lang: str, nlp_en, nlp_other) -> tuple[list, list]:
     src: list[list[str]] = []
     trg: list[list[str]] = []
-    limit = int(cfg["align_extra_max"])
-    for en_path, other_path in cfg["align_extra"].get(lang, []):
+    limit = int(cfg.align_extra_max)
+    for en_path, other_path in cfg.align_extra.get(lang, []):
         if len(src) >= limit:
             break
         en, other = read_parallel(en_path, other_path, limit=limit - len(src))
@@ -223,7 +168,7 @@ def _extra_corpus(cfg: dict, lang: str, nlp_en, nlp_other) -> tuple[list, list]:
 class Shard:
     """One shard on its way through the steps: its seeds, their parses and links, the timings."""
 
-    cfg: dict
+    cfg: DivergencesSettings
     log: logging.Logger
     nlp: dict  # spaCy pipelines by language (loaded on first use)
     n_positives: int = 0
@@ -240,16 +185,16 @@ class Shard:
 
     @property
     def types(self) -> list[str]:
-        return [t for t in (LEXICAL, PHRASE, SUBTREE) if t in self.cfg["types"]]
+        return [t for t in (LEXICAL, PHRASE, SUBTREE) if t in self.cfg.types]
 
     def get_nlp(self, lang: str):
         if lang not in self.nlp:
-            self.nlp[lang] = load_spacy(lang, self.cfg["spacy"].get(lang))
+            self.nlp[lang] = load_spacy(lang, self.cfg.spacy.get(lang))
         return self.nlp[lang]
 
     def type_rng(self, k: int, typ: str) -> random.Random:
         """The seeded generator of seed ``k``'s variants of type ``typ``."""
-        return random.Random(f"{self.cfg['seed']}:{self.seeds[k]['id']}:{typ}")
+        return random.Random(f"{self.cfg.seed}:{self.seeds[k]['id']}:{typ}")
 
 
 @dataclass
@@ -310,9 +255,9 @@ def parse_seeds(sh: Shard) -> None:
             sh.other[k] = p
     for k in range(len(seeds)):
         n_en, n_other = len(sh.en[k]), len(sh.other[k])
-        if n_en < cfg["min_tokens"] or n_other < cfg["min_other_tokens"]:
+        if n_en < cfg.min_tokens or n_other < cfg.min_other_tokens:
             sh.seed_skipped["too_short"] += 1
-        elif max(n_en, n_other) > cfg["max_tokens"]:
+        elif max(n_en, n_other) > cfg.max_tokens:
             sh.seed_skipped["too_long"] += 1
         else:
             sh.kept.append(k)
@@ -330,7 +275,7 @@ def word_align(sh: Shard, aligner: Aligner | None) -> None:
     sh.kept_by_lang = kept_by_lang
     # Whether the links come out the same on every run: fastalign always; eflomal when its seed
     # library could be built; unknown (None) for an aligner the caller passed in.
-    if aligner is None and cfg["word_aligner"] == "fastalign":
+    if aligner is None and cfg.word_aligner == "fastalign":
         aligner, sh.reproducible = align_fastalign_intersection, True
     elif aligner is None:
         from .wordalign import urandom_shim
@@ -343,8 +288,8 @@ def word_align(sh: Shard, aligner: Aligner | None) -> None:
                 trg,
                 extra_src,
                 extra_trg,
-                n_samplers=cfg["eflomal_samplers"],
-                seed=cfg["seed"],
+                n_samplers=cfg.eflomal_samplers,
+                seed=cfg.seed,
             )
 
     for lang, ks in sorted(kept_by_lang.items()):
@@ -365,7 +310,7 @@ def load_resources(sh: Shard, lexicon=None, scorer=None) -> Resources:
     cfg, seeds, kept = sh.cfg, sh.seeds, sh.kept
     res = Resources(lexicon=lexicon, scorer=scorer)
     if PHRASE in sh.types:
-        lo, hi = cfg["phrase_min_len"], cfg["phrase_max_len"]
+        lo, hi = cfg.phrase_min_len, cfg.phrase_max_len
         res.en_index = PhraseIndex([sh.en[k] for k in kept], [seeds[k]["id"] for k in kept], lo, hi)
         res.other_index = {
             lang: PhraseIndex([sh.other[k] for k in ks], [seeds[k]["id"] for k in ks], lo, hi)
@@ -376,16 +321,16 @@ def load_resources(sh: Shard, lexicon=None, scorer=None) -> Resources:
         if res.lexicon is None:
             from .lexical import WordNetLexicon
 
-            res.lexicon = WordNetLexicon(max_senses=cfg["wordnet_max_senses"])
+            res.lexicon = WordNetLexicon(max_senses=cfg.wordnet_max_senses)
         if res.scorer is None:
             from .lexical import load_scorer
 
             res.scorer = load_scorer(
-                cfg["lm"],
-                threads=cfg["lm_threads"],
-                window=cfg["lm_window"],
-                device=cfg["lm_device"],
-                dtype=cfg["lm_dtype"],
+                cfg.lm,
+                threads=cfg.lm_threads,
+                window=cfg.lm_window,
+                device=cfg.lm_device,
+                dtype=cfg.lm_dtype,
             )
         res.lm_name = res.scorer.name
         sh.seconds["load_lexical"] = time.perf_counter() - t0
@@ -398,8 +343,8 @@ def _lexical_gen(sh: Shard, res: Resources, k: int, scorer, reasons: dict) -> It
     cfg = sh.cfg
     return lexical_substitutions(
         sh.en[k], sh.other[k], sh.links[k], sh.type_rng(k, LEXICAL), res.lexicon, scorer,
-        relations=cfg["lexical_relations"], per_relation=int(cfg["per_type"]),
-        max_candidates=cfg["lm_max_candidates"], reasons=reasons,
+        relations=cfg.lexical_relations, per_relation=int(cfg.per_type),
+        max_candidates=cfg.lm_max_candidates, reasons=reasons,
     )  # fmt: skip
 
 
@@ -412,7 +357,7 @@ def _prescore(sh: Shard, res: Resources) -> Any:
     """
     from .lexical import RecordingScorer, prescore
 
-    batch_tokens = sh.cfg["lm_batch_tokens"]
+    batch_tokens = sh.cfg.lm_batch_tokens
     if batch_tokens == "auto":
         on_cuda = str(getattr(res.scorer, "device", "cpu")).startswith("cuda")
         batch_tokens = 32768 if on_cuda else 0
@@ -420,7 +365,7 @@ def _prescore(sh: Shard, res: Resources) -> Any:
         return None
     t0 = time.perf_counter()
     rec = RecordingScorer()
-    want = int(sh.cfg["per_type"]) * len(sh.cfg["lexical_relations"])
+    want = int(sh.cfg.per_type) * len(sh.cfg.lexical_relations)
     for k in sh.kept:
         for _ in itertools.islice(_lexical_gen(sh, res, k, rec, {}), want):
             pass
@@ -434,21 +379,21 @@ def _prescore(sh: Shard, res: Resources) -> Any:
 def _variants(sh: Shard, res: Resources, k: int, typ: str, out: Generated) -> list[Variant]:
     """Seed ``k``'s distinct variants of type ``typ`` (phrase replacement: spares set aside)."""
     cfg, seed = sh.cfg, sh.seeds[k]
-    per_type = int(cfg["per_type"])
+    per_type = int(cfg.per_type)
     reasons: dict[str, int] = {}
     if typ == LEXICAL:
-        want = per_type * len(cfg["lexical_relations"])
+        want = per_type * len(cfg.lexical_relations)
         gen = _lexical_gen(sh, res, k, res.scorer, reasons)
     elif typ == PHRASE:
-        want = per_type + int(cfg["phrase_spares"])
+        want = per_type + int(cfg.phrase_spares)
         gen = phrase_replacements(
             seed["id"], sh.en[k], sh.other[k], sh.links[k], sh.type_rng(k, typ), res.en_index,
-            res.other_index.get(seed["other_lang"]), sides=tuple(cfg["sides"]), reasons=reasons,
+            res.other_index.get(seed["other_lang"]), sides=tuple(cfg.sides), reasons=reasons,
         )  # fmt: skip
     else:
         want = per_type
         gen = subtree_deletions(
-            sh.en[k], sh.other[k], sh.links[k], sh.type_rng(k, typ), sides=tuple(cfg["sides"]),
+            sh.en[k], sh.other[k], sh.links[k], sh.type_rng(k, typ), sides=tuple(cfg.sides),
             reasons=reasons,
         )  # fmt: skip
     t0 = time.perf_counter()
@@ -542,7 +487,7 @@ def check_rows(sh: Shard, res: Resources, gen: Generated) -> int:
             r, k = gen.rows[i], gen.row_seed[i]
             if not r["checks_failed"] or not set(r["checks_failed"]) <= POS_CHECKS:
                 continue
-            spare = _next_spare(gen, r, int(sh.cfg["per_type"]))
+            spare = _next_spare(gen, r, int(sh.cfg.per_type))
             if spare is None:
                 continue
             new = _row(sh.seeds[k], spare, r["variant"])
@@ -582,7 +527,7 @@ def assemble(sh: Shard, res: Resources, gen: Generated, swapped: int) -> tuple[p
             "links_per_en_token": round(n_links / max(1, n_en_tokens), 4),
             "pairs_without_links": sum(1 for k in kept if not links[k]),
             "extra_pairs": sh.n_extra,
-            "aligner": cfg["word_aligner"],
+            "aligner": cfg.word_aligner,
             "reproducible": sh.reproducible,
         },
         "checks": summarize(failures),
@@ -596,7 +541,7 @@ def assemble(sh: Shard, res: Resources, gen: Generated, swapped: int) -> tuple[p
             t: round(gen.n_variants[t] / seconds[t], 2) if seconds[t] > 0 else None
             for t in sh.types
         },
-        "config": {k: v for k, v in cfg.items() if k != "spacy"},
+        "config": {k: v for k, v in asdict(cfg).items() if k != "spacy"},
     }
     sh.log.info("divergences: rows by type %s", stats["rows_by_type"])
     sh.log.info("divergences: seeds skipped %s", stats["seed_skipped"])
@@ -606,7 +551,7 @@ def assemble(sh: Shard, res: Resources, gen: Generated, swapped: int) -> tuple[p
 
 def make_divergences(
     positives: pa.Table,
-    cfg: dict | None = None,
+    settings: DivergencesSettings | Mapping[str, Any] | None = None,
     log: logging.Logger | None = None,
     *,
     nlp: dict | None = None,
@@ -619,11 +564,12 @@ def make_divergences(
     Args:
         positives: a table with the columns of ``POSITIVES_SCHEMA`` (at least ``id``,
             ``en_text``, ``other_text``, ``other_lang``); the whole table is word-aligned at once.
-        cfg: the ``divergences:`` config section (see :data:`DEFAULT_CONFIG`).
+        settings: the ``divergences`` settings (a mapping: the section as in the config, keys
+            left out take the schema's defaults).
         log: logger for progress and counts.
         nlp: spaCy pipelines by language, to reuse loaded models (missing ones are loaded).
         lexicon: a ``WordNetLexicon`` to reuse (loaded when lexical substitution is asked for).
-        scorer: an LM scorer to reuse (default: ``load_scorer(cfg["lm"])``).
+        scorer: an LM scorer to reuse (default: ``load_scorer(settings.lm)``).
         aligner: ``f(src_tokens, trg_tokens, extra_src, extra_trg) -> links per pair``
             (default: eflomal, intersection of both directions).
 
@@ -633,9 +579,9 @@ def make_divergences(
         reason, validity checks and timings (JSON-serialisable).
 
     Raises:
-        ValueError: when required columns are missing or the config is invalid.
+        ValueError: when required columns are missing or the settings are invalid.
     """
-    cfg = merged_config(cfg)
+    cfg = DivergencesSettings.from_config(settings)
     need = {"id", "en_text", "other_text", "other_lang"}
     missing = need - set(positives.column_names)
     if missing:

@@ -14,21 +14,37 @@ Stages (each a plain function over Arrow tables and arrays, wired into Snakemake
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
+from parasim.config import Settings
+from parasim.io import NEGATIVES_SCHEMA
 from parasim.negatives.calibrate import (
     BandResult,
     CalibrateConfig,
     calibrate_band,
     calibration_rows,
 )
-from parasim.negatives.select import NEGATIVES_SCHEMA, SelectConfig, select_negatives
+from parasim.negatives.select import SelectConfig, select_negatives
 from parasim.negatives.topics import TopicsConfig, TopicsResult, fit_topics, load_topics
 from parasim.negatives.vectors import EncoderConfig, encode
+
+
+@dataclass(frozen=True)
+class NegativesSettings(Settings, section="negatives"):
+    """The ``negatives`` config section: one settings object per step."""
+
+    topics: TopicsConfig
+    encoder: EncoderConfig
+    select: SelectConfig
+    calibrate: CalibrateConfig
+
 
 __all__ = [
     "NEGATIVES_SCHEMA",
     "BandResult",
     "CalibrateConfig",
     "EncoderConfig",
+    "NegativesSettings",
     "SelectConfig",
     "TopicsConfig",
     "TopicsResult",

@@ -26,23 +26,23 @@ from typing import Any
 import numpy as np
 import pyarrow as pa
 
-from parasim.config import settings_from_dict
+from parasim.config import Settings
 from parasim.partition import CorpusConfig, partition_column
 
 log = logging.getLogger(__name__)
 
 
 @dataclasses.dataclass(frozen=True)
-class CalibrateConfig:
-    """The ``negatives.calibrate`` config section."""
+class CalibrateConfig(Settings, section="negatives.calibrate"):
+    """The ``negatives.calibrate`` config section (what each key means: the schema)."""
 
-    random_pairs: int = 20_000
-    lo_random_quantile: float = 0.90
-    hi_positive_quantile: float = 0.10
-    hi_random_quantile: float = 0.995
-    min_width: float = 0.01
-    seed: int = 13
-    positive_sample: int = 200  # positives whose other_en is encoded for calibration
+    random_pairs: int
+    positive_sample: int  # positives whose other_en is encoded for calibration
+    lo_random_quantile: float
+    hi_positive_quantile: float
+    hi_random_quantile: float
+    min_width: float
+    seed: int
 
 
 def calibration_rows(
@@ -53,7 +53,7 @@ def calibration_rows(
     Encoding every ``other_en`` would double the encoder's work for a quantile; a few hundred do.
     Put their vectors at these rows of a zero array of the shape of the English vectors.
     """
-    cfg = settings_from_dict(CalibrateConfig, cfg, "negatives.calibrate")
+    cfg = CalibrateConfig.from_config(cfg)
     has = np.array([bool(t) for t in positives.column("other_en").to_pylist()], dtype=bool)
     rows = np.nonzero(has)[0]
     rng = np.random.default_rng(cfg.seed)
@@ -111,8 +111,8 @@ def calibrate_band(
     Returns:
         partition -> :class:`BandResult`.
     """
-    cfg = settings_from_dict(CalibrateConfig, cfg, "negatives.calibrate")
-    ccfg = settings_from_dict(CorpusConfig, corpus_cfg, "corpus")
+    cfg = CalibrateConfig.from_config(cfg)
+    ccfg = CorpusConfig.from_config(corpus_cfg)
     parts = np.array(partition_column(positives, ccfg.partitions), dtype=object)
     docs = np.array(positives.column("pair_id").to_pylist(), dtype=object)
     en, en_ok = _unit(en_vectors)

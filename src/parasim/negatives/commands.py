@@ -13,16 +13,23 @@ card with the LDA topic count, coherence and passes of every partition.
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import json
 import logging
 import time
 from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import pyarrow as pa
 
 from parasim.stats import Stats
+
+if TYPE_CHECKING:
+    from parasim.negatives import NegativesSettings
+    from parasim.negatives.select import SelectConfig
+    from parasim.negatives.vectors import EncoderConfig
+    from parasim.partition import CorpusConfig
 
 log = logging.getLogger("parasim.negatives")
 
@@ -30,12 +37,13 @@ log = logging.getLogger("parasim.negatives")
 SELECTION_KEY = b"parasim.selection"
 
 
-def config_sections(args: argparse.Namespace) -> tuple[dict, dict]:
-    """The validated ``negatives`` and ``corpus`` sections (defaults when not given)."""
-    from parasim.config import validate_section
+def config_sections(args: argparse.Namespace) -> tuple[NegativesSettings, CorpusConfig]:
+    """The ``negatives`` and ``corpus`` settings (the schema's defaults where not given)."""
+    from parasim.negatives import NegativesSettings
+    from parasim.partition import CorpusConfig
 
-    neg = validate_section("negatives", json.loads(args.negatives_json or "{}"))
-    corpus = validate_section("corpus", json.loads(args.corpus_json or "{}"))
+    neg = NegativesSettings.from_config(json.loads(args.negatives_json or "{}"))
+    corpus = CorpusConfig.from_config(json.loads(args.corpus_json or "{}"))
     return neg, corpus
 
 
@@ -79,18 +87,15 @@ def read_positives(paths: Sequence[str], with_shards: bool = False) -> Any:
     return table
 
 
-def _with_threads(section: dict, key: str, threads: int | None) -> dict:
-    out = dict(section)
-    if threads:
-        out[key] = threads
-    return out
+def _with_threads(settings: Any, key: str, threads: int | None) -> Any:
+    """``settings`` with ``key`` set to the command's ``--threads`` (when given)."""
+    return dataclasses.replace(settings, **{key: threads}) if threads else settings
 
 
-def encoder_label(enc: dict) -> str:
+def encoder_label(cfg: EncoderConfig) -> str:
     """The encoder as one line for the dataset card."""
-    from parasim.negatives.vectors import EncoderConfig, resolve_model
+    from parasim.negatives.vectors import resolve_model
 
-    cfg = EncoderConfig(**enc)
     try:
         _, gguf = resolve_model(cfg)
     except FileNotFoundError:
@@ -108,8 +113,8 @@ def cmd_fit_topics(args: argparse.Namespace) -> None:
     neg, corpus = config_sections(args)
     positives = read_positives(args.positives)
     t0 = time.perf_counter()
-    topics_cfg = _with_threads(neg["topics"], "workers", args.threads)
-    res = fit_topics(positives, topics_cfg, args.out, partitions=corpus["partitions"])
+    topics_cfg = _with_threads(neg.topics, "workers", args.threads)
+    res = fit_topics(positives, topics_cfg, args.out, partitions=corpus.partitions)
     partitions = {
         p: {k: v.get(k) for k in ("n_documents", "num_topics", "coherence", "passes", "reason")}
         for p, v in res.partitions.items()
@@ -127,7 +132,7 @@ def cmd_fit_topics(args: argparse.Namespace) -> None:
     )
 
 
-def encode_by_shard(positives: pa.Table, shard: Any, enc: dict, cache: Path | None) -> Any:
+def encode_by_shard(positives: pa.Table, shard: Any, enc: EncoderConfig, cache: Path | None) -> Any:
     """M(en_text) of every row of ``positives``, encoded and cached one positives shard at a
     time (``shard``: the file index per row, from ``read_positives(..., with_shards=True)``): a
     rerun after one shard changed re-encodes that shard only (the cache key is the encoder and
@@ -153,7 +158,7 @@ def cmd_select_negatives(args: argparse.Namespace) -> None:
 
     from parasim.io import write_table
     from parasim.negatives import calibrate_band, calibration_rows, encode, load_topics
-    from parasim.negatives.vectors import EncoderConfig, model_key
+    from parasim.negatives.vectors import model_key
     from parasim.stagecli import need, write_stats
 
     neg, corpus = config_sections(args)
@@ -161,27 +166,27 @@ def cmd_select_negatives(args: argparse.Namespace) -> None:
     topics_dir = need(args.topics, "topics folder")
     need(str(topics_dir / "topics.json"), "topics summary")
     topics = load_topics(topics_dir)
-    enc = _with_threads(neg["encoder"], "threads", args.threads)
+    enc = _with_threads(neg.encoder, "threads", args.threads)
     cache = Path(args.cache_dir) if args.cache_dir else None
     t0 = time.perf_counter()
     ven = encode_by_shard(positives, shard, enc, cache)
     t_vec = time.perf_counter() - t0
     band_info: dict[str, dict[str, Any]] = {}
     band: Any = None
-    if neg["select"]["band"] == "auto":
-        rows = calibration_rows(positives, neg["calibrate"]).tolist()
+    if neg.select.band == "auto":
+        rows = calibration_rows(positives, neg.calibrate).tolist()
         voe = np.zeros_like(ven) if ven.size else None
         if rows and voe is not None:
             oe = positives.column("other_en").to_pylist()
             voe[rows] = encode([oe[i] for i in rows], enc, cache)
-        band = calibrate_band(positives, ven, voe, neg["calibrate"], corpus)
+        band = calibrate_band(positives, ven, voe, neg.calibrate, corpus)
         band_info = {p: b.as_dict() for p, b in band.items()}
     t1 = time.perf_counter()
-    sel = _with_threads(neg["select"], "threads", args.threads)
+    sel = _with_threads(neg.select, "threads", args.threads)
     table, st = select_negatives_table(positives, topics, ven, sel, corpus, band)
     selection = {
         "encoder": encoder_label(enc),
-        "encoder_key": model_key(EncoderConfig(**enc)),
+        "encoder_key": model_key(enc),
         "band": {p: v["band"] for p, v in st["partitions"].items()},
         "band_method": {p: band_info.get(p, {}).get("method", "config") for p in st["partitions"]},
         "band_detail": band_info,
@@ -224,7 +229,12 @@ def negatives_stats(
 
 
 def select_negatives_table(
-    positives: pa.Table, topics: Any, vectors: Any, select: dict, corpus: dict, band: Any
+    positives: pa.Table,
+    topics: Any,
+    vectors: Any,
+    select: SelectConfig,
+    corpus: CorpusConfig,
+    band: Any,
 ) -> tuple[pa.Table, dict[str, Any]]:
     """:func:`parasim.negatives.select_negatives`, with a logged line per partition."""
     from parasim.negatives import select_negatives

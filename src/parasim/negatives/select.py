@@ -40,38 +40,11 @@ from typing import Any
 import numpy as np
 import pyarrow as pa
 
-from parasim.config import settings_from_dict
-from parasim.io import SCHEMA_VERSION, stable_id
+from parasim.config import Settings
+from parasim.io import NEGATIVES_SCHEMA, stable_id
 from parasim.partition import CorpusConfig, partition_column, split_groups
 
 log = logging.getLogger(__name__)
-
-NEGATIVES_SCHEMA = pa.schema(
-    [
-        pa.field("id", pa.string(), nullable=False),  # stable_id("neg", source_id, cand_id)
-        pa.field("partition", pa.string(), nullable=False),
-        pa.field("pair_id", pa.string(), nullable=False),  # page pair of S
-        pa.field("cand_pair_id", pa.string(), nullable=False),  # page pair of the candidate
-        pa.field("site", pa.string(), nullable=False),
-        pa.field("domain", pa.string(), nullable=False),
-        pa.field("lang_pair", pa.string(), nullable=False),
-        pa.field("other_lang", pa.string(), nullable=False),
-        pa.field("en_text", pa.string(), nullable=False),  # S
-        pa.field("other_text", pa.string(), nullable=False),  # counterpart of the candidate
-        pa.field("other_en", pa.string()),  # its English translation
-        pa.field("cand_en_text", pa.string(), nullable=False),  # the candidate English sentence
-        pa.field("source_id", pa.string(), nullable=False),  # positive id of S
-        pa.field("cand_id", pa.string(), nullable=False),  # positive id of the candidate
-        pa.field("cosine", pa.float32(), nullable=False),  # cos(M(S), M(candidate))
-        pa.field("topic", pa.int32(), nullable=False),
-        pa.field("rank", pa.int32(), nullable=False),  # 0..n-1 among S's negatives
-        pa.field("en_url", pa.string(), nullable=False),
-        pa.field("other_url", pa.string(), nullable=False),
-        pa.field("en_idx", pa.list_(pa.int32()), nullable=False),
-        pa.field("other_idx", pa.list_(pa.int32()), nullable=False),
-    ],
-    metadata={"parasim.schema": "negatives", "parasim.schema_version": SCHEMA_VERSION},
-)
 
 _M64 = (1 << 64) - 1
 _GOLDEN = 0x9E3779B97F4A7C15
@@ -79,7 +52,7 @@ _WORD = re.compile(r"\w+")
 
 
 @dataclasses.dataclass(frozen=True)
-class SelectConfig:
+class SelectConfig(Settings, section="negatives.select"):
     """The ``negatives.select`` config section.
 
     Attributes:
@@ -98,14 +71,14 @@ class SelectConfig:
             output does not depend on it.
     """
 
-    band: Sequence[float] | str = (0.80, 0.90)
-    n_per_sentence: int = 10
-    seed: int = 13
-    near_dup_cosine: float = 0.8
-    within: str = "split"
-    balance: bool = True
-    block_elems: int = 4_000_000
-    threads: int = 2
+    band: Sequence[float] | str
+    n_per_sentence: int
+    seed: int
+    near_dup_cosine: float
+    within: str
+    balance: bool
+    block_elems: int
+    threads: int
 
     def __post_init__(self) -> None:
         if self.within not in ("split", "fold", "none"):
@@ -666,8 +639,8 @@ def select_negatives(
         (rows of :data:`NEGATIVES_SCHEMA` sorted by id, stats with counts by reason per run and
         the band used per partition).
     """
-    cfg = settings_from_dict(SelectConfig, cfg, "negatives.select")
-    ccfg = settings_from_dict(CorpusConfig, corpus_cfg, "corpus")
+    cfg = SelectConfig.from_config(cfg)
+    ccfg = CorpusConfig.from_config(corpus_cfg)
     topic_of = topics.topic_of() if hasattr(topics, "topic_of") else dict(topics)
     groups = None if cfg.within == "none" else split_groups(positives, ccfg, by=cfg.within)
     t0 = time.perf_counter()

@@ -36,43 +36,32 @@ from typing import Any
 
 import pyarrow as pa
 
-from parasim.config import settings_from_dict
-from parasim.io import read_table, write_table
-from parasim.partition import DEFAULT_PARTITIONS, partition_column
+from parasim.config import Settings, schema_default
+from parasim.io import DOC_TOPICS_SCHEMA, read_table, write_table
+from parasim.partition import partition_column
 
 log = logging.getLogger(__name__)
 
-DOC_TOPICS_SCHEMA = pa.schema(
-    [
-        pa.field("partition", pa.string(), nullable=False),
-        pa.field("pair_id", pa.string(), nullable=False),
-        pa.field("topic", pa.int32(), nullable=False),  # dominant topic
-        pa.field("topic_prob", pa.float32(), nullable=False),
-        pa.field("n_tokens", pa.int32(), nullable=False),  # tokens after preprocessing
-    ],
-    metadata={"parasim.schema": "doc_topics", "parasim.schema_version": "1"},
-)
-
 
 @dataclasses.dataclass(frozen=True)
-class TopicsConfig:
-    """The ``negatives.topics`` config section (paper defaults except ``passes``)."""
+class TopicsConfig(Settings, section="negatives.topics"):
+    """The ``negatives.topics`` config section (the schema: the paper's settings but ``passes``)."""
 
-    num_topics: Sequence[int] = (2, 5, 10, 15, 20, 25, 30, 40, 50, 60, 70, 80)
-    coherence: str = "c_v"  # or "u_mass"
-    passes: int = 50  # paper: 300
-    iterations: int = 50
-    chunksize: int = 100
-    update_every: int = 1
-    alpha: str | float = "auto"
-    random_state: int = 100
-    per_word_topics: bool = True
-    min_token_len: int = 3
-    bigrams: bool = False
-    bigram_min_count: int = 5
-    min_docs_per_topic: float = 3.0  # counts k with k * this > documents are skipped
-    workers: int = 1  # processes across topic counts
-    multicore: bool = False  # LdaMulticore per model (needs a fixed alpha)
+    num_topics: Sequence[int]
+    coherence: str  # "c_v" or "u_mass"
+    passes: int  # paper: 300
+    iterations: int
+    chunksize: int
+    update_every: int
+    alpha: str | float
+    random_state: int
+    per_word_topics: bool
+    min_token_len: int
+    bigrams: bool
+    bigram_min_count: int
+    min_docs_per_topic: float  # counts k with k * this > documents are skipped
+    workers: int  # processes across topic counts
+    multicore: bool  # LdaMulticore per model (needs a fixed alpha)
 
     def __post_init__(self) -> None:
         if not self.num_topics or any(int(k) < 1 for k in self.num_topics):
@@ -127,7 +116,7 @@ def documents(
 
     A page pair's English text is its positives' ``en_text`` in line order (first ``en_idx``).
     """
-    parts = partition_column(positives, partitions or DEFAULT_PARTITIONS)
+    parts = partition_column(positives, partitions or schema_default("corpus.partitions"))
     d = positives.select(["pair_id", "en_text", "en_idx", "id"]).to_pydict()
     lines: dict[tuple[str, str], list[tuple[int, str, str]]] = defaultdict(list)
     for i, part in enumerate(parts):
@@ -330,7 +319,7 @@ def fit_topics(
     Returns:
         The dominant topic of every page pair, the chosen model per partition, counts.
     """
-    cfg = settings_from_dict(TopicsConfig, cfg, "negatives.topics")
+    cfg = TopicsConfig.from_config(cfg)
     out_dir = Path(out_dir)
     out_dir.mkdir(parents=True, exist_ok=True)
     stats: Counter = Counter()

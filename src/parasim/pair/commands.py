@@ -16,7 +16,7 @@ def cmd_pair(args: argparse.Namespace) -> None:
     import pyarrow.compute as pc
 
     from parasim.io import read_table, write_table
-    from parasim.pair.stage import pair_pages
+    from parasim.pair.stage import UntranslatedPagesSettings, pair_pages
     from parasim.stagecli import UsageError, need, site_from_args, write_stats
 
     site = site_from_args(args)
@@ -24,7 +24,11 @@ def cmd_pair(args: argparse.Namespace) -> None:
         raise UsageError(f"--out names {len(args.out)} files but --shards is {args.shards}")
     pages = read_table(need(args.pages, "pages dataset"))
     t0 = time.perf_counter()
-    untranslated = json.loads(args.untranslated_json) if args.untranslated_json else None
+    untranslated = (
+        UntranslatedPagesSettings.from_config(json.loads(args.untranslated_json))
+        if args.untranslated_json
+        else None
+    )
     pairs, stats = pair_pages(
         pages, site, args.shards, one_to_one=site.one_to_one, untranslated=untranslated
     )

@@ -49,7 +49,7 @@ import lxml.etree
 import lxml.html
 import pyarrow as pa
 
-from parasim.config import SiteConfig
+from parasim.config import Settings, SiteConfig
 from parasim.io import PAIRS_SCHEMA, rows_to_table, shard_of, stable_id
 
 log = logging.getLogger(__name__)
@@ -65,6 +65,16 @@ UNPAIRED_REASONS = (
     "target_not_fetched",
     "no_evidence",
 )
+
+
+@dataclass(frozen=True)
+class UntranslatedPagesSettings(Settings, section="clean.untranslated_pages"):
+    """The ``clean.untranslated_pages`` config section: the pair stage measures the language of
+    each page's main text and leaves out the page pairs that are not translated."""
+
+    enabled: bool
+    min_share: float
+
 
 _SWITCHER_RE = re.compile(r"lang|lng|locale|i18n|language", re.IGNORECASE)
 _SWITCHER_MAX_DEPTH = 8
@@ -568,7 +578,7 @@ def pair_pages(
     n_shards: int,
     *,
     one_to_one: bool = True,
-    untranslated: Mapping[str, Any] | None = None,
+    untranslated: UntranslatedPagesSettings | Mapping[str, Any] | None = None,
 ) -> tuple[pa.Table, dict]:
     """Pair each English page of ``site`` with its counterpart in each other language.
 
@@ -583,9 +593,9 @@ def pair_pages(
             lets several English pages share one counterpart (e.g. two English demo pages whose
             toggles both lead to one French page); each English page still gets at most one
             counterpart per language.
-        untranslated: the ``clean.untranslated_pages`` section (``enabled``, ``min_share``):
-            measure the main-text language of both pages of each pair and leave out the pairs
-            whose pages are not translated (:func:`find_untranslated`). None: not measured.
+        untranslated: the ``clean.untranslated_pages`` settings (or that section as in the
+            config): measure the main-text language of both pages of each pair and leave out the
+            pairs whose pages are not translated (:func:`find_untranslated`). None: not measured.
 
     Returns:
         The pairs (:data:`parasim.io.PAIRS_SCHEMA`, sorted by ``(other_lang, en_url)``) and a stats
@@ -607,8 +617,10 @@ def pair_pages(
     valid = score_candidates(pg, ev, others)
     res = resolve_conflicts(valid, one_to_one)
     untr: list[dict] = []
-    if untranslated and untranslated.get("enabled", True):
-        untr = find_untranslated(pg, res, site, float(untranslated.get("min_share", 0.65)))
+    if untranslated is not None:
+        untranslated = UntranslatedPagesSettings.from_config(untranslated)
+    if untranslated is not None and untranslated.enabled:
+        untr = find_untranslated(pg, res, site, float(untranslated.min_share))
     table = pair_table(pg, res, site, n_shards)
     english, by_lang = count_unpaired(pg, ev, res, others)
 

@@ -12,16 +12,14 @@ from parasim.stats import Stats
 def cmd_parse(args: argparse.Namespace) -> None:
     """Parse the page pairs of one shard into lines."""
     from parasim.io import read_table, write_table
-    from parasim.parse.stage import parse_pairs
+    from parasim.parse.stage import ParsePagesSettings, parse_pairs
     from parasim.stagecli import need, section_from_args, site_from_args, write_stats
 
     site = site_from_args(args)
-    settings = section_from_args(args, "parse")
+    settings = ParsePagesSettings.from_config(section_from_args(args, "parse"))
     pairs = read_table(need(args.pairs, "pairs shard"))
     pages = read_table(need(args.pages, "pages dataset"))
-    lines, stats = parse_pairs(
-        pairs, pages, site, strict=settings["strict"], min_words=settings["min_words"]
-    )
+    lines, stats = parse_pairs(pairs, pages, site, settings)
     write_table(lines, args.out)
     write_stats(args.stats, parse_stats(stats, site.name))
 

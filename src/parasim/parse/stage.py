@@ -28,14 +28,16 @@ import logging
 import re
 import time
 from collections import Counter
+from collections.abc import Mapping
 from dataclasses import dataclass
+from typing import Any
 
 import lxml.etree
 import lxml.html
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from parasim.config import SiteConfig
+from parasim.config import Settings, SiteConfig
 from parasim.io import LINES_SCHEMA, rows_to_table
 
 log = logging.getLogger(__name__)
@@ -45,11 +47,19 @@ _ORDINAL_RE = re.compile(r"\d+\.")
 _PARSER = lxml.html.HTMLParser(encoding="utf-8", remove_comments=True, remove_pis=True)
 
 
+@dataclass(frozen=True)
+class ParsePagesSettings(Settings, section="parse"):
+    """The ``parse`` config section (what each key means: the schema)."""
+
+    strict: bool
+    min_words: int
+
+
 class ParseSkip(Exception):
     """A page cannot be turned into text; the message says why."""
 
 
-def clean_lines(text: str, min_words: int = 2) -> tuple[list[str], Counter]:
+def clean_lines(text: str, min_words: int) -> tuple[list[str], Counter]:
     """Split extracted text into kept lines and count the dropped ones.
 
     Args:
@@ -146,7 +156,7 @@ def page_pair_lines(
     other_html: str,
     selector=None,
     *,
-    min_words: int = 2,
+    min_words: int,
     config=None,
 ) -> PairText:
     """Clean lines of one page pair.
@@ -205,9 +215,7 @@ def parse_pairs(
     pairs: pa.Table,
     pages: pa.Table,
     site: SiteConfig,
-    *,
-    strict: bool = False,
-    min_words: int = 2,
+    settings: ParsePagesSettings | Mapping[str, Any] | None = None,
 ) -> tuple[pa.Table, dict]:
     """Turn page pairs into line lists (one row per page pair).
 
@@ -215,9 +223,10 @@ def parse_pairs(
         pairs: page pairs (:data:`parasim.io.PAIRS_SCHEMA`), e.g. one shard.
         pages: the crawl's pages (:data:`parasim.io.PAGES_SCHEMA`; ``url`` and ``html`` are used).
         site: the site (its ``main_selector``).
-        strict: keep only pairs with equal, non-zero line counts (the paper's rule); by default
-            every parsed pair is kept and flagged with ``equal_lines``.
-        min_words: the fewest words a kept line has (2 drops one-word lines, as the paper does).
+        settings: the ``parse`` settings (a mapping: the section as in the config, keys left out
+            take the schema's defaults): ``strict`` keeps only pairs with equal, non-zero line
+            counts (the paper's rule; off, every parsed pair is kept and flagged with
+            ``equal_lines``); ``min_words`` is the fewest words a kept line has.
 
     Returns:
         The lines table (:data:`parasim.io.LINES_SCHEMA`, in the order of ``pairs``) and stats:
@@ -228,8 +237,8 @@ def parse_pairs(
     Raises:
         ValueError: ``min_words`` < 1 or an invalid ``main_selector``.
     """
-    if min_words < 1:
-        raise ValueError(f"parse_pairs: min_words must be >= 1 (got {min_words})")
+    settings = ParsePagesSettings.from_config(settings)
+    strict, min_words = settings.strict, settings.min_words
     selector = site.main_text_selector()
     config = _parser_config()
     t0 = time.perf_counter()

@@ -162,9 +162,9 @@ def pair_map(table: pa.Table, langs, evidence, rewrites=()) -> dict[tuple[str, s
 def untranslated_pairs(table: pa.Table, site: SiteConfig) -> list[dict]:
     """The pairs the pair stage leaves out as untranslated with the default
     ``clean.untranslated_pages`` settings (each with the measured languages of its pages)."""
-    from parasim.config import validate_section
+    from parasim.pair.stage import UntranslatedPagesSettings
 
-    settings = validate_section("clean", {})["untranslated_pages"]
+    settings = UntranslatedPagesSettings.from_config({})
     with _quiet("parasim.pair"):
         _, stats = pair_pages(table, site, 1, one_to_one=False, untranslated=settings)
     return stats.get("untranslated", [])

@@ -14,13 +14,14 @@ columns joined; :func:`plot_distributions` draws the score distributions per lab
 divergence type.
 """
 
+from parasim.io import SCORE_COLUMNS, SCORES_SCHEMA
 from parasim.scores.load import join_scores, load, read_scores
 from parasim.scores.plot import PLOT_COLUMNS, plot_distributions
 from parasim.scores.stage import (
-    SCORE_COLUMNS,
-    SCORES_SCHEMA,
     SKIP_REASONS,
     SOURCES,
+    AmrSettings,
+    ScoresSettings,
     SentenceVectors,
     embedding_cosines,
     entity_cosines,
@@ -36,6 +37,8 @@ __all__ = [
     "SCORE_COLUMNS",
     "SKIP_REASONS",
     "SOURCES",
+    "AmrSettings",
+    "ScoresSettings",
     "SentenceVectors",
     "embedding_cosines",
     "entity_cosines",

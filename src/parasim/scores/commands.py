@@ -19,10 +19,16 @@ def cmd_score_pairs(args: argparse.Namespace) -> None:
 
     from parasim.amr import ParseCache
     from parasim.io import read_table, write_table
-    from parasim.scores import score_pairs
+    from parasim.scores import ScoresSettings, score_pairs
     from parasim.stagecli import UsageError, need, section_from_args, write_stats
+    from parasim.translate import TranslateSettings
 
-    cfg = section_from_args(args, "scores")
+    settings = ScoresSettings.from_config(section_from_args(args, "scores"))
+    translate = (
+        TranslateSettings.from_config(json.loads(args.translate_json))
+        if args.translate_json
+        else None
+    )
     positives = read_table(need(args.positives, "positives shard"))
     negatives = read_table(need(args.negatives, "negatives")) if args.negatives else None
     divergences = (
@@ -43,12 +49,12 @@ def cmd_score_pairs(args: argparse.Namespace) -> None:
             positives,
             negatives,
             divergences,
-            cfg,
+            settings,
             parse_cache=cache,
             vector_cache=args.vector_cache,
             sentence_cache=args.sentence_cache,
             workers=args.threads,
-            translate=json.loads(args.translate_json) if args.translate_json else None,
+            translate=translate,
         )
     finally:
         if cache is not None:

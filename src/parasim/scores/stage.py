@@ -2,25 +2,31 @@
 
 One row per input row, keyed by the ``id`` its table already carries (with ``source`` saying
 which table), in input order: the shard's positives, then the hard negatives drawn for them,
-then the shard's divergences. Steps (:func:`score_pairs`):
+then the shard's divergences. :func:`score_pairs` is the list of its steps, each a function of
+the :class:`Shard` on its way through them:
 
-1. :func:`gather_pairs`: the English side, the other side and its English translation
-   (``other_en``) of every row. A divergence whose edited side is the English one (or none)
-   takes its seed's translation; one whose other side was edited is translated with the
-   translate stage's backend and cache (:func:`translate_edits`).
-2. :func:`skip_reasons`: ``empty`` (a side or the translation is blank), ``untranslated`` (no
-   translation, or one equal to the other side) and ``too_long`` (over ``max_chars``) are
-   counted skips: no graph and null scores, except the embedding cosine, which needs no
-   translation.
-3. Parse both English texts through the parse cache (:class:`parasim.amr.Parser`); a sentence
-   the parser fails on gives a null graph, null aspects and ``skip_reason = parse_failed``
-   (counted, logged), never an exception that loses the shard.
-4. The 15 AMR aspects of seed 002 (:func:`parasim.amr.score_graph_pairs`).
-5. Seed 004 entity cosines (the entities of the parse pass's spaCy docs: no second spaCy run;
-   cached per sentence in the parse cache's file) and BM25 of a positive within its page pair.
-6. Surface scores: chrF and BLEU (sacrebleu, sentence level, 0-100) of the translation against
-   the English side; the embedding cosine of the two original sides (e5-torch by default, in
-   ``workers`` one-thread processes; vectors cached in SQLite).
+1. :func:`gather` (:func:`gather_pairs`): the English side, the other side and its English
+   translation (``other_en``) of every row. A divergence whose edited side is the English one
+   (or none) takes its seed's translation; one whose other side was edited is translated with
+   the translate stage's backend and cache (:func:`translate_edits`).
+2. :func:`select_rows` (:func:`skip_reasons`): ``empty`` (a side or the translation is blank),
+   ``untranslated`` (no translation, or one equal to the other side) and ``too_long`` (over
+   ``max_chars``) are counted skips: no graph and null scores, except the embedding cosine,
+   which needs no translation.
+3. :func:`start_embedding`: the sentence vectors of the two original sides (e5-torch by default,
+   in ``workers`` one-thread processes; vectors cached in SQLite) start encoding.
+4. :func:`score_surface`: chrF and BLEU (sacrebleu, sentence level, 0-100) of the translation
+   against the English side.
+5. :func:`load_parser` and 6. :func:`parse_graphs`: both English texts through the parse cache
+   (:class:`parasim.amr.Parser`); a sentence the parser fails on gives a null graph, null
+   aspects and ``skip_reason = parse_failed`` (counted, logged), never an exception that loses
+   the shard.
+7. :func:`score_aspects`: the 15 AMR aspects of seed 002 (:func:`parasim.amr.score_graph_pairs`).
+8. :func:`score_entities`: seed 004 entity cosines (the entities of the parse pass's spaCy docs:
+   no second spaCy run; cached per sentence in the parse cache's file).
+9. :func:`score_bm25`: BM25 of a positive within its page pair.
+10. :func:`score_embedding`: the embedding cosine of the two original sides.
+11. :func:`assemble`: the table and the counts.
 
 Every column is deterministic for given inputs and settings (seeded hill-climber, ordered
 output, scores rounded to 6 decimals), so reruns and resumed runs give identical shards.
@@ -33,13 +39,15 @@ import logging
 import os
 import time
 from collections import Counter
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
+from contextlib import contextmanager
+from dataclasses import asdict, dataclass, field
 from typing import Any
 
 import numpy as np
 import pyarrow as pa
 
-from parasim.amr import ASPECTS, ENTITY_GROUPS, ParseCache, Parser, ParseSettings
+from parasim.amr import ENTITY_GROUPS, ParseCache, Parser, ParseSettings
 from parasim.amr.entities import (
     bags_from_json,
     bags_to_json,
@@ -48,7 +56,9 @@ from parasim.amr.entities import (
     entity_bags,
     entity_cache_key,
 )
-from parasim.io import SCHEMA_VERSION
+from parasim.config import Settings
+from parasim.io import ENTITY_COLUMNS, SCORE_COLUMNS, SCORES_SCHEMA
+from parasim.translate.base import TranslateSettings
 
 log = logging.getLogger(__name__)
 
@@ -56,40 +66,39 @@ log = logging.getLogger(__name__)
 SOURCES = {"positives": "positive", "negatives": "negative", "divergences": "divergence"}
 #: Why a row has no graphs and no scores (``skip_reason``), in the order they are checked.
 SKIP_REASONS = ("empty", "untranslated", "too_long", "parse_failed")
-#: Entity columns (seed 004).
-ENTITY_COLUMNS = tuple(f"ent_{g}" for g in ENTITY_GROUPS)
-#: Every score column, in the order of the schema.
-SCORE_COLUMNS = (
-    *(f"amr_{a}" for a in ASPECTS),
-    *ENTITY_COLUMNS,
-    "bm25",
-    "bm25_norm",
-    "chrf",
-    "bleu",
-    "emb_cosine",
-)
-
-SCORES_SCHEMA = pa.schema(
-    [
-        pa.field("id", pa.string(), nullable=False),  # the row's id in its source table
-        pa.field("source", pa.string(), nullable=False),  # positive / negative / divergence
-        pa.field("site", pa.string()),
-        pa.field("pair_id", pa.string()),  # page pair of the English side
-        pa.field("label", pa.int8()),  # 1 positive, 0 hard negative, null divergence
-        pa.field("type", pa.string()),  # divergence type (equivalent, ...); null otherwise
-        pa.field("en_text", pa.string(), nullable=False),
-        pa.field("other_text", pa.string(), nullable=False),
-        pa.field("other_en", pa.string()),  # English translation of other_text, as scored
-        pa.field("skip_reason", pa.string()),  # null: scored; else one of SKIP_REASONS
-        pa.field("graph_en", pa.string()),  # AMR of en_text, Penman notation
-        pa.field("graph_other", pa.string()),  # AMR of other_en
-        *(pa.field(c, pa.float32()) for c in SCORE_COLUMNS),
-    ],
-    metadata={"parasim.schema": "scores", "parasim.schema_version": SCHEMA_VERSION},
-)
-
 #: Rows of every source carry these (the rest of a row is scores).
 _TEXT_KEYS = ("id", "source", "site", "pair_id", "label", "type", "en_text", "other_text")
+
+
+@dataclass(frozen=True)
+class AmrSettings(Settings, section="scores.amr"):
+    """The ``scores.amr`` config section: the parser and the aspect scores."""
+
+    enabled: bool
+    parser: str
+    spacy: tuple[str, ...]
+    amrlib_model: str | None
+    device: str
+    batch_size: int
+    processes: int | None
+    vectors: str
+    solver: str
+    restarts: int
+    iters: int
+
+
+@dataclass(frozen=True)
+class ScoresSettings(Settings, section="scores"):
+    """The ``scores`` config section (what each key means: the schema)."""
+
+    inputs: tuple[str, ...]
+    translate_edits: bool
+    max_chars: int
+    amr: AmrSettings
+    entities: bool
+    bm25: bool
+    surface: bool
+    embedding: str | None
 
 
 def _cpu() -> float:
@@ -417,10 +426,12 @@ def embedding_cosines(
 # ------------------------------------------------------------------- 1b. edited other sides
 
 
-def translate_edits(rows: Sequence[dict[str, Any]], translate: Mapping[str, Any]) -> dict[str, int]:
+def translate_edits(
+    rows: Sequence[dict[str, Any]], translate: TranslateSettings | Mapping[str, Any]
+) -> dict[str, int]:
     """Translate the edited other sides of divergences into ``other_en`` (in place).
 
-    The translate stage's backend and cache (the ``translate:`` section, its ``cache`` file):
+    The translate stage's backend and cache (the ``translate`` settings, its ``cache`` file):
     a sentence translated before costs nothing. A failed translation stays None (the row is
     then skipped as ``untranslated``).
 
@@ -438,11 +449,10 @@ def translate_edits(rows: Sequence[dict[str, Any]], translate: Mapping[str, Any]
     counts = {"edits_translated": 0, "edits_untranslated": 0}
     if not todo:
         return counts
-    cfg = dict(translate)
-    cache_path = cfg.pop("cache", None)
-    backend = make_translator(cfg)
+    settings = TranslateSettings.from_config(translate)
+    backend = make_translator(settings)
     try:
-        with TranslationCache(cache_path) as cache:
+        with TranslationCache(settings.cache) as cache:
             for lang, idx in sorted(todo.items()):
                 out, _ = translate_texts([rows[k]["other_text"] for k in idx], lang, backend, cache)
                 for k, text in zip(idx, out, strict=True):
@@ -456,215 +466,315 @@ def translate_edits(rows: Sequence[dict[str, Any]], translate: Mapping[str, Any]
 # -------------------------------------------------------------------------------- the stage
 
 
+@dataclass
+class Shard:
+    """One shard on its way through the steps: its rows, which of them are scored, the score
+    columns filled so far, the counts and the time each step took."""
+
+    settings: ScoresSettings
+    workers: int
+    started: float = field(default_factory=time.perf_counter)
+    rows: list[dict[str, Any]] = field(default_factory=list)
+    reasons: list[str | None] = field(default_factory=list)  # skip reason per row (None: scored)
+    ok: list[int] = field(default_factory=list)  # the rows scored
+    en: list[str] = field(default_factory=list)  # their English sides
+    oe: list[str] = field(default_factory=list)  # their translations
+    cols: dict[str, list] = field(default_factory=dict)  # graph and score columns, per row
+    graphs: tuple[list, list] | None = None  # the parsed graphs of the rows scored
+    stats: dict[str, Any] = field(default_factory=dict)
+    seconds: dict[str, float] = field(default_factory=dict)
+    cpu: dict[str, float] = field(default_factory=dict)  # CPU seconds, worker processes included
+
+    @contextmanager
+    def timed(self, step: str) -> Iterator[None]:
+        """Time the block as ``step``: wall and CPU seconds (kept when it does not raise)."""
+        t0, c0 = time.perf_counter(), _cpu()
+        yield
+        self.seconds[step] = time.perf_counter() - t0
+        self.cpu[step] = _cpu() - c0
+
+    def put(self, name: str, values: Sequence) -> None:
+        """Fill column ``name`` at the rows scored (``values``: one per scored row)."""
+        for i, v in zip(self.ok, values, strict=True):
+            self.cols[name][i] = v
+
+
+def gather(
+    sh: Shard,
+    positives: pa.Table,
+    negatives: pa.Table | None,
+    divergences: pa.Table | None,
+    translate: TranslateSettings | Mapping[str, Any] | None,
+) -> None:
+    """Step 1: the rows to score (:func:`gather_pairs`); with ``translate`` (and
+    ``translate_edits`` on) the divergences' edited other sides translated
+    (:func:`translate_edits`)."""
+    sh.rows = gather_pairs(positives, negatives, divergences, sh.settings.inputs)
+    if sh.settings.translate_edits and translate is not None:
+        with sh.timed("translate"):
+            sh.stats.update(translate_edits(sh.rows, translate))
+
+
+def select_rows(sh: Shard) -> None:
+    """Step 2: the skip reason of every row, the rows left to score and empty score columns."""
+    sh.reasons = skip_reasons(sh.rows, int(sh.settings.max_chars))
+    sh.ok = [i for i, r in enumerate(sh.reasons) if r is None]
+    sh.en = [sh.rows[i]["en_text"] for i in sh.ok]
+    sh.oe = [sh.rows[i]["other_en"] for i in sh.ok]
+    n = len(sh.rows)
+    sh.cols = {c: [None] * n for c in ("graph_en", "graph_other", *SCORE_COLUMNS)}
+    sh.stats.update(rows_in=n, n_rows=n)
+
+
+def start_embedding(sh: Shard, sentence_cache: str | None) -> tuple[SentenceVectors | None, bool]:
+    """Step 3: the sentence vectors of ``emb_cosine``, which do not depend on the parse.
+
+    With e5-torch on a CPU their worker processes start now and encode while this process
+    parses (in one process then: the second core is theirs) and scores the aspects
+    (BENCHMARKS.md, issue 13).
+
+    Returns:
+        The encoder (None: no embedding) and whether it encodes in the background.
+    """
+    if not sh.settings.embedding or not sh.rows:
+        return None, False
+    sv = SentenceVectors(sh.settings.embedding, sentence_cache, processes=max(1, sh.workers))
+    texts = [r[k] for r in sh.rows for k in ("en_text", "other_text")]
+    return sv, sv.prefetch([t for t in texts if _norm(t)])
+
+
+def score_surface(sh: Shard) -> None:
+    """Step 4: chrF and BLEU of the translations against the English sides.
+
+    First of the scores: beside the starting embedding workers this single-threaded step costs
+    half the wall time it costs at the end, where nothing else runs.
+    """
+    if sh.settings.surface and sh.ok:
+        with sh.timed("surface"):
+            for k, v in surface_scores(sh.oe, sh.en).items():
+                sh.put(k, v)
+
+
+def load_parser(
+    sh: Shard, parser: Parser | None, parse_cache: ParseCache | None, overlap: bool
+) -> Parser | None:
+    """Step 5: the AMR parser (its spaCy pipeline also gives the entities), when a step needs
+    it: ``parser`` when given, else one built from ``scores.amr``."""
+    amr = sh.settings.amr
+    if (amr.enabled or sh.settings.entities) and sh.ok:
+        processes = amr.processes or (1 if overlap else max(1, sh.workers))
+        parse = ParseSettings(
+            parser=amr.parser,
+            spacy=tuple(amr.spacy),
+            amrlib_model=amr.amrlib_model,
+            device=amr.device,
+            batch_size=int(amr.batch_size),
+            max_chars=int(sh.settings.max_chars),
+            processes=int(processes),
+        )
+        parser = parser or Parser(parse, parse_cache)
+    log.info(
+        "%d rows (%s); %d to score, skipped %s",
+        len(sh.rows),
+        dict(Counter(r["source"] for r in sh.rows)),
+        len(sh.ok),
+        dict(Counter(r for r in sh.reasons if r)),
+    )
+    return parser
+
+
+def parse_graphs(sh: Shard, parser: Parser) -> None:
+    """Step 6: both English texts of every scored row as AMR graphs (through the parse cache);
+    a sentence the parser fails on makes its row ``parse_failed``."""
+    if not (sh.settings.amr.enabled and sh.ok):
+        return
+    with sh.timed("parse"):
+        graphs, pc = parser.parse([*sh.en, *sh.oe])
+        ga, gb = graphs[: len(sh.ok)], graphs[len(sh.ok) :]
+    log.info(
+        "parsed %d sentences, %d from the cache, %d failed (%.1f s)",
+        pc.parsed,
+        pc.cached,
+        pc.failed,
+        sh.seconds["parse"],
+    )
+    sh.stats.update(
+        sentences_parsed=pc.parsed,
+        sentences_cached=pc.cached,
+        sentences_failed=pc.failed,
+        parse_errors=pc.errors[:20],
+    )
+    for e in pc.errors:
+        log.warning("parse failed: %s", e)
+    sh.put("graph_en", ga)
+    sh.put("graph_other", gb)
+    for i, a, b in zip(sh.ok, ga, gb, strict=True):
+        if a is None or b is None:
+            sh.reasons[i] = "parse_failed"
+    sh.graphs = (ga, gb)
+
+
+def score_aspects(sh: Shard, vectors, vector_cache: str | None, sv: SentenceVectors | None) -> None:
+    """Step 7: the 15 AMR aspects of seed 002 of every pair of graphs."""
+    if sh.graphs is None:
+        return
+    from parasim.amr import load_vectors, score_graph_pairs
+
+    amr = sh.settings.amr
+    ga, gb = sh.graphs
+    with sh.timed("aspects"):
+        if vectors is None:  # (an empty LabelVectors is falsy)
+            vectors = load_vectors(amr.vectors, vector_cache)
+        if sv is not None and sv.workers is not None and hasattr(vectors, "workers"):
+            # e5-torch labels go to the sentence workers: the model is loaded there, and
+            # they encode while this process's forked workers score the other aspects
+            vectors.workers = sv.workers
+        aspects = score_graph_pairs(
+            ga, gb, vectors, amr.solver, int(amr.restarts), int(amr.iters), max(1, sh.workers)
+        )
+        for k, v in aspects.items():
+            sh.put(f"amr_{k}", v)
+    log.info("15 aspects of %d pairs (%.1f s)", len(sh.ok), sh.seconds["aspects"])
+    sh.stats["aspect_pairs"] = sum(
+        a is not None and b is not None for a, b in zip(ga, gb, strict=True)
+    )
+
+
+def score_entities(sh: Shard, parser: Parser, parse_cache: ParseCache | None) -> None:
+    """Step 8: seed 004's entity cosines (the entities of the parse pass, cached per sentence)."""
+    if not (sh.settings.entities and sh.ok):
+        return
+    with sh.timed("entities"):
+        ents, ec = entity_cosines(
+            sh.en,
+            sh.oe,
+            parser.nlp,
+            parse_cache,
+            int(sh.settings.amr.batch_size),
+            known=parser.entities,
+        )
+        for k, v in ents.items():
+            sh.put(k, v)
+        sh.stats.update(ec)
+    log.info(
+        "entities: %d sentences from the parse pass, %d cached, %d through NER (%.1f s)",
+        ec["entity_texts_parse"],
+        ec["entity_texts_cached"],
+        ec["entity_texts_ner"],
+        sh.seconds["entities"],
+    )
+
+
+def score_bm25(sh: Shard) -> None:
+    """Step 9: BM25 of each positive within its page pair (the other rows stay null)."""
+    if not (sh.settings.bm25 and sh.ok):
+        return
+    with sh.timed("bm25"):
+        rows, ok = sh.rows, sh.ok
+        pos = [k for k, i in enumerate(ok) if rows[i]["source"] == "positive"]
+        if pos:
+            groups = [rows[ok[k]]["pair_id"] for k in pos]
+            bm = bm25_in_groups([sh.en[k] for k in pos], [sh.oe[k] for k in pos], groups)
+            for name in ("bm25", "bm25_norm"):
+                for k, v in zip(pos, bm[name], strict=True):
+                    sh.cols[name][ok[k]] = None if v is None else round(v, 6)
+
+
+def score_embedding(sh: Shard, sv: SentenceVectors | None, overlap: bool) -> None:
+    """Step 10: the embedding cosine of the two original sides of every row (skipped rows too:
+    it needs no translation), from the vectors step 3 started."""
+    if sv is None:
+        return
+    with sh.timed("embedding"):
+        sh.cols["emb_cosine"] = embedding_cosines(
+            [r["en_text"] for r in sh.rows], [r["other_text"] for r in sh.rows], sv
+        )
+        sh.stats.update(
+            embedding_texts_encoded=sv.n_encoded,
+            embedding_texts_cached=sv.n_cached,
+            embedding_in_background=overlap,
+        )
+    log.info("embedding cosines: %d texts encoded (%.1f s)", sv.n_encoded, sh.seconds["embedding"])
+
+
+def assemble(sh: Shard) -> tuple[pa.Table, dict[str, Any]]:
+    """Step 11: the scores table and the stage's counts.
+
+    Rows whose parse failed keep their other scores; a skipped row keeps only ``emb_cosine``.
+    """
+    rows = sh.rows
+    data = {k: [r[k] for r in rows] for k in _TEXT_KEYS}
+    data["other_en"] = [r["other_en"] for r in rows]
+    data["skip_reason"] = sh.reasons
+    data.update(sh.cols)
+    table = pa.table({f.name: data[f.name] for f in SCORES_SCHEMA}, schema=SCORES_SCHEMA)
+    sh.seconds["total"] = time.perf_counter() - sh.started
+    sh.stats.update(
+        rows_by_source=dict(Counter(r["source"] for r in rows)),
+        skipped_by_reason={r: sh.reasons.count(r) for r in SKIP_REASONS},
+        pairs_scored=sum(r is None for r in sh.reasons),
+        seconds={k: round(v, 3) for k, v in sh.seconds.items()},
+        cpu_seconds={k: round(v, 3) for k, v in sh.cpu.items()},
+        config=json.dumps(asdict(sh.settings), sort_keys=True),
+    )
+    return table, sh.stats
+
+
 def score_pairs(
     positives: pa.Table,
     negatives: pa.Table | None,
     divergences: pa.Table | None,
-    settings: Mapping[str, Any],
+    settings: ScoresSettings | Mapping[str, Any] | None,
+    *,
     parse_cache: ParseCache | None = None,
     vector_cache: str | None = None,
     sentence_cache: str | None = None,
     workers: int = 1,
+    translate: TranslateSettings | Mapping[str, Any] | None = None,
     vectors=None,
     parser: Parser | None = None,
-    translate: Mapping[str, Any] | None = None,
 ) -> tuple[pa.Table, dict[str, Any]]:
     """Score one shard: the stage function.
+
+    Steps: :func:`gather`, :func:`select_rows`,
+    :func:`start_embedding`, :func:`score_surface`, :func:`load_parser`, :func:`parse_graphs`,
+    :func:`score_aspects`, :func:`score_entities`, :func:`score_bm25`, :func:`score_embedding`,
+    :func:`assemble`.
 
     Args:
         positives: The shard's positives.
         negatives: All hard negatives (filtered to those of these positives), or None.
         divergences: The shard's divergences, or None.
-        settings: The validated ``scores`` config section.
+        settings: The ``scores`` settings (a mapping: the section as in the config, keys left
+            out take the schema's defaults).
         parse_cache: Graphs (and entity bags) by sentence.
         vector_cache: SQLite file of concept-label vectors.
         sentence_cache: SQLite file of sentence vectors (embedding cosine).
         workers: Processes for the aspects, the spaCy parse (``amr.processes`` unset) and the
             ``e5-torch`` embedding.
+        translate: The ``translate`` settings: with them, the edited other sides of divergences
+            are translated (``scores.translate_edits``); without, they are skipped as
+            ``untranslated``.
         vectors: Label vectors to use instead of loading ``settings.amr.vectors`` (tests).
         parser: A loaded parser to reuse (tests).
-        translate: The ``translate:`` config section: with it, the edited other sides of
-            divergences are translated (``scores.translate_edits``); without, they are skipped
-            as ``untranslated``.
 
     Returns:
         The table (:data:`SCORES_SCHEMA`) and the stats of the shard.
     """
-    from parasim.amr import load_vectors, score_graph_pairs
-
-    t_all = time.perf_counter()
-    seconds: dict[str, float] = {}
-    cpu: dict[str, float] = {}  # CPU seconds per step, worker processes included
-    amr = dict(settings.get("amr", {}))
-    rows = gather_pairs(positives, negatives, divergences, settings.get("inputs", tuple(SOURCES)))
-    stats: dict[str, Any] = {}
-    if settings.get("translate_edits", True) and translate is not None:
-        t0, c0 = time.perf_counter(), _cpu()
-        stats.update(translate_edits(rows, translate))
-        seconds["translate"] = time.perf_counter() - t0
-        cpu["translate"] = _cpu() - c0
-    reasons = skip_reasons(rows, int(settings.get("max_chars", 1000)))
-    ok = [i for i, r in enumerate(reasons) if r is None]
-    en = [rows[i]["en_text"] for i in ok]
-    oe = [rows[i]["other_en"] for i in ok]
-    n = len(rows)
-    cols: dict[str, list] = {c: [None] * n for c in ("graph_en", "graph_other", *SCORE_COLUMNS)}
-    stats.update(rows_in=n, n_rows=n)
-
-    def put(name: str, values: Sequence) -> None:
-        for i, v in zip(ok, values, strict=True):
-            cols[name][i] = v
-
-    # The sentence vectors of emb_cosine do not depend on the parse: with e5-torch on a CPU their
-    # worker processes start now and encode while this process parses (in one process then: the
-    # second core is theirs) and scores the aspects (BENCHMARKS.md, issue 13).
-    sv = None
-    overlap = False
-    if settings.get("embedding") and rows:
-        sv = SentenceVectors(settings["embedding"], sentence_cache, processes=max(1, workers))
-        texts = [r[k] for r in rows for k in ("en_text", "other_text")]
-        overlap = sv.prefetch([t for t in texts if _norm(t)])
+    sh = Shard(ScoresSettings.from_config(settings), workers)
+    gather(sh, positives, negatives, divergences, translate)
+    select_rows(sh)
+    sv, overlap = start_embedding(sh, sentence_cache)
     try:
-        # chrF and BLEU first: beside the starting workers this single-threaded step costs half
-        # the wall time it costs at the end, where nothing else runs
-        if settings.get("surface", True) and ok:
-            t0, c0 = time.perf_counter(), _cpu()
-            for k, v in surface_scores(oe, en).items():
-                put(k, v)
-            seconds["surface"] = time.perf_counter() - t0
-            cpu["surface"] = _cpu() - c0
-        need_nlp = amr.get("enabled", True) or settings.get("entities", True)
-        if need_nlp and ok:
-            parse = ParseSettings(
-                parser=amr.get("parser", "rules"),
-                spacy=tuple(amr.get("spacy", ParseSettings().spacy)),
-                amrlib_model=amr.get("amrlib_model"),
-                device=amr.get("device", "auto"),
-                batch_size=int(amr.get("batch_size", 64)),
-                max_chars=int(settings.get("max_chars", 1000)),
-                processes=int(amr.get("processes") or (1 if overlap else max(1, workers))),
-            )
-            parser = parser or Parser(parse, parse_cache)
-        log.info(
-            "%d rows (%s); %d to score, skipped %s",
-            n,
-            dict(Counter(r["source"] for r in rows)),
-            len(ok),
-            dict(Counter(r for r in reasons if r)),
-        )
-        if amr.get("enabled", True) and ok:
-            t0, c0 = time.perf_counter(), _cpu()
-            graphs, pc = parser.parse([*en, *oe])
-            log.info(
-                "parsed %d sentences, %d from the cache, %d failed (%.1f s)",
-                pc.parsed,
-                pc.cached,
-                pc.failed,
-                time.perf_counter() - t0,
-            )
-            ga, gb = graphs[: len(ok)], graphs[len(ok) :]
-            seconds["parse"] = time.perf_counter() - t0
-            cpu["parse"] = _cpu() - c0
-            stats.update(
-                sentences_parsed=pc.parsed,
-                sentences_cached=pc.cached,
-                sentences_failed=pc.failed,
-                parse_errors=pc.errors[:20],
-            )
-            for e in pc.errors:
-                log.warning("parse failed: %s", e)
-            put("graph_en", ga)
-            put("graph_other", gb)
-            for i, a, b in zip(ok, ga, gb, strict=True):
-                if a is None or b is None:
-                    reasons[i] = "parse_failed"
-            t0, c0 = time.perf_counter(), _cpu()
-            if vectors is None:  # (an empty LabelVectors is falsy)
-                vectors = load_vectors(amr.get("vectors", "e5-torch"), vector_cache)
-            if sv is not None and sv.workers is not None and hasattr(vectors, "workers"):
-                # e5-torch labels go to the sentence workers: the model is loaded there, and
-                # they encode while this process's forked workers score the other aspects
-                vectors.workers = sv.workers
-            aspects = score_graph_pairs(
-                ga,
-                gb,
-                vectors,
-                amr.get("solver", "hillclimber"),
-                int(amr.get("restarts", 4)),
-                int(amr.get("iters", 2)),
-                max(1, workers),
-            )
-            for k, v in aspects.items():
-                put(f"amr_{k}", v)
-            seconds["aspects"] = time.perf_counter() - t0
-            cpu["aspects"] = _cpu() - c0
-            log.info("15 aspects of %d pairs (%.1f s)", len(ok), seconds["aspects"])
-            stats["aspect_pairs"] = sum(
-                a is not None and b is not None for a, b in zip(ga, gb, strict=True)
-            )
-        if settings.get("entities", True) and ok:
-            t0, c0 = time.perf_counter(), _cpu()
-            ents, ec = entity_cosines(
-                en,
-                oe,
-                parser.nlp,
-                parse_cache,
-                int(amr.get("batch_size", 64)),
-                known=parser.entities,
-            )
-            for k, v in ents.items():
-                put(k, v)
-            stats.update(ec)
-            seconds["entities"] = time.perf_counter() - t0
-            cpu["entities"] = _cpu() - c0
-            log.info(
-                "entities: %d sentences from the parse pass, %d cached, %d through NER (%.1f s)",
-                ec["entity_texts_parse"],
-                ec["entity_texts_cached"],
-                ec["entity_texts_ner"],
-                seconds["entities"],
-            )
-        if settings.get("bm25", True) and ok:
-            t0, c0 = time.perf_counter(), _cpu()
-            pos = [k for k, i in enumerate(ok) if rows[i]["source"] == "positive"]
-            if pos:
-                groups = [rows[ok[k]]["pair_id"] for k in pos]
-                bm = bm25_in_groups([en[k] for k in pos], [oe[k] for k in pos], groups)
-                for name in ("bm25", "bm25_norm"):
-                    for k, v in zip(pos, bm[name], strict=True):
-                        cols[name][ok[k]] = None if v is None else round(v, 6)
-            seconds["bm25"] = time.perf_counter() - t0
-            cpu["bm25"] = _cpu() - c0
+        score_surface(sh)
+        parser = load_parser(sh, parser, parse_cache, overlap)
+        parse_graphs(sh, parser)
+        score_aspects(sh, vectors, vector_cache, sv)
+        score_entities(sh, parser, parse_cache)
+        score_bm25(sh)
     except BaseException:
         if sv is not None:
             sv.cancel()
         raise
-    if sv is not None:
-        t0, c0 = time.perf_counter(), _cpu()
-        cols["emb_cosine"] = embedding_cosines(
-            [r["en_text"] for r in rows], [r["other_text"] for r in rows], sv
-        )
-        stats.update(
-            embedding_texts_encoded=sv.n_encoded,
-            embedding_texts_cached=sv.n_cached,
-            embedding_in_background=overlap,
-        )
-        seconds["embedding"] = time.perf_counter() - t0
-        cpu["embedding"] = _cpu() - c0
-        log.info("embedding cosines: %d texts encoded (%.1f s)", sv.n_encoded, seconds["embedding"])
-    # rows whose parse failed keep their other scores; a skipped row keeps only emb_cosine
-    data = {k: [r[k] for r in rows] for k in _TEXT_KEYS}
-    data["other_en"] = [r["other_en"] for r in rows]
-    data["skip_reason"] = reasons
-    data.update(cols)
-    table = pa.table({f.name: data[f.name] for f in SCORES_SCHEMA}, schema=SCORES_SCHEMA)
-    seconds["total"] = time.perf_counter() - t_all
-    stats.update(
-        rows_by_source=dict(Counter(r["source"] for r in rows)),
-        skipped_by_reason={r: reasons.count(r) for r in SKIP_REASONS},
-        pairs_scored=sum(r is None for r in reasons),
-        seconds={k: round(v, 3) for k, v in seconds.items()},
-        cpu_seconds={k: round(v, 3) for k, v in cpu.items()},
-        config=json.dumps(dict(settings), sort_keys=True),
-    )
-    return table, stats
+    score_embedding(sh, sv, overlap)
+    return assemble(sh)

@@ -7,8 +7,8 @@ Translate's web page, the seed paper's choice; needs internet) and ``identity``.
 """
 
 from parasim.translate.base import (
-    COMMON_DEFAULTS,
     BackendUnavailable,
+    TranslateSettings,
     TranslationError,
     Translator,
     available_backends,
@@ -26,9 +26,9 @@ from parasim.translate.stage import (
 )
 
 __all__ = [
-    "COMMON_DEFAULTS",
     "REASONS",
     "BackendUnavailable",
+    "TranslateSettings",
     "TranslationCache",
     "TranslationError",
     "Translator",

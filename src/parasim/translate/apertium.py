@@ -22,7 +22,12 @@ from collections import deque
 from collections.abc import Mapping, Sequence
 from typing import Any, ClassVar
 
-from parasim.translate.base import BackendUnavailable, TranslationError, Translator
+from parasim.translate.base import (
+    BackendUnavailable,
+    TranslateSettings,
+    TranslationError,
+    Translator,
+)
 
 #: Apertium language codes (ISO 639-3 or -1) -> the ISO 639-1 codes parasim uses.
 _ISO1 = {
@@ -125,8 +130,8 @@ def _strip_marks(out: str, src: str) -> str:
 class ApertiumTranslator(Translator):
     """Translate with the ``apertium`` command line (one process per mode per batch).
 
-    Config keys (besides the common ones): ``apertium_modes``: {lang: [mode, ...]} to override
-    the chains found with ``apertium -l``; ``apertium_datadir``: passed as ``-d``; ``threads``:
+    Settings (besides the common ones): ``apertium_modes``: {lang: [mode, ...]} to override
+    the chains found with ``apertium -l``; ``apertium_datadir``: passed as ``-d``. ``threads``:
     a batch is cut into this many parts, translated by as many apertium processes at once.
 
     Raises:
@@ -137,18 +142,22 @@ class ApertiumTranslator(Translator):
     default_batch_size: ClassVar[int] = 1000
     batch_chars: ClassVar[int] = 200_000
 
-    def __init__(self, cfg: Mapping[str, Any] | None = None) -> None:
-        super().__init__(cfg)
+    def __init__(
+        self,
+        settings: TranslateSettings | Mapping[str, Any] | None = None,
+        threads: int | None = None,
+    ) -> None:
+        super().__init__(settings, threads)
         self.binary = shutil.which("apertium")
         if self.binary is None:
             raise BackendUnavailable(
                 "translate.backend apertium: the `apertium` command is not on PATH "
                 "(Debian/Ubuntu: apt-get install apertium apertium-eng-spa apertium-fr-es)"
             )
-        self.datadir = self.cfg.get("apertium_datadir")
+        self.datadir = self.settings.apertium_datadir
         self._env = _utf8_env()
         self.modes = list_modes(self.datadir) or []
-        overrides = self.cfg.get("apertium_modes") or {}
+        overrides = self.settings.apertium_modes
         self._chains: dict[str, list[str] | None] = {k: list(v) for k, v in overrides.items()}
         unknown = sorted({m for v in self._chains.values() for m in v or []} - set(self.modes))
         if unknown:
@@ -156,7 +165,7 @@ class ApertiumTranslator(Translator):
                 f"translate.apertium_modes: mode(s) {unknown} are not installed; "
                 f"`apertium -l` lists {self.modes}"
             )
-        self.threads = max(1, int(self.cfg.get("threads") or 1))
+        self.threads = max(1, int(threads or 1))
         #: Batches whose paragraph count came back wrong and were split (for the log).
         self.n_resplit = 0
 

@@ -10,18 +10,42 @@ from __future__ import annotations
 import importlib
 from abc import ABC, abstractmethod
 from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
 from typing import Any, ClassVar
 
-#: Settings every backend understands (the ``translate:`` config section), with their defaults.
-COMMON_DEFAULTS: dict[str, Any] = {
-    "batch_size": None,  # lines per backend call; None: the backend's own default
-    "retries": 3,  # extra attempts after a failed call, with exponential back-off
-    "backoff_s": 1.0,  # first back-off; doubles on every retry
-    "timeout_s": 30.0,  # limit for one backend call (apertium, mtranslate)
-    "max_chars": 1000,  # longer lines are split on sentence boundaries and translated in chunks
-    "max_line_chars": 20000,  # longer lines are not translated at all (reason "too_long")
-    "give_up_after": 3,  # consecutive failed calls before the backend is taken as down
-}
+from parasim.config import Settings
+
+
+@dataclass(frozen=True)
+class TranslateSettings(Settings, section="translate"):
+    """The ``translate`` config section (what each key means: the schema).
+
+    Every backend reads the common keys (``batch_size``: lines per backend call, None for the
+    backend's own default; ``retries`` and ``backoff_s``: extra attempts after a failed call,
+    with exponential back-off; ``timeout_s``: one call's limit; ``max_chars``: longer lines are
+    split on sentence boundaries; ``max_line_chars``: longer lines are not translated;
+    ``give_up_after``: consecutive failed calls before the backend is taken as down), and its
+    own (``model``, ``device``, ... for marian; ``apertium_*``; ``mtranslate_delay_s``).
+    """
+
+    backend: str
+    model: str | Mapping[str, str] | None
+    batch_size: int | None
+    device: str
+    dtype: str
+    num_beams: int
+    max_new_tokens: int
+    max_input_tokens: int
+    retries: int
+    backoff_s: float
+    timeout_s: float
+    give_up_after: int
+    max_chars: int
+    max_line_chars: int
+    apertium_modes: Mapping[str, Sequence[str]]
+    apertium_datadir: str | None
+    mtranslate_delay_s: float
+    cache: str
 
 
 class TranslationError(RuntimeError):
@@ -39,8 +63,10 @@ class Translator(ABC):
     :meth:`model_id` and :meth:`label`, and implement :meth:`translate_batch`.
 
     Args:
-        cfg: The ``translate:`` config section (backend-specific keys plus
-            :data:`COMMON_DEFAULTS`); missing keys take their defaults.
+        settings: The ``translate`` settings (a mapping: the section as in the config, keys left
+            out take the schema's defaults).
+        threads: CPU threads the backend may use (apertium processes, torch threads); None:
+            one apertium process, torch's default.
     """
 
     name: ClassVar[str] = "base"
@@ -50,18 +76,21 @@ class Translator(ABC):
     #: Same input, same output: an empty output is then not worth retrying.
     deterministic: ClassVar[bool] = True
 
-    def __init__(self, cfg: Mapping[str, Any] | None = None) -> None:
-        cfg = dict(cfg or {})
-        merged = {**COMMON_DEFAULTS, **{k: v for k, v in cfg.items() if v is not None}}
-        self.cfg = merged
-        size = merged["batch_size"]
+    def __init__(
+        self,
+        settings: TranslateSettings | Mapping[str, Any] | None = None,
+        threads: int | None = None,
+    ) -> None:
+        self.settings = settings = TranslateSettings.from_config(settings)
+        self.threads = threads
+        size = settings.batch_size
         self.batch_size = int(self.default_batch_size if size is None else size)
-        self.retries = int(merged["retries"])
-        self.backoff_s = float(merged["backoff_s"])
-        self.timeout_s = float(merged["timeout_s"])
-        self.max_chars = int(merged["max_chars"])
-        self.max_line_chars = int(merged["max_line_chars"])
-        self.give_up_after = int(merged["give_up_after"])
+        self.retries = int(settings.retries)
+        self.backoff_s = float(settings.backoff_s)
+        self.timeout_s = float(settings.timeout_s)
+        self.max_chars = int(settings.max_chars)
+        self.max_line_chars = int(settings.max_line_chars)
+        self.give_up_after = int(settings.give_up_after)
         if self.batch_size < 1 or self.retries < 0 or self.max_chars < 1:
             raise ValueError(
                 f"translate: batch_size >= 1, retries >= 0 and max_chars >= 1 required "
@@ -95,8 +124,9 @@ class Translator(ABC):
 
 # ---------------------------------------------------------------- registry
 
-#: Backend name -> "module:Class" (imported on first use) or a factory taking the config.
-_REGISTRY: dict[str, str | Callable[[Mapping[str, Any]], Translator]] = {
+#: Backend name -> "module:Class" (imported on first use) or a factory taking the settings and
+#: ``threads`` (as :class:`Translator` does).
+_REGISTRY: dict[str, str | Callable[..., Translator]] = {
     "apertium": "parasim.translate.apertium:ApertiumTranslator",
     "marian": "parasim.translate.marian:MarianTranslator",
     "mtranslate": "parasim.translate.mtranslate_backend:MTranslateTranslator",
@@ -104,8 +134,10 @@ _REGISTRY: dict[str, str | Callable[[Mapping[str, Any]], Translator]] = {
 }
 
 
-def register_backend(name: str, factory: Callable[[Mapping[str, Any]], Translator]) -> None:
-    """Make ``translate: {backend: name}`` build its translator with ``factory(cfg)``."""
+def register_backend(name: str, factory: Callable[..., Translator]) -> None:
+    """Make settings with ``backend`` ``name`` build their translator with
+    ``factory(settings, threads=threads)`` (the schema knows the shipped backends only: build such
+    settings with ``dataclasses.replace(settings, backend=name)``)."""
     _REGISTRY[name] = factory
 
 
@@ -114,17 +146,23 @@ def available_backends() -> list[str]:
     return sorted(_REGISTRY)
 
 
-def make_translator(cfg: Mapping[str, Any]) -> Translator:
-    """Build the translator the ``translate:`` config section asks for.
+def make_translator(
+    settings: TranslateSettings | Mapping[str, Any], threads: int | None = None
+) -> Translator:
+    """Build the translator the ``translate`` settings ask for.
 
     Args:
-        cfg: The section, e.g. ``{"backend": "apertium", "retries": 3}``.
+        settings: The settings, or the section as in the config, e.g.
+            ``{"backend": "apertium", "retries": 3}``.
+        threads: CPU threads the backend may use (see :class:`Translator`).
 
     Raises:
-        ValueError: Unknown backend name.
+        ValueError: Unknown backend name (a :class:`parasim.config.ConfigError` for a mapping
+            that does not validate).
         BackendUnavailable: The backend's binary, package or model is missing here.
     """
-    name = cfg.get("backend", "apertium")
+    settings = TranslateSettings.from_config(settings)
+    name = settings.backend
     entry = _REGISTRY.get(name)
     if entry is None:
         known = available_backends()
@@ -132,4 +170,4 @@ def make_translator(cfg: Mapping[str, Any]) -> Translator:
     if isinstance(entry, str):
         module, cls = entry.split(":")
         entry = getattr(importlib.import_module(module), cls)
-    return entry(cfg)
+    return entry(settings, threads=threads)

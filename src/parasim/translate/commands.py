@@ -15,13 +15,13 @@ log = logging.getLogger("parasim.translate")
 def cmd_translate(args: argparse.Namespace) -> None:
     """Translate the other-language lines of one shard to English (cached)."""
     from parasim.stagecli import need, section_from_args, write_stats
+    from parasim.translate.base import TranslateSettings
     from parasim.translate.stage import translate_file
 
-    cfg = dict(section_from_args(args, "translate"))
-    cache = args.cache or cfg.pop("cache")
-    cfg.pop("cache", None)
-    cfg["threads"] = args.threads
-    stats = translate_file(need(args.input, "lines shard"), args.output, cfg, cache, log=log)
+    settings = TranslateSettings.from_config(section_from_args(args, "translate"))
+    cache = args.cache or settings.cache
+    source = need(args.input, "lines shard")
+    stats = translate_file(source, args.output, settings, cache, log=log, threads=args.threads)
     write_stats(args.stats, translate_stats(stats))
 
 

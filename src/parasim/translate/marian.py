@@ -12,7 +12,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any, ClassVar
 
-from parasim.translate.base import BackendUnavailable, Translator
+from parasim.translate.base import BackendUnavailable, TranslateSettings, Translator
 
 #: Used for a language the ``model`` mapping does not name.
 DEFAULT_MODEL = "Helsinki-NLP/opus-mt-{lang}-en"
@@ -21,11 +21,11 @@ DEFAULT_MODEL = "Helsinki-NLP/opus-mt-{lang}-en"
 class MarianTranslator(Translator):
     """Batched seq2seq translation with ``AutoModelForSeq2SeqLM`` + ``AutoTokenizer``.
 
-    Config keys (besides the common ones): ``model`` (a name/path, a {lang: name/path} mapping,
+    Settings (besides the common ones): ``model`` (a name/path, a {lang: name/path} mapping,
     or None for :data:`DEFAULT_MODEL`), ``device`` (auto, cpu, cuda, cuda:N), ``num_beams``
     (1: greedy), ``max_new_tokens``, ``max_input_tokens`` (longer inputs are truncated),
     ``dtype`` (auto: float16 on CUDA, float32 on CPU; or float32/float16/bfloat16),
-    ``threads`` (CPU threads for torch).
+    and ``threads`` (CPU threads for torch).
 
     Models are loaded on first use of their language, so a config naming five languages costs
     nothing for the ones a shard does not contain.
@@ -35,8 +35,12 @@ class MarianTranslator(Translator):
     default_batch_size: ClassVar[int] = 32
     batch_chars: ClassVar[int] = 50_000
 
-    def __init__(self, cfg: Mapping[str, Any] | None = None) -> None:
-        super().__init__(cfg)
+    def __init__(
+        self,
+        settings: TranslateSettings | Mapping[str, Any] | None = None,
+        threads: int | None = None,
+    ) -> None:
+        super().__init__(settings, threads)
         try:
             import torch  # noqa: F401
             import transformers  # noqa: F401
@@ -44,13 +48,13 @@ class MarianTranslator(Translator):
             raise BackendUnavailable(
                 f"translate.backend marian needs torch and transformers ({exc})"
             ) from exc
-        self.models_cfg = self.cfg.get("model")
-        self.device_cfg = str(self.cfg.get("device", "auto"))
-        self.num_beams = int(self.cfg.get("num_beams", 1))
-        self.max_new_tokens = int(self.cfg.get("max_new_tokens", 256))
-        self.max_input_tokens = int(self.cfg.get("max_input_tokens", 512))
-        self.dtype_cfg = str(self.cfg.get("dtype", "auto"))
-        self.threads = self.cfg.get("threads")
+        s = self.settings
+        self.models_cfg = s.model
+        self.device_cfg = str(s.device)
+        self.num_beams = int(s.num_beams)
+        self.max_new_tokens = int(s.max_new_tokens)
+        self.max_input_tokens = int(s.max_input_tokens)
+        self.dtype_cfg = str(s.dtype)
         self._loaded: dict[str, tuple[Any, Any]] = {}  # model name -> (tokenizer, model)
         self._device = None
 

@@ -12,13 +12,18 @@ import time
 from collections.abc import Mapping, Sequence
 from typing import Any, ClassVar
 
-from parasim.translate.base import BackendUnavailable, TranslationError, Translator
+from parasim.translate.base import (
+    BackendUnavailable,
+    TranslateSettings,
+    TranslationError,
+    Translator,
+)
 
 
 class MTranslateTranslator(Translator):
     """Google Translate via ``mtranslate.translate(text, "en", src_lang)``, line by line.
 
-    Config keys (besides the common ones): ``mtranslate_delay_s``: pause between requests.
+    Settings (besides the common ones): ``mtranslate_delay_s``: pause between requests.
 
     Raises:
         BackendUnavailable: the ``mtranslate`` package is not installed.
@@ -28,8 +33,12 @@ class MTranslateTranslator(Translator):
     default_batch_size: ClassVar[int] = 16
     deterministic: ClassVar[bool] = False  # a refused request ("" back) may pass on a retry
 
-    def __init__(self, cfg: Mapping[str, Any] | None = None) -> None:
-        super().__init__(cfg)
+    def __init__(
+        self,
+        settings: TranslateSettings | Mapping[str, Any] | None = None,
+        threads: int | None = None,
+    ) -> None:
+        super().__init__(settings, threads)
         try:
             from mtranslate import translate
         except ImportError as exc:
@@ -37,7 +46,7 @@ class MTranslateTranslator(Translator):
                 "translate.backend mtranslate needs the mtranslate package (pip install mtranslate)"
             ) from exc
         self._translate = translate
-        self.delay_s = float(self.cfg.get("mtranslate_delay_s", 0.0))
+        self.delay_s = float(self.settings.mtranslate_delay_s)
 
     def model_id(self, src_lang: str) -> str:
         return "google-web"

@@ -29,14 +29,19 @@ import os
 import re
 import time
 from collections import Counter
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
 import pyarrow as pa
 
 from parasim.io import LINES_SCHEMA, TRANSLATED_SCHEMA, read_table, write_table
-from parasim.translate.base import BackendUnavailable, Translator, make_translator
+from parasim.translate.base import (
+    BackendUnavailable,
+    TranslateSettings,
+    Translator,
+    make_translator,
+)
 from parasim.translate.cache import TranslationCache
 
 #: Why a line has no translation (keys of ``stats["untranslated_by_reason"]``).
@@ -405,22 +410,24 @@ def translate_lines(
 def translate_file(
     input_path: str | os.PathLike,
     output_path: str | os.PathLike,
-    cfg: dict[str, Any],
+    settings: TranslateSettings | Mapping[str, Any],
     cache_path: str | os.PathLike | None,
     log: logging.Logger | None = None,
+    threads: int | None = None,
 ) -> dict[str, Any]:
     """Read a lines shard, translate it, write the translated shard atomically; return the stats.
 
     Args:
         input_path: ``results/lines/{site}/{shard}.parquet``.
         output_path: ``results/translated/{site}/{shard}.parquet``.
-        cfg: The ``translate:`` config section.
+        settings: The ``translate`` settings (or the section as in the config).
         cache_path: The shared SQLite cache (e.g. ``results/cache/translations.sqlite``); None:
-            no cache.
+            no cache (``settings.cache`` is not read here).
         log: Logger.
+        threads: CPU threads the backend may use (apertium processes, torch threads).
     """
     table = read_table(input_path)
-    backend = make_translator(cfg)
+    backend = make_translator(settings, threads)
     try:
         with TranslationCache(Path(cache_path) if cache_path else None) as cache:
             out, stats = translate_lines(table, backend, cache, log)

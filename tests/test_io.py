@@ -1,0 +1,64 @@
+"""parasim.io: every output schema of the workflow is defined there, and nowhere else."""
+
+import ast
+from pathlib import Path
+
+import pyarrow as pa
+
+from parasim import io
+
+SRC = Path(__file__).resolve().parents[1] / "src" / "parasim"
+#: The training families' own outputs are theirs (being reshaped apart; issue 31).
+OWN_SCHEMAS = {"train"}
+
+
+def _schema_calls(path: Path) -> list[int]:
+    """Lines of ``pa.schema(...)`` / ``pyarrow.schema(...)`` calls in a module."""
+    out = []
+    for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+        if (
+            isinstance(node, ast.Call)
+            and isinstance(node.func, ast.Attribute)
+            and node.func.attr == "schema"
+            and isinstance(node.func.value, ast.Name)
+            and node.func.value.id in ("pa", "pyarrow")
+        ):
+            out.append(node.lineno)
+    return out
+
+
+def test_output_schemas_are_defined_in_io_only():
+    offenders = {
+        str(p.relative_to(SRC)): lines
+        for p in sorted(SRC.rglob("*.py"))
+        if p.name != "io.py"
+        and p.relative_to(SRC).parts[0] not in OWN_SCHEMAS
+        and (lines := _schema_calls(p))
+    }
+    assert not offenders, f"pa.schema(...) outside parasim/io.py: {offenders}"
+
+
+def test_every_schema_names_itself_in_its_metadata():
+    schemas = {k: v for k, v in vars(io).items() if isinstance(v, pa.Schema)}
+    assert len(schemas) == 12
+    for name, schema in schemas.items():
+        meta = schema.metadata
+        assert meta[b"parasim.schema"].decode().upper() + "_SCHEMA" == name
+        assert meta[b"parasim.schema_version"] == b"1"
+
+
+def test_score_columns_follow_the_aspects_and_entity_groups():
+    from parasim.amr import ASPECTS, ENTITY_GROUPS
+
+    assert tuple(f"amr_{a}" for a in ASPECTS) == io.AMR_COLUMNS
+    assert tuple(f"ent_{g}" for g in ENTITY_GROUPS) == io.ENTITY_COLUMNS
+    assert io.SCORES_SCHEMA.names[-len(io.SCORE_COLUMNS) :] == list(io.SCORE_COLUMNS)
+
+
+def test_stage_packages_export_the_io_schemas():
+    from parasim import corpus, divergences, negatives, scores
+
+    assert corpus.CORPUS_SCHEMA is io.CORPUS_SCHEMA
+    assert divergences.DIVERGENCES_SCHEMA is io.DIVERGENCES_SCHEMA
+    assert negatives.NEGATIVES_SCHEMA is io.NEGATIVES_SCHEMA
+    assert scores.SCORES_SCHEMA is io.SCORES_SCHEMA

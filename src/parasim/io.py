@@ -330,3 +330,20 @@ def read_table(path: str | os.PathLike, columns: list[str] | None = None) -> pa.
         tables = [pq.read_table(p, columns=columns) for p in parts]
         return pa.concat_tables(tables, promote_options="default")
     return pq.read_table(path, columns=columns)
+
+
+#: The aligned encoder's word pairs (`align_encoder_wordpairs`, parasim.train.align_encoder).
+WORDPAIRS_SCHEMA = pa.schema(
+    [
+        pa.field("id", pa.string(), nullable=False),  # positives.id: the sentence pair
+        pa.field("pair_id", pa.string()),  # the page pair (splits are by page pair)
+        pa.field("site", pa.string()),
+        pa.field("lang_pair", pa.string()),
+        pa.field("other_lang", pa.string(), nullable=False),
+        pa.field("split", pa.string(), nullable=False),  # train / dev / test
+        pa.field("en_words", pa.list_(pa.string()), nullable=False),
+        pa.field("other_words", pa.list_(pa.string()), nullable=False),
+        pa.field("en_index", pa.list_(pa.int32()), nullable=False),  # word pair k: en word
+        pa.field("other_index", pa.list_(pa.int32()), nullable=False),  # ... and other word
+    ]
+)

@@ -52,23 +52,9 @@ from typing import Any
 import pyarrow as pa
 
 from parasim.config import settings_from_dict
+from parasim.io import WORDPAIRS_SCHEMA
 
 log = logging.getLogger("parasim.train")
-
-WORDPAIRS_SCHEMA = pa.schema(
-    [
-        pa.field("id", pa.string(), nullable=False),  # positives.id: the sentence pair
-        pa.field("pair_id", pa.string()),  # the page pair (splits are by page pair)
-        pa.field("site", pa.string()),
-        pa.field("lang_pair", pa.string()),
-        pa.field("other_lang", pa.string(), nullable=False),
-        pa.field("split", pa.string(), nullable=False),  # train / dev / test
-        pa.field("en_words", pa.list_(pa.string()), nullable=False),
-        pa.field("other_words", pa.list_(pa.string()), nullable=False),
-        pa.field("en_index", pa.list_(pa.int32()), nullable=False),  # word pair k: en word
-        pa.field("other_index", pa.list_(pa.int32()), nullable=False),  # ... and other word
-    ]
-)
 
 
 @dataclasses.dataclass(frozen=True)

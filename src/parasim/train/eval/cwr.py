@@ -236,7 +236,8 @@ def retrieval(
 
     Args:
         data: the evaluated sentences and word pairs.
-        en_vecs, other_vecs: per sentence, one vector per word.
+        en_vecs: per sentence, one vector per English word.
+        other_vecs: per sentence, one vector per word of the other language.
         seen_types: (English type, other type) pairs, lower-cased, seen in training: left out.
         k: CSLS neighbourhood.
 

@@ -201,4 +201,4 @@ def test_docs_name_only_rules_the_workflow_has():
         if head:
             named += [(head.start(), n) for n in re.findall(r"`(\w+)`", head.group(1))]
         bad += [f"{_where(path, text, i)}: no rule {n}" for i, n in named if n not in rules]
-    assert not bad, "\n".join(bad)
+    assert not bad, "\n".join(dict.fromkeys(bad))

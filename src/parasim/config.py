@@ -7,6 +7,9 @@ Every stage takes its config section as a frozen dataclass, a :class:`Settings` 
 fields are the section's keys, in the schema's order, without defaults of their own:
 :meth:`Settings.from_config` validates a (possibly partial) section against the schema, fills in
 the schema's defaults and builds the dataclass, nested sections as nested settings.
+
+The training families' own settings hold some keys of a ``train:`` subsection (the rest are the
+training loop's): each is a :class:`PartialSettings`, built the same way from the schema.
 """
 
 from __future__ import annotations
@@ -263,27 +266,6 @@ def site_by_name(config: Mapping[str, Any], name: str) -> SiteConfig:
     )
 
 
-def settings_from_dict(cls: type, raw: Mapping[str, Any] | None, section: str) -> Any:
-    """Build the dataclass ``cls`` from a (validated) config section, for the training families.
-
-    Missing keys take the dataclass defaults; lists become tuples. The pipeline stages use
-    :meth:`Settings.from_config` instead, which takes the defaults from the schema.
-
-    Raises:
-        ValueError: naming the section and the unknown key(s).
-    """
-    if raw is None:
-        return cls()
-    if isinstance(raw, cls):
-        return raw
-    names = {f.name for f in fields(cls)}
-    unknown = sorted(set(raw) - names)
-    if unknown:
-        raise ValueError(f"{section}: unknown key(s) {unknown}; allowed keys: {sorted(names)}")
-    kw = {k: tuple(v) if isinstance(v, list) else v for k, v in raw.items()}
-    return cls(**kw)
-
-
 S = TypeVar("S", bound="Settings")
 
 #: Every settings class by its section (dotted path), filled as the classes are defined.
@@ -330,3 +312,49 @@ class Settings:
                 v = tuple(v)
             kw[name] = v
         return cls(**kw)
+
+
+P = TypeVar("P", bound="PartialSettings")
+
+#: Every training family's settings class by its section, filled as the classes are defined.
+PARTIAL_SETTINGS: dict[str, type[PartialSettings]] = {}
+
+
+class PartialSettings:
+    """Base of the settings that hold some keys of a section: a training family's own keys of its
+    ``train:`` subsection, besides the training loop's (``parasim.train.core.loop``).
+
+    A subclass names its section (``class RankerConfig(PartialSettings,
+    section="train.divergence_ranker")``) and declares one field per key it holds, without
+    defaults: as for :class:`Settings`, the defaults live in the schema alone.
+    """
+
+    section: ClassVar[str]
+
+    def __init_subclass__(cls, section: str, **kwargs: Any) -> None:
+        super().__init_subclass__(**kwargs)
+        cls.section = section
+        PARTIAL_SETTINGS[section] = cls
+
+    @classmethod
+    def from_config(cls: type[P], raw: P | Mapping[str, Any] | None = None) -> P:
+        """The settings of ``raw``: some of the fields' keys (those left out take the schema's
+        defaults; None: all defaults), or settings already built (returned as they are).
+
+        Raises:
+            ConfigError: a key of ``raw`` that is not a field, or a value the schema rejects;
+                the message names the key path.
+        """
+        if isinstance(raw, cls):
+            return raw
+        names = [f.name for f in fields(cls)]
+        raw = dict(raw or {})
+        unknown = sorted(set(raw) - set(names))
+        if unknown:
+            raise ConfigError(
+                f"{cls.section}: unknown key(s) {unknown}; allowed keys: {sorted(names)}"
+            )
+        value = validate_section(cls.section, raw)
+        return cls(
+            **{k: tuple(v) if isinstance(v, list) else v for k, v in value.items() if k in names}
+        )

@@ -176,7 +176,7 @@ def test_divergence_links_need_the_divergences_and_their_alignment_column(tmp_pa
     with pytest.raises(ValueError, match=f"divergences shard {path} has no alignment column") as e:
         read_seed_links(path)
     assert "\n" not in str(e.value)
-    with pytest.raises(ValueError, match="train.align_encoder.links: one of"):
+    with pytest.raises(ValueError, match="train.align_encoder.links: 'fastalign' is not one of"):
         extract_word_pairs(pos, {"links": "fastalign"}, None, tok)
 
 

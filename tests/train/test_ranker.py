@@ -138,7 +138,9 @@ def test_bad_input_is_a_counted_skip(tmp_path, tiny_model):
     pq.write_table(pa.table({"id": ["a"], "en_text": ["x"]}), other)
     empty = write_toy(tmp_path / "empty.parquet", [])
     test_pair = rows[0]["pair_id"]
-    data = ranker_data([good, other, empty], {test_pair}, RankerConfig(dev_fraction=0.3))
+    data = ranker_data(
+        [good, other, empty], {test_pair}, RankerConfig.from_config({"dev_fraction": 0.3})
+    )
     c = data.counts
     assert c["shards_without_groups"] == 1 and c["shards_empty"] == 1
     assert c["rows_bad_tags"] == 3
@@ -158,8 +160,8 @@ def test_streamed_shards_give_the_same_pairs_as_in_memory(tmp_path):
     shards = [
         write_toy(tmp_path / f"{i}.parquet", toy_rows(5, seed=i, site=f"s{i}")) for i in (0, 1)
     ]
-    a = ranker_data(shards, (), RankerConfig(streaming=False, dev_fraction=0.3))
-    b = ranker_data(shards, (), RankerConfig(streaming=True, dev_fraction=0.3))
+    a = ranker_data(shards, (), RankerConfig.from_config({"streaming": False, "dev_fraction": 0.3}))
+    b = ranker_data(shards, (), RankerConfig.from_config({"streaming": True, "dev_fraction": 0.3}))
     assert (a.items, a.train, a.dev_groups, a.counts) == (b.items, b.train, b.dev_groups, b.counts)
     assert len(a.train) + 3 * len(a.dev_groups) == 30
     assert not use_streaming(shards) and use_streaming(shards, True)
@@ -340,7 +342,7 @@ def test_threshold_rule_is_a_validated_option(tmp_path, tiny_model):
     div = [False, False, True, False, True, True, True, True]
     assert dev_threshold(scores, div, "macro_f1") != dev_threshold(scores, div, "equal_error")
     with pytest.raises(ValueError, match="train.divergence_ranker.threshold"):
-        RankerConfig(threshold="oracle")
+        RankerConfig.from_config({"threshold": "oracle"})
     shard = write_toy(tmp_path / "000.parquet", toy_rows(20))
     for rule in ("equal_error", "macro_f1"):
         cfg = settings(tiny_model, ranker={"epochs": 1, "threshold": rule})
@@ -505,7 +507,9 @@ def test_length_chunks_give_the_loss_and_gradients_of_one_pass(tiny_model):
         torch.manual_seed(0)
         encoder, tok = load_training_encoder(tiny_model)
         model = build_ranker(encoder, dropout=0.0)
-        cfg = RankerConfig(model=tiny_model, length_chunks=chunks, max_length=32)
+        cfg = RankerConfig.from_config(
+            {"model": tiny_model, "length_chunks": chunks, "max_length": 32}
+        )
         terms = ranker_loss(tok, items, cfg)(model, pairs)
         loss = sum(s for s, _ in terms.values())
         loss.backward()

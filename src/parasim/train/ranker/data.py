@@ -100,7 +100,7 @@ def ranker_data(
     from parasim.divergences import contrastive_pairs
     from parasim.train.core.data import consecutive_groups, load_parquet
 
-    cfg = cfg or RankerConfig()
+    cfg = RankerConfig.from_config(cfg)
     test = set(test_pairs)
     counts: Counter = Counter()
     data = RankerData([], [], [], counts)

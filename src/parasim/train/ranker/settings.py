@@ -6,6 +6,7 @@ import dataclasses
 from collections.abc import Mapping
 from typing import Any
 
+from parasim.config import PartialSettings
 from parasim.train.core.loop import TrainingArguments, model_settings
 
 MODEL_KEY = "train.divergence_ranker.model"
@@ -14,7 +15,7 @@ THRESHOLD_RULES = ("equal_error", "macro_f1")
 
 
 @dataclasses.dataclass(frozen=True)
-class RankerConfig:
+class RankerConfig(PartialSettings, section="train.divergence_ranker"):
     """The ranker's own keys of ``train.divergence_ranker`` (the rest: :class:`TrainingArguments`).
 
     Attributes:
@@ -52,20 +53,20 @@ class RankerConfig:
             cut 21 % (0.723) (BENCHMARKS.md, issue 14).
     """
 
-    model: str = "e5-torch"
-    margin: float = 5.0
-    tag_weight: float = 1.0
-    max_length: int = 128
-    dev_fraction: float = 0.1
-    max_groups: int | None = None
-    dropout: float = 0.1
-    eval_batch_size: int = 64
-    streaming: bool | str = "auto"
-    freeze_embeddings: bool = True
-    length_chunks: int = 2
-    pooling: str = "auto"
-    head_learning_rate: float | None = 1e-3
-    threshold: str = "equal_error"
+    model: str
+    margin: float
+    tag_weight: float
+    max_length: int
+    dev_fraction: float
+    max_groups: int | None
+    dropout: float
+    eval_batch_size: int
+    streaming: bool | str
+    freeze_embeddings: bool
+    length_chunks: int
+    pooling: str
+    head_learning_rate: float | None
+    threshold: str
 
     def __post_init__(self) -> None:
         if not 0 < self.dev_fraction < 1:
@@ -91,6 +92,4 @@ def ranker_settings(section: Mapping[str, Any] | None) -> tuple[TrainingArgument
     The section's top-level keys (``seed``, ``device``, ``dtype``, ``threads``,
     ``checkpoint_every``, ...) are shared by every model; ``divergence_ranker`` keys override them.
     """
-    section = dict(section or {})
-    own = section.pop("divergence_ranker", None)
-    return model_settings(section, own, RankerConfig, "train.divergence_ranker")
+    return model_settings(section, RankerConfig)

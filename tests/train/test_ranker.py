@@ -264,6 +264,7 @@ def _env() -> dict:
     return {**os.environ, "PYTHONPATH": str(ROOT / "src"), "OMP_NUM_THREADS": "1"}
 
 
+@pytest.mark.slow
 def test_a_rerun_after_kill_9_resumes_from_the_last_checkpoint(tmp_path, tiny_model):
     from parasim.train.ranker.training import train_divergence_ranker
 
@@ -293,6 +294,7 @@ def test_a_rerun_after_kill_9_resumes_from_the_last_checkpoint(tmp_path, tiny_mo
     assert max_diff(model_weights(out / "model"), model_weights(tmp_path / "whole/model")) < 1e-6
 
 
+@pytest.mark.slow
 def test_two_processes_train_the_model_of_one(tmp_path, tiny_model):
     """2 CPU processes (gloo, DDP through accelerate) against 1 process.
 

@@ -282,6 +282,7 @@ def _score_shard(path: Path, n: int, seed: int = 0) -> Path:
     return path
 
 
+@pytest.mark.slow
 def test_train_s3bert_command_reads_score_shards(tmp_path, tiny_model):
     import subprocess
     import sys

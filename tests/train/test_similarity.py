@@ -299,6 +299,7 @@ def test_bad_partitions_are_skipped_models_with_their_reason(tmp_path, vectors_f
     assert "at least 2 non-empty folds" in html
 
 
+@pytest.mark.slow
 def test_cli_writes_a_skipped_model_and_exits_0(tmp_path, vectors_file):
     corpus = write_corpus(tmp_path / "c", {"EN-FR-G": toy_rows("EN-FR-G", "fr", 8, 2, 1, 5)})
     section = json.dumps(settings("bilstm", word_vectors=str(vectors_file)))

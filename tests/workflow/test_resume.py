@@ -137,6 +137,7 @@ def test_kill_9_mid_run_resumes_and_ends_identical(reference, tmp_path):
     _same_ranker(work, reference)
 
 
+@pytest.mark.slow
 def test_parameter_change_reruns_its_stage_and_dependants_only(reference, tmp_path):
     cfg = yaml.safe_load((reference / "config.yaml").read_text())
     cfg["divergences"]["per_type"] = 2

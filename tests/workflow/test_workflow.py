@@ -139,6 +139,7 @@ def test_dry_run_plans_every_stage_per_site_and_shard(tmp_path):
     assert counts["parse_pages"] == n_sites * n_shards
 
 
+@pytest.mark.slow
 def test_word_pairs_read_the_divergences_links_unless_eflomal_is_asked_for(tmp_path):
     def plan(links):
         cfg = shipped_config(tmp_path / links)
@@ -192,6 +193,7 @@ def test_a_language_the_backend_cannot_translate_stops_before_any_job(tmp_path):
     assert not (tmp_path / "results").exists()
 
 
+@pytest.mark.slow
 def test_empty_sites_fail_their_done_with_one_sentence_and_no_traceback(tmp_path):
     """A site whose `languages` miss its pages' language (0 pairs) and one whose start URL is
     missing (0 pages): every `.done` asked for fails with one sentence naming the culprit."""

@@ -139,7 +139,7 @@ def train_align_encoder(
     import copy
 
     from parasim.models import load_encoder
-    from parasim.train.core.card import plot_curve, write_metrics, write_model_card
+    from parasim.train.core.card import write_model_card, write_run
     from parasim.train.core.loop import fit, make_accelerator, set_seed
     from parasim.train.eval.cwr import evaluate_encoder
 
@@ -226,9 +226,7 @@ def train_align_encoder(
     }
     save_encoder(final_model, tokenizer, out)
     write_encoder_meta(out, cfg.model)
-    write_metrics(out / "metrics.json", metrics)
-    plot_curve(result.history, out / "training_curve.png", f"contextual alignment ({cfg.model})")
-    (out / "history.json").write_text(json.dumps(result.history), encoding="utf-8")
+    write_run(out, result.history, metrics, f"contextual alignment ({cfg.model})")
     write_model_card(
         out / "README.md",
         "aligned-encoder",

@@ -34,6 +34,20 @@ def write_metrics(path: str | os.PathLike, metrics: Mapping[str, Any]) -> None:
     _atomic_write(Path(path), json.dumps(metrics, indent=2, sort_keys=True, default=str) + "\n")
 
 
+def write_run(
+    out: str | os.PathLike,
+    history: Sequence[Mapping[str, Any]],
+    metrics: Mapping[str, Any],
+    title: str,
+) -> None:
+    """A trained model's folder files besides the model: ``metrics.json``,
+    ``training_curve.png`` (:func:`plot_curve`) and ``history.json`` (every logged step)."""
+    out = Path(out)
+    write_metrics(out / "metrics.json", metrics)
+    plot_curve(history, out / "training_curve.png", title)
+    (out / "history.json").write_text(json.dumps(list(history)), encoding="utf-8")
+
+
 def plot_curve(history: Sequence[Mapping[str, Any]], path: str | os.PathLike, title: str) -> None:
     """The training curve: loss terms per step, and the dev metrics on a second axis."""
     import matplotlib

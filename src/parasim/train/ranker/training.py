@@ -180,7 +180,7 @@ def train_divergence_ranker(
     import shutil
     import time
 
-    from parasim.train.core.card import plot_curve, write_dir, write_metrics, write_model_card
+    from parasim.train.core.card import write_dir, write_model_card, write_run
     from parasim.train.core.encoder import load_training_encoder
     from parasim.train.core.loop import fit, make_accelerator, set_seed
 
@@ -266,9 +266,7 @@ def train_divergence_ranker(
     shutil.rmtree(final, ignore_errors=True)
     save_ranker(best, tokenizer, final, meta)
     shutil.rmtree(result.best_dir, ignore_errors=True)
-    write_metrics(out / "metrics.json", metrics)
-    plot_curve(result.history, out / "training_curve.png", f"divergence ranker ({cfg.model})")
-    (out / "history.json").write_text(json.dumps(result.history), encoding="utf-8")
+    write_run(out, result.history, metrics, f"divergence ranker ({cfg.model})")
     write_model_card(
         out / "README.md",
         "divergence-ranker",

@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import copy
 import dataclasses
-import json
 import logging
 import os
 import shutil
@@ -113,7 +112,7 @@ def train_s3bert(
         ConfigError: the model cannot be loaded, or has fewer dimensions than the aspects need.
         ValueError: no training or dev pair is left.
     """
-    from parasim.train.core.card import plot_curve, write_dir, write_metrics, write_model_card
+    from parasim.train.core.card import write_dir, write_model_card, write_run
     from parasim.train.core.encoder import load_training_encoder
     from parasim.train.core.loop import fit, make_accelerator, set_seed
     from parasim.train.eval.sts import read_stsb, stsb_spearman
@@ -235,9 +234,7 @@ def train_s3bert(
     }
     save_s3bert(best, tokenizer, final, layout)
     shutil.rmtree(result.best_dir, ignore_errors=True)
-    write_metrics(out / "metrics.json", metrics)
-    plot_curve(result.history, out / "training_curve.png", f"S3BERT ({cfg.model})")
-    (out / "history.json").write_text(json.dumps(result.history), encoding="utf-8")
+    write_run(out, result.history, metrics, f"S3BERT ({cfg.model})")
     write_model_card(
         out / "README.md",
         "s3bert",

@@ -244,28 +244,27 @@ DIVERGENCES_SCHEMA = pa.schema(
     metadata={"parasim.schema": "divergences", "parasim.schema_version": SCHEMA_VERSION},
 )
 
-#: The 15 AMR aspect columns of seed 002, in the order of :data:`parasim.amr.ASPECTS` (spelt out
-#: so that this module needs no AMR code; a test keeps the two the same).
-AMR_COLUMNS = tuple(
-    f"amr_{a}"
-    for a in (
-        "smatch",
-        "wlk",
-        "wwlk",
-        "frames",
-        "unlabeled",
-        "named_entity",
-        "negation",
-        "concepts",
-        "coreference",
-        "srl",
-        "quant",
-        "max_indegree",
-        "max_outdegree",
-        "max_degree",
-        "root",
-    )
+#: The 15 AMR aspects, in the order of seed 002's section 4 (:data:`parasim.amr.ASPECTS` is this
+#: tuple: the scores schema needs the names without loading any AMR code).
+AMR_ASPECTS = (
+    "smatch",
+    "wlk",
+    "wwlk",
+    "frames",
+    "unlabeled",
+    "named_entity",
+    "negation",
+    "concepts",
+    "coreference",
+    "srl",
+    "quant",
+    "max_indegree",
+    "max_outdegree",
+    "max_degree",
+    "root",
 )
+#: Their score columns.
+AMR_COLUMNS = tuple(f"amr_{a}" for a in AMR_ASPECTS)
 #: Seed 004's entity cosines, one per group of :data:`parasim.amr.ENTITY_GROUPS`.
 ENTITY_COLUMNS = ("ent_geo", "ent_org", "ent_date", "ent_qty")
 #: Every score column of :data:`SCORES_SCHEMA`, in its order.

@@ -12,41 +12,14 @@ Imports anywhere in a module count, inside functions too.
 from __future__ import annotations
 
 import ast
+import sys
 from pathlib import Path
 
-SRC = Path(__file__).resolve().parents[2] / "src"
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+from importgraph import SRC, imports_of, module_name, within  # noqa: E402
+
 TRAIN = SRC / "parasim" / "train"
 FAMILIES = sorted(p.name for p in TRAIN.iterdir() if (p / "commands.py").is_file())
-
-
-def module_name(path: Path) -> str:
-    parts = list(path.relative_to(SRC).with_suffix("").parts)
-    if parts[-1] == "__init__":
-        parts.pop()
-    return ".".join(parts)
-
-
-def imports_of(path: Path) -> set[str]:
-    """Every module ``path`` imports, anywhere in it (``from p import n`` counts ``p`` and
-    ``p.n``; relative imports resolved)."""
-    here = module_name(path)
-    package = here if path.name == "__init__.py" else here.rpartition(".")[0]
-    out: set[str] = set()
-    for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
-        if isinstance(node, ast.Import):
-            out.update(a.name for a in node.names)
-        elif isinstance(node, ast.ImportFrom):
-            base = node.module or ""
-            if node.level:
-                up = package.split(".")[: len(package.split(".")) - (node.level - 1)]
-                base = ".".join(up + ([base] if base else []))
-            out.add(base)
-            out.update(f"{base}.{a.name}" for a in node.names)
-    return out
-
-
-def within(name: str, package: str) -> bool:
-    return name == package or name.startswith(package + ".")
 
 
 def modules(package: Path) -> dict[str, set[str]]:

@@ -6,13 +6,16 @@ import csv
 import hashlib
 import re
 from pathlib import Path
+from urllib.parse import urlsplit
 
 import lxml.html
 import pytest
+import yaml
 
 from parasim.bench import scale_site
 from parasim.bench.scale import main
 from parasim.bench.scale_site import collapse, reduce_inline, render_text, select_docs
+from parasim.config import validate_config
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -218,3 +221,22 @@ def test_untranslated_entries_show_english_on_the_french_page(built):
     # Rendered text is free of reStructuredText roles.
     assert not any(re.search(r":[a-z]+:`", r["en_text"] + r["other_text"]) for r in rows)
     assert all(int(r["entry"]) >= 0 for r in rows)
+
+
+def test_the_config_serves_the_built_site(built, tmp_path, monkeypatch):
+    """configs/python-docs.yaml: two sites, one per language pair, in the folder the build makes."""
+    cfg = yaml.safe_load((ROOT / "configs" / "python-docs.yaml").read_text())
+    sites = {s["name"]: s for s in cfg["sites"]}
+    assert set(sites) == {"python-docs-fr", "python-docs-es"}
+    for lang, version in (("fr", "3.13"), ("es", "3.12")):
+        site = sites[f"python-docs-{lang}"]
+        assert site["languages"] == ["en", lang] and site["pairing"]["evidence"] == ["hreflang"]
+        assert site["serve_dir"] == "build/python-docs/site"
+        (start,) = site["start_urls"]
+        assert urlsplit(start).path == f"/en/{version}/index.html"
+        assert (built / "a" / "site" / urlsplit(start).path.lstrip("/")).is_file()
+    # serve_dir is checked relative to the working folder: a checkout with the site built.
+    (tmp_path / "build").mkdir()
+    (tmp_path / "build" / "python-docs").symlink_to(built / "a")
+    monkeypatch.chdir(tmp_path)
+    validate_config(cfg)

@@ -41,7 +41,8 @@ Gold files (``<out>/gold/``)
     ``parasim bench site --gold`` reads them), one row per page pair, the index pages included.
     ``paragraphs_en_<lang>.tsv``: ``en_path``, ``entry`` (the entry's position in its catalogue,
     from 0), ``status`` (``translated``, ``untranslated`` or ``fuzzy``), ``en_text``,
-    ``other_text``: the two paragraphs as a reader sees them, whitespace runs as one space.
+    ``other_text``: the two paragraphs as a reader sees them, whitespace runs (no-break spaces
+    too) as one space, as the parse stage writes a line.
     ``other_text`` is what the translated page shows there: the translation when ``translated``,
     the English text otherwise (so the gold translation pairs are the ``translated`` rows). Both
     are tab-separated with a header, quoted as Python's ``csv`` module does (a field holding ``"``
@@ -139,7 +140,6 @@ _EXPLICIT = re.compile(r"(?s)(.*?)\s*<([^<>]*)>\s*")
 #: A docutils "simple reference name" ending the text before a ``name_`` reference.
 _SIMPLENAME = re.compile(r"(?:(?!_)\w)+(?:[-._+:](?:(?!_)\w)+)*\Z")
 _FOOTNOTE = re.compile(r"\[(#[\w-]*|\*|[\w-]+)\]_")
-_SPACE = re.compile(r"[ \t\n\r\f\v]+")
 _OPEN_PUNCT = "-:/'\"<([{"
 _CLOSE_PUNCT = "-.,:;!?\\/'\")]}>"
 
@@ -382,8 +382,12 @@ def render_text(msg: str, literal: bool, substitutions: Mapping[str, str] | None
 
 
 def collapse(text: str) -> str:
-    """Whitespace runs as one space, ends stripped: the text as the gold files hold it."""
-    return _SPACE.sub(" ", text).strip()
+    """Whitespace runs (no-break spaces too) as one space, ends stripped: the gold files' text.
+
+    The same normalisation as the parse stage gives each line, so a gold paragraph equals the
+    line parse makes of it.
+    """
+    return " ".join(text.split())
 
 
 # --- catalogues -----------------------------------------------------------------------------------

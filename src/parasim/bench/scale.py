@@ -8,8 +8,8 @@ website with gold page and paragraph pairs (:mod:`parasim.bench.scale_site` says
     parasim bench scale build --out build/python-docs
     snakemake --configfile configs/python-docs.yaml --cores 2
 
-Each step is a subcommand: ``build`` makes the site; the scaling run over its subsets comes as a
-subcommand of its own beside it.
+Each step of the benchmark is one subcommand: a ``cmd_<step>`` function and its subparser in
+:func:`parser`.
 """
 
 from __future__ import annotations

@@ -46,7 +46,9 @@ Gold files (``<out>/gold/``)
     ``other_text`` is what the translated page shows there: the translation when ``translated``,
     the English text otherwise (so the gold translation pairs are the ``translated`` rows). Both
     are tab-separated with a header, quoted as Python's ``csv`` module does (a field holding ``"``
-    is quoted).
+    is quoted). One known difference from the parse stage's lines: inscriptis 2.7.6 unescapes
+    character references once more, so the 14 paragraphs that show one as text (``&gt;`` in
+    ``library/html.parser``) come out of parse as the character (``>``).
 
 Determinism
     Catalogues are read in sorted order from the archives in place (``tarfile``), nothing depends on

@@ -414,7 +414,9 @@ class Page:
     paragraphs: tuple[Paragraph, ...]
 
 
-def read_catalogue(text: str, substitutions: Mapping[str, str] | None = None) -> tuple:
+def read_catalogue(
+    text: str, substitutions: Mapping[str, str] | None = None
+) -> tuple[Paragraph, ...]:
     """Paragraphs of one ``.po`` file's text, in catalogue order (obsolete entries left out)."""
     import polib
 

@@ -13,7 +13,7 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from parasim.train.core.loop import peak_gpu_mb, peak_rss_mb
+from parasim.train.core.loop import run_resources
 from parasim.train.eval.cwr import ParallelSet
 
 from .data import language_units, parallel_sets
@@ -218,11 +218,7 @@ def train_align_encoder(
         # one unit = one sentence pair per language
         "sentence_pairs_per_s": (sum(speeds) / len(speeds) * len(langs)) if speeds else None,
         "wall_s": round(wall, 1),
-        "peak_rss_mb": peak_rss_mb(),
-        "peak_gpu_mb": peak_gpu_mb(),
-        "device": str(acc.device),
-        "mixed_precision": acc.mixed_precision,
-        "processes": acc.num_processes,
+        **run_resources(acc),
     }
     save_encoder(final_model, tokenizer, out)
     write_encoder_meta(out, cfg.model)

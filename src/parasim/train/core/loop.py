@@ -210,6 +210,18 @@ def peak_gpu_mb() -> float | None:
     return round(torch.cuda.max_memory_allocated() / 2**20, 1)
 
 
+def run_resources(acc) -> dict[str, Any]:
+    """What a finished run used, for its ``metrics.json``: peak memory (RSS, GPU), the device,
+    the mixed precision and the number of processes of the accelerator ``acc``."""
+    return {
+        "peak_rss_mb": peak_rss_mb(),
+        "peak_gpu_mb": peak_gpu_mb(),
+        "device": str(acc.device),
+        "mixed_precision": acc.mixed_precision,
+        "processes": acc.num_processes,
+    }
+
+
 def epoch_order(n: int, seed: int, epoch: int) -> list[int]:
     """The seeded example order of one epoch (the same on every process)."""
     order = list(range(n))

@@ -12,7 +12,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from parasim.train.core.loop import peak_gpu_mb, peak_rss_mb
+from parasim.train.core.loop import run_resources
 
 from .data import Item, RankerData, ranker_data
 from .model import (
@@ -246,11 +246,7 @@ def train_divergence_ranker(
         "untrained_baseline": baseline,
         "pairs_per_s": sum(speeds) / len(speeds) if speeds else None,
         "wall_s": round(train_s, 1),
-        "peak_rss_mb": peak_rss_mb(),
-        "peak_gpu_mb": peak_gpu_mb(),
-        "device": str(acc.device),
-        "mixed_precision": acc.mixed_precision,
-        "processes": acc.num_processes,
+        **run_resources(acc),
     }
     meta = {
         **info,

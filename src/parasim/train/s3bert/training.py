@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import Any
 
 from parasim.config import ConfigError
-from parasim.train.core.loop import peak_gpu_mb, peak_rss_mb
+from parasim.train.core.loop import run_resources
 
 from .data import Pair, s3bert_data, scale_targets, target_scaling
 from .evaluate import _mean, evaluate_slice
@@ -212,11 +212,7 @@ def train_s3bert(
         "train": {k: v for k, v in result.state.items() if k != "fingerprint"},
         "pairs_per_s": sum(speeds) / len(speeds) if speeds else None,
         "wall_s": round(train_s, 1),
-        "peak_rss_mb": peak_rss_mb(),
-        "peak_gpu_mb": peak_gpu_mb(),
-        "device": str(acc.device),
-        "mixed_precision": acc.mixed_precision,
-        "processes": acc.num_processes,
+        **run_resources(acc),
     }
     final = out / "model"
     shutil.rmtree(final, ignore_errors=True)

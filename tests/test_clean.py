@@ -10,7 +10,7 @@ import pyarrow as pa
 import pytest
 
 from parasim import io
-from parasim.clean import clean_positives, rules
+from parasim.clean import clean_positives, decision, rules
 from parasim.clean.langid import LanguageId
 from parasim.config import schema_default
 from parasim.pair.language import main_text_lines
@@ -102,8 +102,10 @@ def test_language_judgement_line_guess_neighbours_and_page():
 
 
 def _aligned(rows):
+    """Aligned rows ``(pair_id, en, other, line index[, other_en])``; the other side's
+    translation is the English side unless given (an English copy translates to itself)."""
     out = []
-    for k, (pid, en, other, i) in enumerate(rows):
+    for k, (pid, en, other, i, *mt) in enumerate(rows):
         out.append(
             {
                 "id": f"id{k:03d}",
@@ -114,7 +116,7 @@ def _aligned(rows):
                 "other_lang": "fr",
                 "en_text": en,
                 "other_text": other,
-                "other_en": en,
+                "other_en": mt[0] if mt else en,
                 "method": "paper",
                 "en_idx": [i],
                 "other_idx": [i],
@@ -152,7 +154,7 @@ def _site():
         ),
         _aligned(
             [
-                ("p3", "The summary of the changes in this release.", EN_LONG, 0),
+                ("p3", "The summary of the changes in this release.", EN_LONG, 0, EN_LONG),
                 ("p3", FOOTER_EN, FOOTER_FR, 1),
             ]
         ),
@@ -361,3 +363,155 @@ def test_characters_python_and_arrow_class_differently_go_to_python():
     bulk.clear_cache()
     batch = bulk.Batch(["İstanbul", "Istanbul", "plain"])
     assert batch.exact == [True, False, False]  # İ lower-cases to two characters in Python
+
+
+# --- the decision (issue 33) -------------------------------------------------------------------
+
+DEC = decision.DecisionSettings.from_config({})
+
+
+@pytest.mark.parametrize(
+    "en, other, other_en, expected",
+    [
+        # Spanish with names and code; Apertium misses the reference's words, but it changed
+        # the Spanish words ("Inserta", "en")
+        (
+            "Insert item into list at index.",
+            "Inserta item en list en index.",
+            "It inserts item in list in index.",
+            True,
+        ),
+        # names and a short line: translation makes it match (gain)
+        ("Apache Module mod_x", "Módulo Apache mod_x", "Module Apache mod_x", True),
+        ("Default: AllowOverrideList None", "Défaut: AllowOverrideList None",
+         "Default: AllowOverrideList None", True),
+        # an English copy with one word changed: the one French-looking word ("a") is too short
+        ("Return the value of the item.", "Return a value of the item.",
+         "Return has value of the item.", False),
+        # an English copy: the translator leaves it as it is, nothing gained
+        ("Added the cancel_futures parameter.", "Added cancel_futures.",
+         "Added cancel_futures.", False),
+        # a French line aligned to the wrong English line: the translation does not match
+        ("Install the package with pip.", "Lisez le guide avant de commencer.",
+         "Read the guide before starting.", False),
+        # the French side says much more than the English one: too little of it matches
+        ("Yes", "Oui, absolument, sans aucun doute possible, et même davantage",
+         "Yes, absolutely, without any possible doubt, and even more", False),
+        # no translation: no evidence
+        ("Insert item into list at index.", "Inserta item en list en index.", None, False),
+    ],
+)  # fmt: skip
+def test_the_translation_is_the_evidence(en, other, other_en, expected):
+    ev = decision.similarities(en, other, other_en)
+    assert decision.translated(ev, DEC) is expected, ev
+
+
+def test_evidence_leaves_out_markup_and_numbers():
+    ev = decision.similarities(
+        'Click <a href="/x/y.html">here</a> to access 3 private files.',
+        'Cliquez <a href="/x/y.html">ici</a> pour accéder à 3 fichiers privés.',
+        'Click <a href="/x/y.html">here</a> to access 3 private files.',
+    )
+    assert ev.raw == 0.0 and ev.mt == 1.0 and ev.gain == 1.0
+    assert decision.similarities("Total 1,234", "Total 1 234", "Total 1 234").gain == 0.0
+
+
+def test_checker_lists_every_rule_a_pair_fails():
+    check = rules.make_checker()
+    en = '<div class="x">Read the guide</div>'
+    assert check(en, en) == "identical"
+    assert check.reasons(en, en) == ["identical", "near_identical", "code_markup"]
+    assert check.reasons(EN_LONG, FR_LONG) == []
+    assert check.reasons("", "x") == ["empty"]
+
+
+HTML_EN = 'Click <a href="/private/index.html">here</a> to access private information.'
+HTML_FR = 'Cliquez <a href="/private/index.html">ici</a> pour accéder aux informations privées.'
+
+
+def _decision_site():
+    """One page pair: a translated HTML example, the same example left in English, a line that
+    is a placeholder as well as markup."""
+    aligned = [
+        _aligned(
+            [
+                ("p1", HTML_EN, HTML_FR, 0, HTML_EN),
+                ("p1", HTML_EN + " Now.", HTML_EN, 1, HTML_EN),
+                ("p1", "<b>Needs translation</b>", "<b>Needs translation</b> (fr)", 2, "x"),
+            ]
+        )
+    ]
+    lines = [HTML_EN, HTML_EN + " Now.", "<b>Needs translation</b>"]
+    translated = [_translated([("p1", lines, [HTML_FR, HTML_EN, "x"])])]
+    return aligned, translated
+
+
+def test_a_translated_html_example_is_kept_with_its_markup_flagged():
+    aligned, translated = _decision_site()
+    kept, dropped, stats = clean_positives(aligned, translated)
+    k = [r for t in kept for r in t.to_pylist()]
+    d = {r["id"]: r["reason"] for t in dropped for r in t.to_pylist()}
+    assert [(r["other_text"], r["overruled"]) for r in k] == [(HTML_FR, ["code_markup"])]
+    assert stats["overruled_code_markup"] == 1
+    # the English copy gains nothing from translation; the markup that is also a placeholder
+    # is not overruled (placeholder is not overrulable) and keeps its first reason
+    assert d == {"id001": "near_identical", "id002": "code_markup"}
+    # switched off: every rule vetoes on its own, as before issue 33
+    kept, dropped, _ = clean_positives(aligned, translated, {"decision": {"enabled": False}})
+    assert sum(t.num_rows for t in kept) == 0
+    assert dropped[0].column("reason").to_pylist()[0] == "code_markup"
+    # a rule left out of `overrule` is not overruled
+    kept, _, _ = clean_positives(aligned, translated, {"decision": {"overrule": ["length_ratio"]}})
+    assert sum(t.num_rows for t in kept) == 0
+
+
+def _pairs_table(measured):
+    rows = [
+        {
+            "pair_id": pid,
+            "site": "s",
+            "domain": "government",
+            "lang_pair": "en-fr",
+            "en_url": f"https://s/{pid}-en.html",
+            "other_url": f"https://s/{pid}-fr.html",
+            "other_lang": "fr",
+            "evidence": ["rewrite"],
+            "shard": 0,
+            "en_page_lang": "eng",
+            "en_page_share": 1.0,
+            "other_page_lang": lang,
+            "other_page_share": share,
+        }
+        for pid, (lang, share) in measured.items()
+    ]
+    return io.rows_to_table(rows, io.PAIRS_SCHEMA)
+
+
+def test_untranslated_pages_are_judged_line_by_line():
+    """A page pair whose French page is mostly English (pair stage, ``mode: per_line``): its
+    translated lines are kept, its English lines dropped as ``untranslated`` (or ``identical``
+    when they are exact copies), whatever heliport's guess for a short line."""
+    en_short, fr_short = "Table of contents", "Table des matières"
+    en_copy = "The plugin shows a calendar of events."
+    rows = [
+        ("p1", EN_LONG, FR_LONG, 0, EN_LONG),  # translated: its own text is French
+        ("p1", en_copy, en_copy, 1),  # exact copy
+        ("p1", "Read the guide first.", "Read the guide.", 2, "Read the guide."),  # English
+        ("p1", en_short, fr_short, 3, "Table of contents"),  # short, translated
+    ]
+    aligned = [_aligned(rows)]
+    translated = [
+        _translated([("p1", [r[1] for r in rows], [r[2] for r in rows])]),
+    ]
+    untranslated = [_pairs_table({"p1": ("eng", 0.8)})]
+    kept, dropped, stats = clean_positives(aligned, translated, None, pairs=untranslated)
+    d = {r["en_text"]: r["reason"] for t in dropped for r in t.to_pylist()}
+    k = [r["en_text"] for t in kept for r in t.to_pylist()]
+    assert d == {en_copy: "identical", "Read the guide first.": "untranslated"}
+    assert k == [EN_LONG, en_short] and stats["page_pairs_untranslated"] == 1
+    # the same page measured French: nothing is untranslated
+    kept, dropped, stats = clean_positives(
+        aligned, translated, None, pairs=[_pairs_table({"p1": ("fra", 0.9)})]
+    )
+    assert "untranslated" not in {r["reason"] for t in dropped for r in t.to_pylist()}
+    assert stats["page_pairs_untranslated"] == 0

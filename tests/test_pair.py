@@ -362,22 +362,43 @@ def _body_page(path, lang, text, toggles=()):
     return page(path, doc, lang)
 
 
-def test_untranslated_page_pairs_are_counted_listed_and_left_out():
-    pytest.importorskip("heliport")
-    pages = table(
+def _half_translated_site():
+    return table(
         _body_page("/a-en", "en", EN_TEXT, [("fr", "a-fr")]),
         _body_page("/a-fr", "fr", FR_TEXT),
         _body_page("/b-en", "en", EN_TEXT, [("fr", "b-fr")]),
         _body_page("/b-fr", "fr", EN_TEXT),  # declared French, English text
     )
-    on = {"enabled": True, "min_share": 0.65}
+
+
+def test_untranslated_page_pairs_are_counted_listed_and_left_out():
+    pytest.importorskip("heliport")
+    pages = _half_translated_site()
+    on = {"enabled": True, "min_share": 0.65, "mode": "drop_page"}
     pairs, stats = pair_pages(pages, site(), 1, untranslated=on)
     assert urlpairs(pairs) == [("/a-en", "/a-fr")]
     assert stats["untranslated_pairs"] == 1 and stats["unpaired_en"]["untranslated"] == 1
+    assert stats["untranslated_kept"] == 0 and stats["untranslated"][0]["left_out"] is True
     assert stats["untranslated"][0]["other_url"].endswith("/b-fr")
     assert stats["untranslated"][0]["measured"]["other"][0] == "eng"
     pairs, stats = pair_pages(pages, site(), 1, untranslated={"enabled": False})
     assert pairs.num_rows == 2 and stats["untranslated_pairs"] == 0
+    assert pairs.column("other_page_lang").null_count == 2  # not measured
+
+
+def test_per_line_mode_keeps_untranslated_page_pairs_with_their_measured_languages():
+    """The default mode: the untranslated page pair goes on (its lines are judged by the clean
+    stage), is counted apart, and every pair carries the measured language of its pages."""
+    pytest.importorskip("heliport")
+    pages = _half_translated_site()
+    pairs, stats = pair_pages(pages, site(), 1, untranslated={"enabled": True})
+    assert urlpairs(pairs) == [("/a-en", "/a-fr"), ("/b-en", "/b-fr")]
+    assert stats["untranslated_pairs"] == 0 and stats["unpaired_en"]["untranslated"] == 0
+    assert stats["untranslated_kept"] == 1 and stats["untranslated"][0]["left_out"] is False
+    rows = {r["other_url"][-4:]: r for r in pairs.to_pylist()}
+    assert rows["b-fr"]["other_page_lang"] == "eng" and rows["b-fr"]["other_page_share"] > 0.9
+    assert rows["a-fr"]["other_page_lang"] == "fra" and rows["a-fr"]["en_page_lang"] == "eng"
+    assert pairs.schema.equals(PAIRS_SCHEMA, check_metadata=True)
 
 
 def test_a_main_selector_that_is_not_css_is_named_in_one_sentence():
@@ -424,7 +445,7 @@ def test_the_stage_stats_count_each_english_page_once_per_language():
     ]
     for pages, s in cases:
         for one_to_one in (True, False):
-            on = {"enabled": True, "min_share": 0.65}
+            on = {"enabled": True, "min_share": 0.65, "mode": "drop_page"}
             pairs, raw = pair_pages(pages, s, 2, one_to_one=one_to_one, untranslated=on)
             stats = pair_stats(raw, s.name, 0.1)
             assert stats.rows_out == pairs.num_rows > 0 and stats.n_dropped > 0

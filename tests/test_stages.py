@@ -234,7 +234,9 @@ def test_a_real_clean_run_counts_every_drop_in_done_and_yield(tmp_path):
     from test_clean import EN_LONG, FR_LONG, _aligned, _translated
 
     ratio = ("Yes", "Oui, absolument, sans aucun doute possible, et même davantage")
-    rows = [("p1", EN_LONG, FR_LONG, 0), ("p1", *ratio, 1), ("p2", "Same text", "Same text", 0)]
+    mt = "Yes, absolutely, without any possible doubt, and even more"  # the translation
+    rows = [("p1", EN_LONG, FR_LONG, 0), ("p1", *ratio, 1, mt)]
+    rows += [("p2", "Same text", "Same text", 0)]
     rows += [("p2", EN_LONG, FR_LONG, 1)]  # a duplicate of p1's first line
     lines = [("p1", [EN_LONG, ratio[0]], [FR_LONG, ratio[1]])]
     lines += [("p2", ["Same text", EN_LONG], ["Same text", FR_LONG])]

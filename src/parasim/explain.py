@@ -178,6 +178,11 @@ def clean(site: str, s: Stats) -> str:
         hint = "check the site's `languages` and `clean.langid`"
     elif top in ("duplicate", "furniture"):
         hint = "check `clean.dedup` and `clean.drop_furniture`"
+    elif top == "untranslated":
+        hint = (
+            "the site's other-language pages hold English text "
+            "(`clean.untranslated_pages` measured them untranslated)"
+        )
     elif top:
         hint = f"check `clean.rules.{top}`"
     else:

@@ -54,6 +54,13 @@ PAIRS_SCHEMA = pa.schema(
         # canonical URL X/index.html also answered as its directory URL X/ (parasim.pair)
         pa.field("evidence", pa.list_(pa.string()), nullable=False),
         pa.field("shard", pa.int32(), nullable=False),
+        # the measured language of each page's main text (heliport's ISO 639-3 code, "und" when
+        # none) and its share of the identified letters; null when the pair stage did not
+        # measure (clean.untranslated_pages.enabled: false)
+        pa.field("en_page_lang", pa.string()),
+        pa.field("en_page_share", pa.float64()),
+        pa.field("other_page_lang", pa.string()),
+        pa.field("other_page_share", pa.float64()),
     ],
     metadata={"parasim.schema": "pairs", "parasim.schema_version": SCHEMA_VERSION},
 )
@@ -121,6 +128,9 @@ POSITIVES_SCHEMA = pa.schema(
         pa.field("n_seen", pa.int32()),  # times the pair was seen on the site (after cleaning)
         pa.field("n_pages", pa.int32()),  # page pairs it was seen on
         pa.field("furniture", pa.bool_()),  # seen on >= clean.furniture_share of the page pairs
+        # rules and language checks that flagged the pair but that the decision overruled
+        # (clean.decision: the translation itself is the evidence), e.g. ["code_markup"]
+        pa.field("overruled", pa.list_(pa.string())),
     ],
     metadata={"parasim.schema": "positives", "parasim.schema_version": SCHEMA_VERSION},
 )

@@ -3,6 +3,7 @@ rule clean_positives:
     input:
         aligned=shard_files("aligned"),
         translated=shard_files("translated"),
+        pairs=shard_files("pairs"),
         code=code("clean"),
     output:
         positives=expand("results/positives/{{site}}/{shard}.parquet", shard=SHARDS),
@@ -22,6 +23,7 @@ rule clean_positives:
         clean=section_json("clean"),
     shell:
         "parasim clean-positives --aligned {input.aligned} --translated {input.translated}"
+        " --pairs {input.pairs}"
         " --out {output.positives} --dropped {output.dropped}"
         " --settings-json {params.clean:q} --stats {output.stats} > {log} 2>&1"
 

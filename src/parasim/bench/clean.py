@@ -3,6 +3,8 @@
     parasim bench clean parallel --data ../shared/data/parallel
     parasim bench clean site --results results --site wet-boew \\
         --labels tests/data/clean_wet_sample.tsv
+    parasim bench clean gold --results results --site python-docs-fr \\
+        --gold build/python-docs/gold/paragraphs_en_fr.tsv
 
 ``parallel``: the human translations of Flores-200 (devtest, EN-FR and EN-ES) and Tatoeba go
 through the rules and the language check (consecutive sentences form a page, so short lines have
@@ -14,6 +16,21 @@ the share of kept pairs that heliport, on lines it can identify alone, puts in t
 speed (pairs/s, with and without loading heliport); and, with ``--labels``, the share of the
 hand-labelled real translations the rules and the language check keep (a pair dropped as a
 ``duplicate`` or ``furniture`` is kept once elsewhere, so it counts as kept).
+
+``gold``: a finished run's positives against a site's paragraph gold (``parasim bench scale
+build``: one row per catalogue entry, ``status`` translated / untranslated / fuzzy). The matching
+rule (:func:`gold_report`): texts compare with whitespace normalised (split and joined by one
+space); a kept row *matches* a gold row of its page when its English side is contained in the
+gold English text and its other side in the gold other text. Precision: kept rows that match a
+``translated`` gold row, over the kept rows of the pages the gold covers; a kept row that matches
+an ``untranslated`` or ``fuzzy`` row only (English on both sides) is counted apart. Recall: gold
+``translated`` rows whose two sides differ (letters only; a translated entry equal to its source,
+such as a lone name or code, is counted apart) and that some kept row, or a row dropped as a
+``duplicate`` / ``furniture`` of a kept one, matches. A miss is put down to where the gold row
+went: its page pair not in the run (``page_left_out``), a side not among the page's parsed lines
+(``not_parsed``: ``parse.min_words``, lines merged or split), no aligned row matching it
+(``not_aligned``, or ``aligned_elsewhere`` when a row holds its English side with another other
+side), else the reason of the dropped row that matches it. Intervals: Wilson 95 %.
 """
 
 from __future__ import annotations
@@ -217,6 +234,160 @@ def site_report(results: Path, site: str, labels: Path | None = None, repeat: in
     return out
 
 
+def wilson(k: int, n: int, z: float = 1.96) -> list[float] | None:
+    """Wilson score interval of ``k`` successes in ``n`` trials (None for ``n = 0``)."""
+    if n <= 0:
+        return None
+    p = k / n
+    d = 1 + z * z / n
+    c = (p + z * z / (2 * n)) / d
+    h = z * ((p * (1 - p) / n + z * z / (4 * n * n)) ** 0.5) / d
+    return [round(c - h, 4), round(c + h, 4)]
+
+
+def _ws(text: str | None) -> str:
+    return " ".join((text or "").split())
+
+
+def _path(url: str) -> str:
+    """``en/3.13/about.html`` of ``https://host/en/3.13/about.html``."""
+    from urllib.parse import urlsplit
+
+    return urlsplit(url).path.lstrip("/")
+
+
+def gold_report(
+    results: Path, site: str, gold: Path, examples: int = 5, reclean: dict | None = None
+) -> dict:
+    """A finished run's positives of ``site`` against a paragraph gold (module docstring).
+
+    ``reclean``: run the clean stage again on the run's aligned shards with these ``clean``
+    settings (a mapping as in the config) and judge its output instead of the run's positives.
+    """
+    from parasim.clean import clean_positives, rules
+
+    with open(gold, encoding="utf-8", newline="") as fh:
+        rows = list(csv.DictReader(fh, delimiter="\t"))
+    by_page: dict[str, list[dict]] = {}
+    for g in rows:
+        g["en"], g["other"] = _ws(g["en_text"]), _ws(g["other_text"])
+        by_page.setdefault(g["en_path"], []).append(g)
+
+    def read(stage: str, columns=None) -> list[dict]:
+        files = sorted((results / stage / site).glob("*.parquet"))
+        return [r for p in files for r in io.read_table(p, columns=columns).to_pylist()]
+
+    stats = None
+    if reclean is None:
+        kept = read("positives", ["id", "en_url", "en_text", "other_text"])
+        dropped = read("dropped", ["id", "en_url", "en_text", "other_text", "reason"])
+    else:
+        aligned, trans = _site_tables(results, site)
+        pairs = [io.read_table(p) for p in sorted((results / "pairs" / site).glob("*.parquet"))]
+        k, d, stats = clean_positives(aligned, trans, reclean, pairs=pairs)
+        kept, dropped = pa.concat_tables(k).to_pylist(), pa.concat_tables(d).to_pylist()
+    translated = read("translated", ["en_url", "en_lines", "other_lines"])
+    page_lines = {
+        _path(t["en_url"]): ({_ws(x) for x in t["en_lines"]}, {_ws(x) for x in t["other_lines"]})
+        for t in translated
+    }
+
+    def matches(r: dict) -> list[dict]:
+        en, ot = _ws(r["en_text"]), _ws(r["other_text"])
+        return [
+            g for g in by_page.get(_path(r["en_url"]), ()) if en in g["en"] and ot in g["other"]
+        ]
+
+    found: dict[int, str | None] = {}  # id(gold row) -> None (kept) or the first drop reason
+    k_gold = k_ok = k_untr = k_other = 0
+    wrong_examples = []
+    for r in kept:
+        if _path(r["en_url"]) not in by_page:
+            continue
+        k_gold += 1
+        ms = matches(r)
+        good = [g for g in ms if g["status"] == "translated"]
+        if good:
+            k_ok += 1
+        elif ms:
+            k_untr += 1
+        else:
+            k_other += 1
+        if not good and len(wrong_examples) < examples:
+            wrong_examples.append((r["en_text"][:80], r["other_text"][:80]))
+        for g in ms:
+            found[id(g)] = None
+    for r in dropped:
+        if _path(r["en_url"]) not in by_page:
+            continue
+        rs = r["reason"]
+        for g in matches(r):
+            if rs in ("duplicate", "furniture"):
+                found[id(g)] = None
+            elif id(g) not in found:
+                found[id(g)] = rs
+    aligned_en: dict[str, set[str]] = {}
+    for r in kept + dropped:
+        aligned_en.setdefault(_path(r["en_url"]), set()).add(_ws(r["en_text"]))
+
+    real = same = reached = got = 0
+    misses: Counter = Counter()
+    miss_examples: dict[str, list] = {}
+    for path, gs in by_page.items():
+        lines = page_lines.get(path)
+        for g in gs:
+            if g["status"] != "translated":
+                continue
+            if rules.letters_only(g["en"]) == rules.letters_only(g["other"]):
+                same += 1
+                continue
+            real += 1
+            if lines is None:
+                why = "page_left_out"
+            elif g["en"] not in lines[0] or g["other"] not in lines[1]:
+                why = "not_parsed"
+            else:
+                reached += 1
+                if id(g) in found:
+                    why = found[id(g)]
+                elif any(g["en"] in x for x in aligned_en.get(path, ())):
+                    why = "aligned_elsewhere"
+                else:
+                    why = "not_aligned"
+            if why is None:
+                got += 1
+                continue
+            misses[why] += 1
+            ex = miss_examples.setdefault(why, [])
+            if len(ex) < examples:
+                ex.append((g["en"][:80], g["other"][:80]))
+    gold_untr = sum(g["status"] != "translated" for g in rows)
+    return {
+        "site": site,
+        "gold_rows": len(rows),
+        "gold_translated_real": real,
+        "gold_translated_identical": same,
+        "gold_untranslated_or_fuzzy": gold_untr,
+        "reaching_aligner": reached,
+        "kept": got,
+        "recall": round(got / real, 4) if real else None,
+        "recall_ci95": wilson(got, real),
+        "recall_of_reaching": round(got / reached, 4) if reached else None,
+        "recall_of_reaching_ci95": wilson(got, reached),
+        "misses": dict(misses.most_common()),
+        "kept_rows_on_gold_pages": k_gold,
+        "kept_rows_correct": k_ok,
+        "kept_rows_untranslated": k_untr,
+        "kept_rows_unmatched": k_other,
+        "precision": round(k_ok / k_gold, 4) if k_gold else None,
+        "precision_ci95": wilson(k_ok, k_gold),
+        "kept_rows_off_gold_pages": len(kept) - k_gold,
+        "clean_stats": stats,
+        "wrong_kept_examples": wrong_examples,
+        "miss_examples": miss_examples,
+    }
+
+
 def sample_for_labels(results: Path, site: str, n: int, seed: int, out: Path) -> None:
     """Write ``n`` distinct aligned pairs, drawn at random, as a TSV to label by hand."""
     import random
@@ -252,6 +423,15 @@ def main(argv: list[str] | None = None) -> None:
         "--labels", help="hand-labelled sample (TSV: id, label 1/0, en_text, other_text)"
     )
     s.add_argument("--repeat", type=int, default=3, help="timed runs (the best is reported)")
+    g = sub.add_parser("gold", help="a finished run's positives against a paragraph gold")
+    g.add_argument("--results", default="results")
+    g.add_argument("--site", required=True)
+    g.add_argument("--gold", required=True, help="paragraphs_en_<lang>.tsv (bench scale build)")
+    g.add_argument(
+        "--reclean",
+        help="clean settings as JSON: run the clean stage again on the run's aligned shards "
+        'with them and judge that (e.g. \'{"decision": {"enabled": false}}\')',
+    )
     m = sub.add_parser("sample", help="draw aligned pairs to label by hand")
     m.add_argument("--results", default="results")
     m.add_argument("--site", required=True)
@@ -276,6 +456,10 @@ def main(argv: list[str] | None = None) -> None:
                 ensure_ascii=False,
             )
         )
+    elif args.cmd == "gold":
+        reclean = json.loads(args.reclean) if args.reclean else None
+        report = gold_report(Path(args.results), args.site, Path(args.gold), reclean=reclean)
+        print(json.dumps(report, indent=1, ensure_ascii=False))
     else:
         sample_for_labels(Path(args.results), args.site, args.n, args.seed, Path(args.out))
 

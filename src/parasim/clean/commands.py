@@ -30,7 +30,8 @@ def cmd_clean(args: argparse.Namespace) -> None:
         read_table(need(p, "translated shard"), columns=["pair_id", "en_lines", "other_lines"])
         for p in args.translated
     ]
-    kept, dropped, stats = clean_positives(aligned, translated, settings, log=log)
+    pairs = [read_table(need(p, "pairs shard")) for p in args.pairs or ()]
+    kept, dropped, stats = clean_positives(aligned, translated, settings, log=log, pairs=pairs)
     for table, path in zip(kept, args.out, strict=True):
         write_table(table, path)
     for table, path in zip(dropped, args.dropped, strict=True):
@@ -42,7 +43,9 @@ def clean_stats(raw: Mapping[str, Any]) -> Stats:
     """:func:`~parasim.clean.clean_positives`' counts as the stage's stats.
 
     Rows in: aligned pairs; out: positives; dropped: by reason (a rule, ``wrong_language_<side>``,
-    ``duplicate``, ``furniture``), every reason the stage counts as ``dropped_<reason>``.
+    ``untranslated``, ``duplicate``, ``furniture``), every reason the stage counts as
+    ``dropped_<reason>``. The counts hold ``overruled_<reason>`` (kept by the decision over that
+    flag) and ``page_pairs_untranslated``.
 
     Raises:
         ValueError: the reasons do not add up to the stage's own total of drops.
@@ -59,7 +62,7 @@ def clean_stats(raw: Mapping[str, Any]) -> Stats:
         dropped=dropped,
         seconds={"total": c.pop("seconds")},
         figures={"pairs_per_s": c.pop("pairs_per_s")},
-        counts=c,  # page_pairs, langid_<side>_<verdict>, furniture_pairs
+        counts=c,  # page_pairs, langid_<side>_<verdict>, furniture_pairs, overruled_<reason>
     )
 
 
@@ -71,5 +74,10 @@ def register(add: Callable[..., argparse.ArgumentParser], site_opts: Callable) -
     site_opts(sp)
     sp.add_argument("--aligned", nargs="+", required=True, help="the site's aligned shards")
     sp.add_argument("--translated", nargs="+", required=True, help="its translated shards")
+    sp.add_argument(
+        "--pairs",
+        nargs="+",
+        help="its page pairs (the page languages the pair stage measured: untranslated pages)",
+    )
     sp.add_argument("--out", nargs="+", required=True, help="positives shards to write")
     sp.add_argument("--dropped", nargs="+", required=True, help="dropped-pair shards to write")

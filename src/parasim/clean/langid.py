@@ -17,8 +17,9 @@ A side is judged in three steps (:meth:`LanguageId.judge`):
    against the line only when they are in the pair's other language (English on the French
    side: an untranslated block), not when heliport guesses an unrelated language for them;
 3. else **the page**: a line that neither its own text nor its neighbours can place (a name, a
-   date, "OK") is kept; its page was measured as a whole by the pair stage, and pages whose main
-   text is in the wrong language never reach the positives. These lines are counted.
+   date, "OK") is kept; its page was measured as a whole by the pair stage, and on a page whose
+   main text is in the wrong language such a line is dropped as ``untranslated`` unless its
+   translation vouches for it (:mod:`.stage`, :mod:`.decision`). These lines are counted.
 
 Named entities need no rule of their own: a line that is only a name is too short to identify and
 falls to steps 2-3; a name inside a sentence does not move heliport's decision for the sentence.

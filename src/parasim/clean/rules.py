@@ -253,6 +253,8 @@ class Checker:
             ),
             "length_ratio": lambda a, b: _ratio(a, b, float(on["length_ratio"])),
         }
+        self._side_test_of = {n: t for n, t in side_tests.items() if n in on}
+        self._pair_test_of = {n: t for n, t in pair_tests.items() if n in on}
         self.order = [name for name in RULE_ORDER if name in on]
         pos = {name: k for k, name in enumerate(self.order)}
         self._side_tests = [(pos[n], side_tests[n]) for n in self.order if n in side_tests]
@@ -337,6 +339,21 @@ class Checker:
             if test(text):
                 return k
         return self._never
+
+    def reasons(self, en: str, other: str) -> list[str]:
+        """Every switched-on rule the pair fails, in :data:`RULE_ORDER` (``__call__`` gives the
+        first; the decision of :mod:`.decision` needs them all to overrule a pair)."""
+        if not en.strip() or not other.strip():
+            return ["empty"]
+        out = []
+        for name in self.order:
+            side = self._side_test_of.get(name)
+            pair = self._pair_test_of.get(name)
+            if (side is not None and (side(en) or side(other))) or (
+                pair is not None and pair(en, other)
+            ):
+                out.append(name)
+        return out
 
     def __call__(self, en: str, other: str) -> str | None:
         first = min(self.side(en), self.side(other))

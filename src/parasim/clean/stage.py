@@ -1,22 +1,30 @@
 """The clean stage: aligned sentence pairs of a site -> the positives a researcher would keep.
 
 Between the align stage and everything downstream (negatives, corpus, divergences), for all
-shards of a site at once (:func:`clean_positives`), in three steps:
+shards of a site at once (:func:`clean_positives`), in four steps:
 
 1. **hard rules** (:mod:`.rules`): identical and near-identical sides, no letters, URLs and
    e-mail addresses, code and markup, placeholder text, length ratio, repeated words, mojibake;
 2. **language identification** (:mod:`.langid`, heliport): the English side must be English and
    the other side in its declared language; a line too short to identify is judged with its
    neighbours on the page, then by its page;
-3. **deduplication**: pairs equal after :func:`.rules.normalize` on both sides are kept once, the
+3. **the decision** (:mod:`.decision`): the flags of steps 1-2 and the page languages the pair
+   stage measured (the pairs' ``*_page_lang`` columns) against the translation. On a page pair
+   measured untranslated (``clean.untranslated_pages.mode: per_line``), a line that its own text
+   does not place in the expected language is flagged ``untranslated``. A pair whose flags are
+   all overrulable (``clean.decision.overrule``, and ``untranslated``) is kept when its
+   translation says it is one (the ``overruled`` column lists the flags); any other flagged pair
+   is dropped with its first flag, in the order rules, ``wrong_language_en``,
+   ``wrong_language_other`` / ``untranslated``;
+4. **deduplication**: pairs equal after :func:`.rules.normalize` on both sides are kept once, the
    first in (English URL, other URL, line index) order; the kept row says how often
    (``n_seen``) and on how many page pairs (``n_pages``) it was seen, and ``furniture`` flags a
    pair found on at least ``furniture_share`` of the site's page pairs (headers, footers, "Questions
    or comments?"); ``drop_furniture: true`` drops those too.
 
 Nothing is lost: every dropped row goes to the site's ``dropped`` shards with its ``reason`` (the
-rule, ``wrong_language_en`` / ``wrong_language_other``, ``duplicate`` with ``duplicate_of`` the
-kept row's id, or ``furniture``). Since a repeated pair is kept on one page pair only, and the
+rule, ``wrong_language_en`` / ``wrong_language_other``, ``untranslated``, ``duplicate`` with
+``duplicate_of`` the kept row's id, or ``furniture``). Since a repeated pair is kept on one page pair only, and the
 corpus splits by page pair, a pair seen on pages of both splits ends up in one split.
 """
 
@@ -33,9 +41,9 @@ import pyarrow as pa
 
 from parasim import io
 from parasim.config import Settings
-from parasim.pair.stage import UntranslatedPagesSettings
+from parasim.pair.stage import UntranslatedPagesSettings, is_untranslated
 
-from . import langid, rules
+from . import decision, langid, rules
 
 __all__ = ["CleanSettings", "LangidSettings", "clean_positives"]
 
@@ -57,6 +65,7 @@ class CleanSettings(Settings, section="clean"):
     rules: rules.RulesSettings
     placeholders: tuple[str, ...]
     langid: LangidSettings
+    decision: decision.DecisionSettings
     dedup: bool
     furniture_share: float
     furniture_min_pages: int
@@ -71,6 +80,7 @@ _READ = (
     "other_lang",
     "en_text",
     "other_text",
+    "other_en",
     "en_idx",
     "other_idx",
     "en_url",
@@ -88,6 +98,7 @@ def clean_positives(
     translated: Sequence[pa.Table],
     settings: CleanSettings | Mapping[str, Any] | None = None,
     log: logging.Logger | None = None,
+    pairs: Sequence[pa.Table] | None = None,
 ) -> tuple[list[pa.Table], list[pa.Table], dict]:
     """Clean the aligned pairs of one site.
 
@@ -99,6 +110,8 @@ def clean_positives(
         settings: the ``clean`` settings (a mapping: the section as in the config, keys left out
             take the schema's defaults).
         log: logger (module logger when None).
+        pairs: the site's page pairs (:data:`parasim.io.PAIRS_SCHEMA`), for the page languages
+            the pair stage measured (None, or pairs without them: no page is untranslated).
 
     Returns:
         per shard the kept pairs (:data:`parasim.io.POSITIVES_SCHEMA`) and the dropped ones
@@ -127,12 +140,28 @@ def clean_positives(
             lines[pid] = (en or [], other or [])
     stats["page_pairs"] = len(lines)
 
+    untranslated_side = _untranslated_pages(pairs, s.untranslated_pages)
+    stats["page_pairs_untranslated"] = sum(
+        1 for pid in lines if untranslated_side.get(pid, (False, False)) != (False, False)
+    )
+
     # 1. hard rules
     check = rules.make_checker(s.rules, s.placeholders)
     check.prepare(en_text + other_text)  # each distinct side once, with Arrow's kernels
     reason: list[str | None] = list(map(check, en_text, other_text))
+    dec = s.decision
+    over = set(dec.overrule) if dec.enabled else set()
+    # the rules that flag a pair the decision may keep (every rule it fails is overrulable)
+    flags: dict[int, list[str]] = {}
+    if over:
+        for i, r in enumerate(reason):
+            if r in over:
+                failed = check.reasons(en_text[i], other_text[i])
+                if set(failed) <= over:
+                    flags[i], reason[i] = failed, None
 
     # 2. language identification, per side (the other side per declared language)
+    verdict: dict[str, list[str | None]] = {"en": [None] * n, "other": [None] * n}
     if s.langid.enabled:
         lid = langid.LanguageId(s.langid.min_letters, s.langid.window)
         todo = [i for i, x in enumerate(reason) if x is None]
@@ -159,10 +188,46 @@ def clean_positives(
             )
             for i, v in zip(members, verdicts, strict=True):
                 stats[f"langid_{side}_{v}"] += 1
-                if v in (langid.WRONG_LINE, langid.WRONG_NEIGHBOURS) and reason[i] is None:
-                    reason[i] = f"wrong_language_{side}"
+                verdict[side][i] = v
 
-    # 3. deduplication (and page furniture)
+    # 3. the decision: the flags of each pair against its translation and its pages
+    overruled: list[list[str] | None] = [None] * n
+    for i in range(n):
+        if reason[i] is not None:
+            continue
+        bad = untranslated_side.get(cols["pair_id"][i], (False, False))
+        cands = list(flags.get(i, ()))
+        strong_wrong = False  # heliport puts the line itself in the wrong language
+        for side, page_bad in zip(("en", "other"), bad, strict=True):
+            v = verdict[side][i]
+            wrong = v in (langid.WRONG_LINE, langid.WRONG_NEIGHBOURS)
+            if page_bad and v not in _CONFIRMED:
+                # an untranslated page's line that its own text does not place: untranslated
+                cands.append(UNTRANSLATED)
+                strong_wrong |= v == langid.WRONG_LINE
+            elif wrong:
+                cands.append(f"wrong_language_{side}")
+        if not cands:
+            continue
+        cands = list(dict.fromkeys(cands))
+        keep = False
+        single = len(cols["en_idx"][i]) == 1 and len(cols["other_idx"][i]) == 1
+        if (
+            dec.enabled
+            and all(c in over or c == UNTRANSLATED for c in cands)
+            and not (dec.page_check and strong_wrong)
+            and (single or not dec.one_to_one_only)
+        ):
+            ev = decision.similarities(en_text[i], other_text[i], cols["other_en"][i])
+            keep = decision.translated(ev, dec)
+        if keep:
+            overruled[i] = cands
+            for c in cands:
+                stats[f"overruled_{c}"] += 1
+        else:
+            reason[i] = cands[0]
+
+    # 4. deduplication (and page furniture)
     duplicate_of: list[str | None] = [None] * n
     n_seen = [1] * n
     n_pages = [1] * n
@@ -218,6 +283,7 @@ def clean_positives(
                     "n_seen": [n_seen[idx[j]] for j in k],
                     "n_pages": [n_pages[idx[j]] for j in k],
                     "furniture": [furniture[idx[j]] for j in k],
+                    "overruled": [overruled[idx[j]] for j in k],
                 },
                 io.POSITIVES_SCHEMA,
             )
@@ -234,7 +300,6 @@ def clean_positives(
         )
     stats.update(Counter(f"dropped_{x}" for x in reason if x is not None))
     stats["kept"] = sum(t.num_rows for t in kept)
-    stats["kept"] = sum(len(x) for x in kept)
     stats["dropped"] = stats["aligned_in"] - stats["kept"]
     seconds = time.perf_counter() - t0
     stats["seconds"] = round(seconds, 3)
@@ -242,6 +307,34 @@ def clean_positives(
     out["pairs_per_s"] = round(n / seconds, 1) if seconds > 0 else None
     log.info("clean: %s", out)
     return kept, dropped, out
+
+
+#: Reason of a line of a page measured untranslated that its own text does not place.
+UNTRANSLATED = "untranslated"
+#: Language verdicts that place a line by its own text (:mod:`.langid`).
+_CONFIRMED = (langid.OK_LINE, langid.OK_CLOSE)
+
+
+def _untranslated_pages(
+    pairs: Sequence[pa.Table] | None, s: UntranslatedPagesSettings
+) -> dict[str, tuple[bool, bool]]:
+    """pair_id -> whether (the English page, the other page) was measured in the wrong language
+    by the pair stage (:func:`parasim.pair.stage.is_untranslated`)."""
+    out: dict[str, tuple[bool, bool]] = {}
+    if not pairs or not s.enabled:
+        return out
+    need = ["pair_id", "other_lang", "en_page_lang", "en_page_share"]
+    need += ["other_page_lang", "other_page_share"]
+    for t in pairs:
+        if not set(need) <= set(t.column_names):
+            continue
+        d = t.select(need).to_pydict()
+        for pid, lg, el, es, ol, os_ in zip(*(d[c] for c in need), strict=True):
+            out[pid] = (
+                is_untranslated(el, es, lg, s.min_share),
+                is_untranslated(ol, os_, "en", s.min_share),
+            )
+    return out
 
 
 def _with_columns(table: pa.Table, extra: dict[str, list], schema: pa.Schema) -> pa.Table:

@@ -70,10 +70,17 @@ UNPAIRED_REASONS = (
 @dataclass(frozen=True)
 class UntranslatedPagesSettings(Settings, section="clean.untranslated_pages"):
     """The ``clean.untranslated_pages`` config section: the pair stage measures the language of
-    each page's main text and leaves out the page pairs that are not translated."""
+    each page's main text and writes it into the pairs; with ``mode: drop_page`` it leaves out
+    the page pairs that are not translated, with ``mode: per_line`` (the default) it keeps them
+    and the clean stage drops their untranslated lines one by one."""
 
     enabled: bool
     min_share: float
+    mode: str
+
+
+#: ``clean.untranslated_pages.mode`` values.
+DROP_PAGE, PER_LINE = "drop_page", "per_line"
 
 
 _SWITCHER_RE = re.compile(r"lang|lng|locale|i18n|language", re.IGNORECASE)
@@ -260,6 +267,10 @@ class _Resolution:
     lost: set[tuple[int, str]] = field(default_factory=set)  # (en page, lang) that lost a conflict
     untranslated: set[tuple[int, str]] = field(default_factory=set)  # (en page, lang) untranslated
     conflicts: int = 0
+    #: (en page, other page) -> measured (language, share) of the English and the other page
+    measured: dict[tuple[int, int], tuple[tuple[str, float], tuple[str, float]]] = field(
+        default_factory=dict
+    )
 
 
 def _check_input(pages: pa.Table, site: SiteConfig, n_shards: int) -> None:
@@ -475,16 +486,20 @@ def resolve_conflicts(valid: list[tuple[int, int, str, _Edge]], one_to_one: bool
 
 
 def find_untranslated(
-    pg: _Pages, res: _Resolution, site: SiteConfig, min_share: float
+    pg: _Pages, res: _Resolution, site: SiteConfig, min_share: float, drop: bool = True
 ) -> list[dict]:
-    """Step 4b: the chosen pairs whose other page's main text is mostly English, or whose English
-    page's is mostly in the other language; removed from ``res.chosen`` and returned as records
-    (URLs, measured language and share of each side).
+    """Step 4b: measure the main-text language of both pages of every chosen pair (kept in
+    ``res.measured``, written into the pairs by :func:`pair_table`) and return the pairs whose
+    other page is mostly English, or whose English page is mostly in the other language, as
+    records (URLs, measured language and share of each side, ``left_out``). With ``drop`` they
+    are removed from ``res.chosen`` (``mode: drop_page``); without, they stay and the clean
+    stage judges their lines one by one (``mode: per_line``).
 
     Args:
         min_share: share of a page's identified letters that must be in the wrong language.
+        drop: leave the untranslated pairs out.
     """
-    from parasim.clean.langid import LanguageId, iso3
+    from parasim.clean.langid import LanguageId
 
     from .language import main_text_lines
 
@@ -500,8 +515,9 @@ def find_untranslated(
     kept, out = [], []
     for en, other, lg, e in res.chosen:
         (en_l, en_s), (ot_l, ot_s) = lang(en), lang(other)
-        wrong_other = ot_l == "eng" and ot_s >= min_share
-        wrong_en = en_l == iso3(lg) and en_s >= min_share
+        res.measured[(en, other)] = ((en_l, en_s), (ot_l, ot_s))
+        wrong_other = is_untranslated(ot_l, ot_s, "en", min_share)
+        wrong_en = is_untranslated(en_l, en_s, lg, min_share)
         if wrong_other or wrong_en:
             out.append(
                 {
@@ -510,14 +526,27 @@ def find_untranslated(
                     "other_lang": lg,
                     "side": "other" if wrong_other else "en",
                     "measured": {"en": [en_l, round(en_s, 3)], "other": [ot_l, round(ot_s, 3)]},
+                    "left_out": drop,
                 }
             )
-            res.taken_en.discard((en, lg))
-            res.untranslated.add((en, lg))
-        else:
-            kept.append((en, other, lg, e))
+            if drop:
+                res.taken_en.discard((en, lg))
+                res.untranslated.add((en, lg))
+                continue
+        kept.append((en, other, lg, e))
     res.chosen = kept
     return out
+
+
+def is_untranslated(
+    measured: str | None, share: float | None, wrong: str, min_share: float
+) -> bool:
+    """Whether a page measured in heliport's language ``measured`` with ``share`` of its
+    identified letters is in the ``wrong`` language (ISO 639-1: ``en`` for the other page, the
+    other language for the English page) by at least ``min_share``."""
+    from parasim.clean.langid import iso3
+
+    return measured == iso3(wrong) and share is not None and share >= min_share
 
 
 def pair_table(pg: _Pages, res: _Resolution, site: SiteConfig, n_shards: int) -> pa.Table:
@@ -536,10 +565,25 @@ def pair_table(pg: _Pages, res: _Resolution, site: SiteConfig, n_shards: int) ->
                 "other_lang": lang,
                 "evidence": sorted(e.kinds) + _aliases(pg, en, other),
                 "shard": shard_of(pid, n_shards),
+                **_measured(res, en, other),
             }
         )
     rows.sort(key=lambda r: (r["other_lang"], r["en_url"], r["other_url"]))
     return rows_to_table(rows, PAIRS_SCHEMA)
+
+
+def _measured(res: _Resolution, en: int, other: int) -> dict:
+    """The pair's measured page languages as columns (none when the pages were not measured)."""
+    m = res.measured.get((en, other))
+    if m is None:
+        return {}
+    (en_l, en_s), (ot_l, ot_s) = m
+    return {
+        "en_page_lang": en_l,
+        "en_page_share": round(en_s, 4),
+        "other_page_lang": ot_l,
+        "other_page_share": round(ot_s, 4),
+    }
 
 
 def _aliases(pg: _Pages, en: int, other: int) -> list[str]:
@@ -594,8 +638,10 @@ def pair_pages(
             toggles both lead to one French page); each English page still gets at most one
             counterpart per language.
         untranslated: the ``clean.untranslated_pages`` settings (or that section as in the
-            config): measure the main-text language of both pages of each pair and leave out the
-            pairs whose pages are not translated (:func:`find_untranslated`). None: not measured.
+            config): measure the main-text language of both pages of each pair (the pairs'
+            ``*_page_lang`` / ``*_page_share`` columns) and, with ``mode: drop_page``, leave out
+            the pairs whose pages are not translated (:func:`find_untranslated`); with
+            ``mode: per_line`` they stay and are counted. None: not measured.
 
     Returns:
         The pairs (:data:`parasim.io.PAIRS_SCHEMA`, sorted by ``(other_lang, en_url)``) and a stats
@@ -604,7 +650,8 @@ def pair_pages(
         unexpected_target_langs (English pages whose evidence leads to a page declared in a
         language that is not the expected one, per that language), pairs (per language),
         unpaired_en (by reason, summed over languages), unpaired_en_by_lang, unpaired_other (per
-        language), conflicts, candidates, untranslated_pairs and the list of them
+        language), conflicts, candidates, untranslated_pairs (left out), untranslated_kept (measured
+        untranslated, kept for the clean stage's line-by-line check) and the list of both
         (``untranslated``), parse_seconds, pages_per_s.
 
     Raises:
@@ -620,7 +667,9 @@ def pair_pages(
     if untranslated is not None:
         untranslated = UntranslatedPagesSettings.from_config(untranslated)
     if untranslated is not None and untranslated.enabled:
-        untr = find_untranslated(pg, res, site, float(untranslated.min_share))
+        untr = find_untranslated(
+            pg, res, site, float(untranslated.min_share), drop=untranslated.mode == DROP_PAGE
+        )
     table = pair_table(pg, res, site, n_shards)
     english, by_lang = count_unpaired(pg, ev, res, others)
 
@@ -652,7 +701,8 @@ def pair_pages(
         },
         "candidates": len(valid),
         "conflicts": res.conflicts,
-        "untranslated_pairs": len(untr),
+        "untranslated_pairs": sum(r["left_out"] for r in untr),
+        "untranslated_kept": sum(not r["left_out"] for r in untr),
         "untranslated": untr,
         "parse_seconds": round(ev.parse_s, 3),
         "pages_per_s": round(len(pg.docs) / ev.parse_s, 1) if ev.parse_s > 0 else None,

@@ -1,0 +1,132 @@
+"""One decision per pair: the translation itself as evidence against a rule's veto (issue 33).
+
+The hard rules (:mod:`.rules`) and the language check (:mod:`.langid`) each look at one side, or
+at the two sides' surface: a short line heliport misreads ("Apache Module mod_x" read as
+Catalan), a line full of names ("Excellence in Public Service Delivery Government Technology
+Exhibition"), a translated HTML example ("Cliquez <a href=…>ici</a>…") or two short lines that
+differ in a few letters ("Scenario" / "Scénario") are vetoed although they translate each other.
+The pipeline already holds stronger evidence: the other side's machine translation into English.
+A copy of English text gains nothing from translation (the translator leaves English as it is),
+a real translation does. So a pair is kept over the rules named in ``overrule`` when
+
+- ``mt`` (the word cosine of the English side with the other side's translation) is at least
+  ``min_mt_similarity``: the translation says the same as the English side;
+- the other side is in the language it is declared in, by what the translator did to it:
+  either the gain ``(mt - raw) / (1 - raw)`` (``raw``: the cosine of the English side with the
+  untranslated other side; the gain is the share of the distance to a perfect match that
+  translation closed) is at least ``min_gain``, or the words of the other side that the English
+  side lacks were mostly changed by the translator (a share of at least ``min_changed_share``
+  of them, holding at least ``min_changed_letters`` letters). A copy of English text gains
+  nothing from translation and has nothing changed (the translator leaves English words as they
+  are; a short English word that is also a French or Spanish word, "a", "on", "no", is too few
+  letters), nor do names, numbers and code shared by both sides. The second test is for a
+  rule-based translator such as Apertium, whose English often misses the reference's words
+  ("Predeterminado" gives "Predetermined", not "Default") although the line is Spanish;
+- with ``page_check``: on a page pair the pair stage measured untranslated, heliport does not
+  put the line itself (alone, confidently) in the wrong language;
+- with ``one_to_one_only``: the pair is one line on each side. The evidence of an n:m link is its
+  lines' together, while a flag may concern one of them: a translated title merged with the
+  English paragraph after it ("Format Strings Format strings describe…" | "Chaînes de
+  spécification du format Format strings describe…") has its French words changed by the
+  translator and matches the English side well, yet is mostly a copy. On the python-docs site
+  every overruled n:m link was such a mix, and every overruled 1:1 pair a real translation.
+
+Cosines are binary (each word type once, as the align stage's default ``weighting: binary``), on
+lower-cased ``\\w+`` tokens, with HTML tags and tokens of digits only left out (a number or a
+tag in both sides is not a translation). Only pairs a rule flagged are scored. Every overruled
+pair keeps the list of what it overruled (the positives' ``overruled`` column): the markup of an
+HTML example is kept as it is, not stripped, and is found by that flag.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from dataclasses import dataclass
+
+from parasim.config import Settings
+
+__all__ = ["DecisionSettings", "Evidence", "similarities", "translated"]
+
+_TAG = re.compile(r"</?[A-Za-z][^<>]*>")
+_TOKEN = re.compile(r"\w+")
+
+
+@dataclass(frozen=True)
+class DecisionSettings(Settings, section="clean.decision"):
+    """The ``clean.decision`` config section (what each key means: the schema)."""
+
+    enabled: bool
+    overrule: tuple[str, ...]
+    min_mt_similarity: float
+    min_gain: float
+    min_changed_share: float
+    min_changed_letters: int
+    page_check: bool
+    one_to_one_only: bool
+
+
+def _words(text: str | None) -> frozenset[str]:
+    if not text:
+        return frozenset()
+    return frozenset(w for w in _TOKEN.findall(_TAG.sub(" ", text).lower()) if not w.isdigit())
+
+
+def _cos(a: frozenset[str], b: frozenset[str]) -> float:
+    if not a or not b:
+        return 0.0
+    return len(a & b) / math.sqrt(len(a) * len(b))
+
+
+@dataclass(frozen=True)
+class Evidence:
+    """What the decision reads of one pair (module docstring): the ``mt`` and ``raw`` word
+    cosines, and of the other side's words that the English side lacks, how many there are
+    (``own``), how many of them the translator changed (``changed``) and their letters."""
+
+    mt: float
+    raw: float
+    own: int = 0
+    changed: int = 0
+    changed_letters: int = 0
+
+    @property
+    def gain(self) -> float:
+        """The share of the distance between ``raw`` and a perfect match that translating the
+        other side closed (0 when ``raw`` is 1 or translation made it worse)."""
+        if self.raw >= 1.0:
+            return 0.0
+        return max(0.0, (self.mt - self.raw) / (1.0 - self.raw))
+
+    @property
+    def changed_share(self) -> float:
+        """Share of the other side's own words (not in the English side) the translator changed."""
+        return self.changed / self.own if self.own else 0.0
+
+
+def similarities(en: str, other: str, other_en: str | None) -> Evidence:
+    """The pair's :class:`Evidence` (``other_en`` None: no translation, so ``mt = raw`` and
+    nothing changed)."""
+    e, o = _words(en), _words(other)
+    raw = _cos(e, o)
+    if other_en is None:
+        return Evidence(round(raw, 6), round(raw, 6))
+    t = _words(other_en)
+    own = o - e
+    changed = own - t
+    return Evidence(
+        round(_cos(e, t), 6),
+        round(raw, 6),
+        len(own),
+        len(changed),
+        sum(len(w) for w in changed),
+    )
+
+
+def translated(ev: Evidence, s: DecisionSettings) -> bool:
+    """Whether the evidence says the pair is a translation (thresholds of ``s``)."""
+    if ev.mt < s.min_mt_similarity:
+        return False
+    return ev.gain >= s.min_gain or (
+        ev.changed_share >= s.min_changed_share and ev.changed_letters >= s.min_changed_letters
+    )

@@ -394,6 +394,11 @@ DEC = decision.DecisionSettings.from_config({})
         # a French line aligned to the wrong English line: the translation does not match
         ("Install the package with pip.", "Lisez le guide avant de commencer.",
          "Read the guide before starting.", False),
+        # a copy of the English title with a French note: the note's words are changed, but the
+        # sides were alike before translation and translation gained nothing
+        ("Project documentations and design decision",
+         "Project documentations and design decision (en anglais)",
+         "Project documentations and of design decision (in English)", False),
         # the French side says much more than the English one: too little of it matches
         ("Yes", "Oui, absolument, sans aucun doute possible, et même davantage",
          "Yes, absolutely, without any possible doubt, and even more", False),

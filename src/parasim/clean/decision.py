@@ -16,7 +16,11 @@ a real translation does. So a pair is kept over the rules named in ``overrule`` 
   untranslated other side; the gain is the share of the distance to a perfect match that
   translation closed) is at least ``min_gain``, or the words of the other side that the English
   side lacks were mostly changed by the translator (a share of at least ``min_changed_share``
-  of them, holding at least ``min_changed_letters`` letters). A copy of English text gains
+  of them, holding at least ``min_changed_letters`` letters), on a pair whose untranslated sides
+  are not already alike (``raw`` at most ``max_copy_similarity``: above, the other side is
+  mostly a copy of the English one with a few words added, "Project documentations and design
+  decision" | "Project documentations and design decision (en anglais)", and only the gain
+  counts). A copy of English text gains
   nothing from translation and has nothing changed (the translator leaves English words as they
   are; a short English word that is also a French or Spanish word, "a", "on", "no", is too few
   letters), nor do names, numbers and code shared by both sides. The second test is for a
@@ -62,6 +66,7 @@ class DecisionSettings(Settings, section="clean.decision"):
     min_gain: float
     min_changed_share: float
     min_changed_letters: int
+    max_copy_similarity: float
     page_check: bool
     one_to_one_only: bool
 
@@ -128,5 +133,7 @@ def translated(ev: Evidence, s: DecisionSettings) -> bool:
     if ev.mt < s.min_mt_similarity:
         return False
     return ev.gain >= s.min_gain or (
-        ev.changed_share >= s.min_changed_share and ev.changed_letters >= s.min_changed_letters
+        ev.raw <= s.max_copy_similarity
+        and ev.changed_share >= s.min_changed_share
+        and ev.changed_letters >= s.min_changed_letters
     )

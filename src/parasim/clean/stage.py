@@ -24,8 +24,9 @@ shards of a site at once (:func:`clean_positives`), in four steps:
 
 Nothing is lost: every dropped row goes to the site's ``dropped`` shards with its ``reason`` (the
 rule, ``wrong_language_en`` / ``wrong_language_other``, ``untranslated``, ``duplicate`` with
-``duplicate_of`` the kept row's id, or ``furniture``). Since a repeated pair is kept on one page pair only, and the
-corpus splits by page pair, a pair seen on pages of both splits ends up in one split.
+``duplicate_of`` the kept row's id, or ``furniture``). Since a repeated pair is kept on one page
+pair only, and the corpus splits by page pair, a pair seen on pages of both splits ends up in one
+split.
 """
 
 from __future__ import annotations

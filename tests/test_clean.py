@@ -430,6 +430,31 @@ def test_checker_lists_every_rule_a_pair_fails():
     assert check.reasons("", "x") == ["empty"]
 
 
+def test_reasons_after_prepare_are_the_python_rules():
+    """The pre-filters of :meth:`Checker.prepare` skip rules in :meth:`Checker.reasons` exactly
+    where the Python rules pass."""
+    pairs = [
+        ('<div class="x">Read the guide</div>', '<div class="x">Read the guide</div>'),
+        ("Source code: Lib/os.py", "Code source : Lib/os.py"),
+        ("Website (https://www.example.com/a/b)", "Site (https://www.exemple.com/a/b)"),
+        ("<b>Needs translation</b> go go go", "<b>Needs translation</b> Ã© (fr)"),
+        ("Term 1 Description", "Terme 1 Description"),
+        ("Yes", "Oui, absolument, sans aucun doute possible, et même davantage"),
+        (EN_LONG, FR_LONG),
+    ]
+    prepared, plain = rules.make_checker(), rules.make_checker()
+    prepared.prepare([t for p in pairs for t in p])
+    for en, other in pairs:
+        assert prepared.reasons(en, other) == plain.reasons(en, other), (en, other)
+        assert (prepared.reasons(en, other) or [None])[0] == plain(en, other)
+    assert plain.reasons(*pairs[3]) == [
+        "code_markup",
+        "placeholder",
+        "repeated_words",
+        "bad_encoding",
+    ]
+
+
 HTML_EN = 'Click <a href="/private/index.html">here</a> to access private information.'
 HTML_FR = 'Cliquez <a href="/private/index.html">ici</a> pour accéder aux informations privées.'
 

@@ -134,7 +134,8 @@ def _site_tables(results: Path, site: str) -> tuple[list[pa.Table], list[pa.Tabl
 
 
 def site_report(results: Path, site: str, labels: Path | None = None, repeat: int = 3) -> dict:
-    """The clean stage on a finished run's site: counts, what is left, speed, labelled recall.
+    """The clean stage on a finished run's site: counts, what is left, speed, labelled recall
+    (with the run's page pairs, for the page languages the pair stage measured).
 
     Speed: the best of ``repeat`` runs, each from cold per-text caches (heliport's model loaded
     once before, timed apart).
@@ -142,6 +143,7 @@ def site_report(results: Path, site: str, labels: Path | None = None, repeat: in
     from parasim.clean import clean_positives, langid, rules
 
     aligned, translated = _site_tables(results, site)
+    pairs = [io.read_table(p) for p in sorted((results / "pairs" / site).glob("*.parquet"))]
     t0 = time.perf_counter()
     langid._identifier()
     load_s = time.perf_counter() - t0
@@ -149,7 +151,7 @@ def site_report(results: Path, site: str, labels: Path | None = None, repeat: in
     for _ in range(max(1, repeat)):
         rules.clear_caches()
         before, t1 = os.times(), time.perf_counter()
-        kept, dropped, stats = clean_positives(aligned, translated)
+        kept, dropped, stats = clean_positives(aligned, translated, pairs=pairs)
         after, wall = os.times(), time.perf_counter() - t1
         cpu = sum(after[:4]) - sum(before[:4])  # user + system CPU time
         timings.append((wall, cpu))

@@ -44,6 +44,7 @@ HTML example is kept as it is, not stripped, and is found by that flag.
 
 from __future__ import annotations
 
+import functools
 import math
 import re
 from dataclasses import dataclass
@@ -71,6 +72,7 @@ class DecisionSettings(Settings, section="clean.decision"):
     one_to_one_only: bool
 
 
+@functools.lru_cache(maxsize=1 << 16)
 def _words(text: str | None) -> frozenset[str]:
     if not text:
         return frozenset()

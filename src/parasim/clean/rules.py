@@ -118,9 +118,9 @@ def count_letters(text: str) -> int:
 
 def clear_caches() -> None:
     """Forget the per-text caches (a benchmark that times several runs in one process)."""
-    from . import bulk
+    from . import bulk, decision
 
-    for f in (letters_only, count_letters, normalize):
+    for f in (letters_only, count_letters, normalize, decision._words):
         f.cache_clear()
     bulk.clear_cache()
 
@@ -266,6 +266,8 @@ class Checker:
         self._letters: dict[str, str] = {}
         self._count: dict[str, int] = {}
         self._batch: Any = None
+        self._batch_pos: dict[str, int] = {}
+        self._masks: dict[str, list[bool] | None] = {}
 
     def letters(self, text: str) -> str:
         """:func:`letters_only` of ``text`` (from :meth:`prepare` when it saw the text)."""
@@ -295,6 +297,7 @@ class Checker:
         }
         if "repeated_words" in self._side_names:
             masks["repeated_words"] = b.repeated_candidates()
+        self._masks = masks
         tests = [
             (k, masks.get(name), test)
             for (k, test), name in zip(self._side_tests, self._side_names, strict=True)
@@ -345,15 +348,27 @@ class Checker:
         first; the decision of :mod:`.decision` needs them all to overrule a pair)."""
         if not en.strip() or not other.strip():
             return ["empty"]
+        first = {t: self.side(t) for t in (en, other)}  # cached: the rules before it pass
         out = []
-        for name in self.order:
-            side = self._side_test_of.get(name)
+        for k, name in enumerate(self.order):
             pair = self._pair_test_of.get(name)
-            if (side is not None and (side(en) or side(other))) or (
-                pair is not None and pair(en, other)
+            if pair is not None:
+                if pair(en, other):
+                    out.append(name)
+                continue
+            side = self._side_test_of.get(name)
+            if side is not None and any(
+                first[t] == k or (first[t] < k and self._may_fail(name, t) and side(t))
+                for t in (en, other)
             ):
                 out.append(name)
         return out
+
+    def _may_fail(self, name: str, text: str) -> bool:
+        """False when :meth:`prepare`'s pre-filter for side rule ``name`` let ``text`` pass."""
+        mask = self._masks.get(name)
+        i = self._batch_pos.get(text)
+        return mask is None or i is None or self._batch.exact[i] or bool(mask[i])
 
     def __call__(self, en: str, other: str) -> str | None:
         first = min(self.side(en), self.side(other))

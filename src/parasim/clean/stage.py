@@ -152,11 +152,26 @@ def clean_positives(
     reason: list[str | None] = list(map(check, en_text, other_text))
     dec = s.decision
     over = set(dec.overrule) if dec.enabled else set()
-    # the rules that flag a pair the decision may keep (every rule it fails is overrulable)
+    vouched: dict[int, bool] = {}
+
+    def vouches(i: int) -> bool:
+        """Whether pair ``i``'s translation says it is one (:mod:`.decision`; 1:1 links only
+        with ``one_to_one_only``)."""
+        v = vouched.get(i)
+        if v is None:
+            single = len(cols["en_idx"][i]) == 1 and len(cols["other_idx"][i]) == 1
+            v = (single or not dec.one_to_one_only) and decision.translated(
+                decision.similarities(en_text[i], other_text[i], cols["other_en"][i]), dec
+            )
+            vouched[i] = v
+        return v
+
+    # the rules that flag a pair the decision may keep: every rule it fails is overrulable and
+    # its translation vouches for it (else it keeps its first rule, and skips the language check)
     flags: dict[int, list[str]] = {}
     if over:
         for i, r in enumerate(reason):
-            if r in over:
+            if r in over and vouches(i):
                 failed = check.reasons(en_text[i], other_text[i])
                 if set(failed) <= over:
                     flags[i], reason[i] = failed, None
@@ -211,16 +226,12 @@ def clean_positives(
         if not cands:
             continue
         cands = list(dict.fromkeys(cands))
-        keep = False
-        single = len(cols["en_idx"][i]) == 1 and len(cols["other_idx"][i]) == 1
-        if (
+        keep = (
             dec.enabled
             and all(c in over or c == UNTRANSLATED for c in cands)
             and not (dec.page_check and strong_wrong)
-            and (single or not dec.one_to_one_only)
-        ):
-            ev = decision.similarities(en_text[i], other_text[i], cols["other_en"][i])
-            keep = decision.translated(ev, dec)
+            and vouches(i)
+        )
         if keep:
             overruled[i] = cands
             for c in cands:

@@ -402,6 +402,11 @@ DEC = decision.DecisionSettings.from_config({})
         # the French side says much more than the English one: too little of it matches
         ("Yes", "Oui, absolument, sans aucun doute possible, et même davantage",
          "Yes, absolutely, without any possible doubt, and even more", False),
+        # two different lines of a table aligned: the numbers differ
+        ("Number of commits: 35", "Nombre des « commits » 25", "Number of the « commits » 25",
+         False),
+        ("Number of commits: 25", "Nombre des « commits » 25", "Number of the « commits » 25",
+         True),
         # no translation: no evidence
         ("Insert item into list at index.", "Inserta item en list en index.", None, False),
     ],

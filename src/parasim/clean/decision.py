@@ -26,6 +26,8 @@ a real translation does. So a pair is kept over the rules named in ``overrule`` 
   letters), nor do names, numbers and code shared by both sides. The second test is for a
   rule-based translator such as Apertium, whose English often misses the reference's words
   ("Predeterminado" gives "Predetermined", not "Default") although the line is Spanish;
+- both sides hold the same numbers (runs of digits, outside markup): a pair whose numbers differ
+  ("Number of commits: 35" | "Nombre des « commits » 25") is two different lines aligned;
 - with ``page_check``: on a page pair the pair stage measured untranslated, heliport does not
   put the line itself (alone, confidently) in the wrong language;
 - with ``one_to_one_only``: the pair is one line on each side. The evidence of an n:m link is its
@@ -55,6 +57,7 @@ __all__ = ["DecisionSettings", "Evidence", "similarities", "translated"]
 
 _TAG = re.compile(r"</?[A-Za-z][^<>]*>")
 _TOKEN = re.compile(r"\w+")
+_DIGITS = re.compile(r"\d+")
 
 
 @dataclass(frozen=True)
@@ -79,6 +82,12 @@ def _words(text: str | None) -> frozenset[str]:
     return frozenset(w for w in _TOKEN.findall(_TAG.sub(" ", text).lower()) if not w.isdigit())
 
 
+@functools.lru_cache(maxsize=1 << 16)
+def _numbers(text: str | None) -> frozenset[str]:
+    """The numbers of ``text`` (runs of digits, markup left out)."""
+    return frozenset(_DIGITS.findall(_TAG.sub(" ", text or "")))
+
+
 def _cos(a: frozenset[str], b: frozenset[str]) -> float:
     if not a or not b:
         return 0.0
@@ -96,6 +105,7 @@ class Evidence:
     own: int = 0
     changed: int = 0
     changed_letters: int = 0
+    numbers_match: bool = True
 
     @property
     def gain(self) -> float:
@@ -116,8 +126,9 @@ def similarities(en: str, other: str, other_en: str | None) -> Evidence:
     nothing changed)."""
     e, o = _words(en), _words(other)
     raw = _cos(e, o)
+    same_numbers = _numbers(en) == _numbers(other)
     if other_en is None:
-        return Evidence(round(raw, 6), round(raw, 6))
+        return Evidence(round(raw, 6), round(raw, 6), numbers_match=same_numbers)
     t = _words(other_en)
     own = o - e
     changed = own - t
@@ -127,12 +138,13 @@ def similarities(en: str, other: str, other_en: str | None) -> Evidence:
         len(own),
         len(changed),
         sum(len(w) for w in changed),
+        same_numbers,
     )
 
 
 def translated(ev: Evidence, s: DecisionSettings) -> bool:
     """Whether the evidence says the pair is a translation (thresholds of ``s``)."""
-    if ev.mt < s.min_mt_similarity:
+    if ev.mt < s.min_mt_similarity or not ev.numbers_match:
         return False
     return ev.gain >= s.min_gain or (
         ev.raw <= s.max_copy_similarity

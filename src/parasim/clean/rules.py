@@ -120,7 +120,7 @@ def clear_caches() -> None:
     """Forget the per-text caches (a benchmark that times several runs in one process)."""
     from . import bulk, decision
 
-    for f in (letters_only, count_letters, normalize, decision._words):
+    for f in (letters_only, count_letters, normalize, decision._words, decision._numbers):
         f.cache_clear()
     bulk.clear_cache()
 

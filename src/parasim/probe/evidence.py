@@ -160,8 +160,9 @@ def pair_map(table: pa.Table, langs, evidence, rewrites=()) -> dict[tuple[str, s
 
 
 def untranslated_pairs(table: pa.Table, site: SiteConfig) -> list[dict]:
-    """The pairs the pair stage leaves out as untranslated with the default
-    ``clean.untranslated_pages`` settings (each with the measured languages of its pages)."""
+    """The pairs the pair stage measures as untranslated with the default
+    ``clean.untranslated_pages`` settings (each with the measured languages of its pages; with
+    ``mode: per_line`` they stay and the clean stage drops their English lines)."""
     from parasim.pair.stage import UntranslatedPagesSettings
 
     settings = UntranslatedPagesSettings.from_config({})

@@ -206,7 +206,7 @@ def suggest_pairing(
     counts["untranslated_pairs"] = untranslated
     notes["evidence"].append(
         f"with {', '.join(evidence)}: {len(combined)} pair(s) in the sample, of which the pair "
-        f"stage leaves out {len(untranslated)} as untranslated (clean.untranslated_pages)"
+        f"stage measures {len(untranslated)} as untranslated (clean.untranslated_pages)"
     )
     for rw, n in rewrites_all:
         suffix = "" if rw in rewrites and "rewrite" in evidence else " (not used)"

@@ -1,0 +1,399 @@
+"""The clean stage on a hand-labelled sample: kept-set precision, recall of real translations.
+
+    parasim bench clean_labels draw --results results --sites wet-boew demo-gov demo-insure \\
+        --n 400 --floor 15 --seed 33 --out eval/clean_labels/labels.tsv
+    parasim bench clean_labels score --results results --labels eval/clean_labels/labels.tsv
+
+The pool is every aligned pair the clean stage saw on the given sites of a finished run: its kept
+rows (``results/positives/<site>/``) and its dropped rows with their reason
+(``results/dropped/<site>/``). A *unit* is a distinct pair: its English URL, other URL, English
+text and other text (the ``key``, a sha1 of the four joined by a tab, which does not depend on
+the code version's row ids); a unit's *decision* is ``kept`` when one of its rows was kept, else
+the reason of most of its rows.
+
+``draw`` takes a stratified random sample of units, a stratum per (site, decision): ``--n``
+allocated in proportion to the strata's sizes, at least ``--floor`` from each stratum (all of it
+when smaller), drawn with ``random.Random(seed)`` from the stratum's keys in sorted order. It
+writes the sample as a TSV to label by hand (``eval/clean_labels/RULES.md``) and, beside it,
+``strata.tsv``: each stratum's size in the pool and the number drawn (the weights).
+
+``score`` joins a run's decisions to the labels by key (the run may be another code version's:
+the labels keep their strata and weights from the run they were drawn from) and prints, as JSON:
+
+- ``precision``: the share of the kept units that are real translations;
+- ``recall``: the share of the real translations that are kept; a unit dropped as ``duplicate``
+  or ``furniture`` counts as kept (its pair is kept once elsewhere); a labelled unit the run did
+  not align (``absent``: its page pair left out, or aligned otherwise) counts as lost;
+- both per language pair, stratum-weighted (each labelled unit weighs its stratum's size over the
+  labelled units of its stratum), with two 95 % intervals: a stratified bootstrap (units
+  resampled within each stratum: ``*_ci95``) and Wilson's at Kish's effective sample size
+  (``*_wilson_eff_ci95``), which stays informative where every labelled unit agrees (a share
+  of 1.0 gives a bootstrap interval of [1.0, 1.0]);
+- ``by_decision``: per decision of the run (kept, each reason, absent), the labelled units, how
+  many are real translations, the share with its 95 % Wilson interval (unweighted: within one
+  stratum of the draw every unit weighs the same) and the weighted estimate of the real
+  translations behind that decision in the pool.
+
+``unsure`` labels are left out (their stratum's weight goes to the other labelled units);
+``--exclude SUB`` leaves out the units of a sub-reason (e.g. ``same_form``: identical sides
+that are right translations) from every figure.
+"""
+
+from __future__ import annotations
+
+import argparse
+import csv
+import hashlib
+import json
+import math
+import random
+from collections import Counter, defaultdict
+from collections.abc import Iterable, Sequence
+from pathlib import Path
+
+import pyarrow.parquet as pq
+
+__all__ = ["allocate", "draw", "load_labels", "pool", "score", "unit_key", "wilson"]
+
+#: Decisions whose pair is kept (once, elsewhere) for recall.
+KEPT_ELSEWHERE = ("duplicate", "furniture")
+#: The labels' columns, in file order.
+COLUMNS = (
+    "key",
+    "site",
+    "lang_pair",
+    "stratum",
+    "label",
+    "sub_reason",
+    "en_text",
+    "other_text",
+    "en_url",
+    "other_url",
+    "en_idx",
+    "other_idx",
+    "note",
+)
+LABELS = ("translation", "not_translation", "unsure")
+_READ = ["site", "lang_pair", "en_url", "other_url", "en_idx", "other_idx", "en_text", "other_text"]
+
+
+def unit_key(en_url: str, other_url: str, en_text: str, other_text: str) -> str:
+    """The stable identity of an aligned pair: sha1 of its two URLs and two texts."""
+    raw = "\t".join((en_url or "", other_url or "", en_text or "", other_text or ""))
+    return hashlib.sha1(raw.encode("utf-8")).hexdigest()
+
+
+def pool(results: Path, sites: Sequence[str] | None = None) -> dict[str, dict]:
+    """Every unit the clean stage saw on ``sites`` (all sites with positives when None).
+
+    Returns key -> the unit's first row (the ``_READ`` columns) with ``decision`` and ``rows``.
+    """
+    results = Path(results)
+    if not sites:
+        sites = sorted(p.name for p in (results / "positives").iterdir() if p.is_dir())
+    decisions: dict[str, Counter] = defaultdict(Counter)
+    first: dict[str, dict] = {}
+    for site in sites:
+        shards = [("kept", p) for p in sorted((results / "positives" / site).glob("*.parquet"))]
+        shards += [("dropped", p) for p in sorted((results / "dropped" / site).glob("*.parquet"))]
+        if not shards:
+            raise SystemExit(f"no positives or dropped shards for {site} in {results}")
+        for kind, path in shards:
+            cols = _READ + (["reason"] if kind == "dropped" else [])
+            for r in pq.read_table(path, columns=cols).to_pylist():
+                k = unit_key(r["en_url"], r["other_url"], r["en_text"], r["other_text"])
+                decisions[k]["kept" if kind == "kept" else r["reason"]] += 1
+                first.setdefault(k, r)
+    out = {}
+    for k, c in decisions.items():
+        decision = "kept" if c["kept"] else sorted(c.items(), key=lambda x: (-x[1], x[0]))[0][0]
+        row = {c_: first[k][c_] for c_ in _READ}
+        out[k] = {**row, "decision": decision, "rows": sum(c.values())}
+    return out
+
+
+def allocate(sizes: dict, n: int, floor: int) -> dict:
+    """Units to draw per stratum: ``n`` in proportion to ``sizes``, at least ``floor`` each (all
+    of a smaller stratum), never more than the stratum holds."""
+    total = sum(sizes.values())
+    return {
+        h: min(size, max(floor, math.ceil(n * size / total))) for h, size in sorted(sizes.items())
+    }
+
+
+def draw(units: dict[str, dict], n: int, floor: int, seed: int) -> tuple[list[dict], list[dict]]:
+    """A stratified random sample of ``units``: the drawn rows and the strata (sizes, drawn)."""
+    by_stratum: dict[tuple[str, str], list[str]] = defaultdict(list)
+    for k, u in units.items():
+        by_stratum[(u["site"], u["decision"])].append(k)
+    alloc = allocate({h: len(ks) for h, ks in by_stratum.items()}, n, floor)
+    rng = random.Random(seed)
+    rows, strata = [], []
+    for h in sorted(by_stratum):
+        keys = rng.sample(sorted(by_stratum[h]), alloc[h])
+        strata.append(
+            {"site": h[0], "stratum": h[1], "pool": len(by_stratum[h]), "drawn": len(keys)}
+        )
+        for k in keys:
+            u = units[k]
+            rows.append({**u, "key": k, "stratum": u["decision"], "label": "", "sub_reason": ""})
+    return rows, strata
+
+
+def _cell(x) -> str:
+    if isinstance(x, list):
+        return ",".join(map(str, x))
+    return " ".join(str(x if x is not None else "").split("\t")).replace("\n", " ")
+
+
+def write_tsv(path: Path, rows: Iterable[dict], columns: Sequence[str], header: str = "") -> None:
+    """Rows as a TSV (tabs and newlines in cells become spaces), ``header`` as # comments."""
+    with open(path, "w", encoding="utf-8", newline="") as fh:
+        for line in header.splitlines():
+            fh.write(f"# {line}".rstrip() + "\n")
+        w = csv.writer(
+            fh,
+            delimiter="\t",
+            lineterminator="\n",
+            quoting=csv.QUOTE_NONE,
+            quotechar=None,
+            escapechar="\\",
+        )
+        w.writerow(columns)
+        for r in rows:
+            w.writerow([_cell(r.get(c, "")) for c in columns])
+
+
+def read_tsv(path: Path) -> list[dict]:
+    """The rows of a TSV written by :func:`write_tsv` (``#`` lines skipped)."""
+    with open(path, encoding="utf-8") as fh:
+        lines = (x for x in fh if not x.startswith("#"))
+        return list(
+            csv.DictReader(
+                lines, delimiter="\t", quoting=csv.QUOTE_NONE, quotechar=None, escapechar="\\"
+            )
+        )
+
+
+def load_labels(labels: Path, strata: Path | None = None) -> tuple[list[dict], dict]:
+    """The labelled rows and the strata sizes ((site, stratum) -> pool size)."""
+    rows = read_tsv(labels)
+    bad = [r["key"] for r in rows if r["label"] not in LABELS]
+    if bad:
+        raise SystemExit(f"{labels}: {len(bad)} row(s) without a label in {LABELS}: {bad[:3]}")
+    strata = Path(strata) if strata else Path(labels).with_name("strata.tsv")
+    sizes = {(s["site"], s["stratum"]): int(s["pool"]) for s in read_tsv(strata)}
+    missing = {(r["site"], r["stratum"]) for r in rows} - set(sizes)
+    if missing:
+        raise SystemExit(f"{strata}: no size for strata {sorted(missing)}")
+    return rows, sizes
+
+
+def wilson(k: float, n: float, z: float = 1.959964) -> tuple[float, float] | None:
+    """The Wilson score interval of ``k`` successes in ``n`` (None when ``n`` is 0); ``k`` and
+    ``n`` may be effective (weighted) counts."""
+    if n <= 0:
+        return None
+    p = k / n
+    d = 1 + z * z / n
+    c = (p + z * z / (2 * n)) / d
+    h = z * math.sqrt(p * (1 - p) / n + z * z / (4 * n * n)) / d
+    return (round(max(0.0, c - h), 4), round(min(1.0, c + h), 4))
+
+
+def _ratios(units: list[dict]) -> dict[str, float | None]:
+    """Weighted precision and recall of ``units`` (each with weight, real, kept, kept_else)."""
+    kept = sum(u["w"] for u in units if u["kept"])
+    kept_real = sum(u["w"] for u in units if u["kept"] and u["real"])
+    real = sum(u["w"] for u in units if u["real"])
+    real_kept = sum(u["w"] for u in units if u["real"] and (u["kept"] or u["kept_else"]))
+    return {
+        "precision": kept_real / kept if kept else None,
+        "recall": real_kept / real if real else None,
+    }
+
+
+def _wilson_eff(units: list[dict], hit: str) -> tuple[float, float] | None:
+    """Wilson interval of the weighted share of ``units`` with ``hit``, at Kish's effective
+    sample size (sum of weights squared over the sum of squared weights)."""
+    total = sum(u["w"] for u in units)
+    if not total:
+        return None
+    n_eff = total**2 / sum(u["w"] ** 2 for u in units)
+    share = sum(u["w"] for u in units if u[hit]) / total
+    return wilson(share * n_eff, n_eff)
+
+
+def _bootstrap(units: list[dict], reps: int, seed: int) -> dict[str, tuple | None]:
+    """95 % percentile intervals of :func:`_ratios`, resampling units within their stratum."""
+    by: dict[tuple, list[dict]] = defaultdict(list)
+    for u in units:
+        by[u["h"]].append(u)
+    rng = random.Random(seed)
+    draws: dict[str, list[float]] = {"precision": [], "recall": []}
+    for _ in range(reps):
+        sample = []
+        for members in by.values():
+            sample.extend(rng.choices(members, k=len(members)))
+        for name, value in _ratios(sample).items():
+            if value is not None:
+                draws[name].append(value)
+    out = {}
+    for name, values in draws.items():
+        values.sort()
+        out[name] = (
+            (
+                round(values[int(0.025 * len(values))], 4),
+                round(values[int(0.975 * len(values)) - 1], 4),
+            )
+            if len(values) >= 20
+            else None
+        )
+    return out
+
+
+def score(
+    results: Path,
+    labels: Path,
+    strata: Path | None = None,
+    exclude: Sequence[str] = (),
+    reps: int = 2000,
+    seed: int = 0,
+) -> dict:
+    """A run's clean decisions against the labels: see the module docstring."""
+    rows, sizes = load_labels(labels, strata)
+    sites = sorted({r["site"] for r in rows})
+    run = pool(results, sites)
+    usable = [r for r in rows if r["label"] != "unsure" and r["sub_reason"] not in exclude]
+    per_stratum = Counter((r["site"], r["stratum"]) for r in rows if r["label"] != "unsure")
+    units = []
+    for r in usable:
+        h = (r["site"], r["stratum"])
+        decision = run[r["key"]]["decision"] if r["key"] in run else "absent"
+        units.append(
+            {
+                "h": h,
+                "w": sizes[h] / per_stratum[h],
+                "lang_pair": r["lang_pair"],
+                "real": r["label"] == "translation",
+                "decision": decision,
+                "kept": decision == "kept",
+                "kept_else": decision in KEPT_ELSEWHERE,
+                "sub_reason": r["sub_reason"],
+                "en_text": r["en_text"],
+                "other_text": r["other_text"],
+            }
+        )
+
+    def figures(group: list[dict], salt: int) -> dict:
+        point = _ratios(group)
+        ci = _bootstrap(group, reps, seed + salt)
+        kept = [u for u in group if u["kept"]]
+        real = [{**u, "saved": u["kept"] or u["kept_else"]} for u in group if u["real"]]
+        return {
+            "precision": None if point["precision"] is None else round(point["precision"], 4),
+            "precision_ci95": ci["precision"],
+            "precision_wilson_eff_ci95": _wilson_eff(kept, "real"),
+            "kept_labelled": len(kept),
+            "kept_real": sum(u["real"] for u in kept),
+            "recall": None if point["recall"] is None else round(point["recall"], 4),
+            "recall_ci95": ci["recall"],
+            "recall_wilson_eff_ci95": _wilson_eff(real, "saved"),
+            "real_labelled": len(real),
+            "real_kept": sum(u["saved"] for u in real),
+            "real_in_pool_estimate": round(sum(u["w"] for u in real)),
+        }
+
+    out: dict = {
+        "labels": str(labels),
+        "results": str(results),
+        "labelled": len(rows),
+        "unsure": sum(r["label"] == "unsure" for r in rows),
+        "excluded": {s: sum(r["sub_reason"] == s for r in rows) for s in exclude},
+        "absent_from_run": sum(u["decision"] == "absent" for u in units),
+        "all": figures(units, 0),
+        "by_lang_pair": {
+            lp: figures([u for u in units if u["lang_pair"] == lp], i + 1)
+            for i, lp in enumerate(sorted({u["lang_pair"] for u in units}))
+        },
+    }
+    by_decision = {}
+    counts = Counter(u["decision"] for u in run.values())
+    for d in sorted({u["decision"] for u in units}, key=lambda x: (x != "kept", x)):
+        group = [u for u in units if u["decision"] == d]
+        k = sum(u["real"] for u in group)
+        by_decision[d] = {
+            "pool": counts.get(d, 0),
+            "labelled": len(group),
+            "real": k,
+            "real_share": round(k / len(group), 4),
+            "real_share_ci95": wilson(k, len(group)),
+            "real_in_pool_estimate": round(sum(u["w"] for u in group if u["real"])),
+            "by_lang_pair": {
+                lp: [
+                    sum(u["real"] for u in group if u["lang_pair"] == lp),
+                    sum(u["lang_pair"] == lp for u in group),
+                ]
+                for lp in sorted({u["lang_pair"] for u in group})
+            },
+        }
+    out["by_decision"] = by_decision
+    out["sub_reasons"] = {
+        f"{lab}/{sub}": n
+        for (lab, sub), n in sorted(Counter((r["label"], r["sub_reason"]) for r in rows).items())
+    }
+    out["real_lost_examples"] = [
+        (u["decision"], u["sub_reason"], u["en_text"][:70], u["other_text"][:70])
+        for u in units
+        if u["real"] and not (u["kept"] or u["kept_else"])
+    ][:15]
+    out["kept_not_real_examples"] = [
+        (u["sub_reason"], u["en_text"][:70], u["other_text"][:70])
+        for u in units
+        if u["kept"] and not u["real"]
+    ][:15]
+    return out
+
+
+def main(argv: list[str] | None = None) -> None:
+    """``parasim bench clean_labels``: see the module docstring."""
+    ap = argparse.ArgumentParser(
+        prog="parasim bench clean_labels", description=__doc__.split("\n\n")[0]
+    )
+    sub = ap.add_subparsers(dest="cmd", required=True)
+    d = sub.add_parser("draw", help="a stratified random sample of a run's aligned pairs to label")
+    d.add_argument("--results", default="results")
+    d.add_argument("--sites", nargs="+", required=True)
+    d.add_argument("--n", type=int, default=400, help="units in all (before the floors)")
+    d.add_argument("--floor", type=int, default=15, help="at least this many units a stratum")
+    d.add_argument("--seed", type=int, default=33)
+    d.add_argument("--out", required=True, help="the TSV to label (strata.tsv goes beside it)")
+    s = sub.add_parser("score", help="a run's clean decisions against the labels")
+    s.add_argument("--results", default="results")
+    s.add_argument("--labels", required=True)
+    s.add_argument("--strata", help="strata sizes (default: strata.tsv beside the labels)")
+    s.add_argument("--exclude", nargs="*", default=[], help="sub-reasons to leave out")
+    s.add_argument("--reps", type=int, default=2000, help="bootstrap resamples")
+    s.add_argument("--seed", type=int, default=0)
+    args = ap.parse_args(argv)
+    if args.cmd == "draw":
+        units = pool(Path(args.results), args.sites)
+        rows, strata = draw(units, args.n, args.floor, args.seed)
+        out = Path(args.out)
+        header = (
+            f"parasim bench clean_labels draw --sites {' '.join(args.sites)} --n {args.n} "
+            f"--floor {args.floor} --seed {args.seed}\nlabels: translation | not_translation | "
+            "unsure, with a sub_reason (eval/clean_labels/RULES.md)"
+        )
+        write_tsv(out, rows, COLUMNS, header)
+        write_tsv(out.with_name("strata.tsv"), strata, ("site", "stratum", "pool", "drawn"), header)
+        print(json.dumps({"units": len(units), "drawn": len(rows), "strata": strata}, indent=1))
+    else:
+        res = score(
+            Path(args.results), Path(args.labels), args.strata, args.exclude, args.reps, args.seed
+        )
+        print(json.dumps(res, indent=1, ensure_ascii=False))
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,162 @@
+"""`parasim bench clean_labels`: the pool, the stratified draw and the weighted scores."""
+
+import json
+
+import pyarrow as pa
+import pyarrow.parquet as pq
+import pytest
+
+from parasim.bench import clean_labels as cl
+
+
+def _row(i, en, other, reason=None):
+    r = {
+        "site": "s",
+        "lang_pair": "en-fr",
+        "en_url": f"https://s/{i % 3}-en",
+        "other_url": f"https://s/{i % 3}-fr",
+        "en_idx": [i],
+        "other_idx": [i],
+        "en_text": en,
+        "other_text": other,
+    }
+    return r if reason is None else {**r, "reason": reason}
+
+
+def _run(folder, kept, dropped):
+    for sub, rows in (("positives", kept), ("dropped", dropped)):
+        (folder / sub / "s").mkdir(parents=True)
+        pq.write_table(pa.Table.from_pylist(rows), folder / sub / "s" / "000.parquet")
+    return folder
+
+
+KEPT = [
+    _row(0, "Search", "Rechercher"),
+    _row(1, "Date modified:", "Signaler un problème"),
+    *[_row(i, f"filler {i}", f"remplissage {i}") for i in range(2, 10)],
+]
+DROPPED = [
+    _row(10, "Description", "Description", "identical"),
+    _row(11, "Download", "Download", "identical"),
+    _row(12, "Jane Doe", "Jane Doe", "identical"),
+    _row(13, "v4.0", "v4.0", "identical"),
+    _row(14, "Search", "Rechercher", "duplicate"),  # another page: kept once elsewhere
+]
+# label, sub-reason per text pair; the unlabelled pool rows only weigh
+LABEL = {
+    ("Search", "Rechercher", 0): ("translation", "short"),
+    ("Date modified:", "Signaler un problème", 1): ("not_translation", "misaligned"),
+    ("Description", "Description", 10): ("translation", "same_form"),
+    ("Download", "Download", 11): ("not_translation", "untranslated"),
+    ("Search", "Rechercher", 14): ("translation", "short"),
+}
+
+
+@pytest.fixture
+def labelled(tmp_path):
+    results = _run(tmp_path / "main", KEPT, DROPPED)
+    units = cl.pool(results, ["s"])
+    assert len(units) == 15
+    rows = []
+    for r in KEPT[:2] + DROPPED[:2] + DROPPED[4:]:
+        k = cl.unit_key(r["en_url"], r["other_url"], r["en_text"], r["other_text"])
+        lab, sub = LABEL[(r["en_text"], r["other_text"], r["en_idx"][0])]
+        rows.append(
+            {**units[k], "key": k, "stratum": units[k]["decision"], "label": lab, "sub_reason": sub}
+        )
+    strata = [
+        {"site": "s", "stratum": "kept", "pool": 10, "drawn": 2},
+        {"site": "s", "stratum": "identical", "pool": 4, "drawn": 2},
+        {"site": "s", "stratum": "duplicate", "pool": 1, "drawn": 1},
+    ]
+    cl.write_tsv(tmp_path / "labels.tsv", rows, cl.COLUMNS, "a tiny constructed sample")
+    cl.write_tsv(tmp_path / "strata.tsv", strata, ("site", "stratum", "pool", "drawn"))
+    return tmp_path
+
+
+def test_pool_keys_and_decisions(tmp_path):
+    units = cl.pool(_run(tmp_path, KEPT, DROPPED), ["s"])
+    decisions = sorted(u["decision"] for u in units.values())
+    assert decisions == ["duplicate"] + ["identical"] * 4 + ["kept"] * 10
+    # the key is the two URLs and the two texts: the row id and line index play no part
+    r = KEPT[0]
+    assert cl.unit_key(r["en_url"], r["other_url"], r["en_text"], r["other_text"]) in units
+    assert cl.unit_key(r["en_url"], r["other_url"], r["en_text"], "Chercher") not in units
+
+
+def test_allocation_and_draw_are_stratified_and_seeded(tmp_path):
+    assert cl.allocate({"a": 1000, "b": 40, "c": 4}, n=100, floor=15) == {"a": 96, "b": 15, "c": 4}
+    units = cl.pool(_run(tmp_path, KEPT, DROPPED), ["s"])
+    rows, strata = cl.draw(units, n=6, floor=3, seed=33)
+    assert {(s["stratum"], s["pool"], s["drawn"]) for s in strata} == {
+        ("kept", 10, 4),
+        ("identical", 4, 3),
+        ("duplicate", 1, 1),
+    }
+    assert [r["key"] for r in rows] == [r["key"] for r in cl.draw(units, 6, 3, 33)[0]]
+    assert [r["key"] for r in rows] != [r["key"] for r in cl.draw(units, 6, 3, 34)[0]]
+
+
+def test_weighted_precision_and_recall(labelled):
+    res = cl.score(labelled / "main", labelled / "labels.tsv", reps=200)
+    # kept: 2 labelled of 10 (weight 5), one real -> precision 5 / 10
+    assert res["all"]["precision"] == 0.5
+    # real: kept 5 + duplicate 1 (kept elsewhere) of kept 5 + identical 2 + duplicate 1
+    assert res["all"]["recall"] == 0.75
+    assert res["all"]["real_in_pool_estimate"] == 8
+    assert res["by_decision"]["identical"]["real"] == 1
+    assert res["by_decision"]["identical"]["real_share_ci95"] == cl.wilson(1, 2)
+    lo, hi = res["all"]["recall_ci95"]
+    assert lo <= 0.75 <= hi
+    # the identical copy that is a right translation left out: nothing real is lost
+    res = cl.score(labelled / "main", labelled / "labels.tsv", exclude=["same_form"], reps=200)
+    assert res["all"]["recall"] == 1.0 and res["excluded"] == {"same_form": 1}
+
+
+def test_another_run_is_joined_by_key(labelled):
+    # a new clean decision keeps "Description" and loses the kept "Search" to the aligner
+    kept = [r for r in KEPT if r["en_text"] != "Search"] + [
+        {k: v for k, v in DROPPED[0].items() if k != "reason"}
+    ]
+    other = _run(labelled / "new", kept, DROPPED[1:])
+    res = cl.score(other, labelled / "labels.tsv", reps=200)
+    assert res["absent_from_run"] == 1
+    assert res["by_decision"]["absent"]["real"] == 1
+    # kept now: "Date modified" (weight 5, not real) and "Description" (weight 2, real)
+    assert res["all"]["precision"] == round(2 / 7, 4)
+    # real: duplicate 1 + Description 2 kept, Search 5 lost (absent)
+    assert res["all"]["recall"] == 0.375
+
+
+def test_unlabelled_rows_are_an_error(labelled):
+    rows = cl.read_tsv(labelled / "labels.tsv")
+    rows[0]["label"] = ""
+    cl.write_tsv(labelled / "labels.tsv", rows, cl.COLUMNS)
+    with pytest.raises(SystemExit, match="without a label"):
+        cl.score(labelled / "main", labelled / "labels.tsv")
+
+
+def test_the_command_prints_json(labelled, capsys):
+    cl.main(
+        [
+            "score",
+            "--results",
+            str(labelled / "main"),
+            "--labels",
+            str(labelled / "labels.tsv"),
+            "--reps",
+            "50",
+        ]
+    )
+    res = json.loads(capsys.readouterr().out)
+    assert res["by_lang_pair"]["en-fr"]["precision"] == 0.5
+
+
+def test_the_effective_size_interval_is_not_degenerate():
+    # every labelled unit agrees: the bootstrap collapses to a point, Wilson's does not
+    units = [{"w": 10.0, "real": True} for _ in range(15)]
+    lo, hi = cl._wilson_eff(units, "real")
+    assert hi == 1.0 and 0.75 < lo < 0.85 and (lo, hi) == cl.wilson(15, 15)
+    # unequal weights shrink the effective size: a wider interval than 15 equal ones
+    units = [{"w": 100.0 if i < 3 else 1.0, "real": True} for i in range(15)]
+    assert cl._wilson_eff(units, "real")[0] < lo

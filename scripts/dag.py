@@ -33,6 +33,7 @@ END = "<!-- dag:end -->"
 EXTRA_TARGETS = [
     "results/eval/divergence-ranker/refresd.json",
     "results/eval/aligned-encoder/cwr.json",
+    "results/models/static-encoder/build.json",  # align.encoder e5-static / auto only
 ]
 
 

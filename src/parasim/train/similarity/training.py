@@ -129,6 +129,8 @@ def train_similarity(
     """
     from parasim.train.core.card import plot_curve, write_metrics, write_model_card
     from parasim.train.core.loop import fingerprint, fit, make_accelerator, set_seed
+    from parasim.train.core.storage import share_weights
+    from parasim.train.core.verdict import accuracy_stat, compare
 
     from .model import build_classifier, cosines, model_info, predict, save_classifier
 
@@ -262,6 +264,7 @@ def train_similarity(
             shutil.rmtree(tmp, ignore_errors=True)
             save_classifier(m, tmp, {"fold": f, "fold_accuracy": rec["accuracy"]})
             _replace_dir(tmp, out / "model")
+            share_weights(out / "model", out.parent / ".weights")
             best = rec
         write_metrics(done, rec)  # after the model: a kept result never lacks its model
         folds.append(rec)
@@ -321,6 +324,14 @@ def train_similarity(
             g[2] += best["test_probs"][p]
             g[3] += test_cos[p]
     by_lang = {k: test_row(*v) for k, v in pooled.items()}
+    g_all, _, p_all, c_all = pooled.get("all", [[], [], [], []])
+    verdict = compare(
+        accuracy_stat(g_all, [int(p >= 0.5) for p in p_all]),
+        accuracy_stat(g_all, [int(c > thr) for c in c_all]),
+        len(g_all), measure="test accuracy (best fold model)",
+        baseline_name="untrained encoder's cosine",
+        evaluated_on="the corpus test split, every partition",
+    )  # fmt: skip
     own = [p for p in members if p in table and table[p].get("rows")]
     own_gold: list[int] = []
     own_probs: list[list[float]] = [[] for _ in trained]
@@ -377,6 +388,7 @@ def train_similarity(
                                   "skipped_folds", "baselines")},
         "test": {k: {kk: vv for kk, vv in v.items()} for k, v in by_lang.items()},
         "best_fold": best["fold"],
+        "verdict": verdict,
         "train_s": round(sum(r.get("train_s", 0) for r in trained), 1),
         "pairs_per_s": _mean(speeds),
         "wall_s": round(time.perf_counter() - t0, 1),
@@ -408,6 +420,12 @@ def train_similarity(
         "`parasim.train.similarity.model.load_classifier`.",
         {**dict(counts), "folds": len(fold_ids)},
         {**dataclasses.asdict(args), **info}, summary,
+        verdict=verdict,
+        needs=(
+            f"a corpus test split of at least {verdict['min_items']} pairs (here "
+            f"{verdict['n']}), more than these {len(train)} training pairs and the GPU recipe "
+            "`configs/train-gpu.yaml`"
+        ),
     )  # fmt: skip
     shutil.copyfile(out / "README.md", out / "model" / "README.md")
     return metrics

@@ -354,10 +354,10 @@ def test_a_rerun_after_kill_9_resumes_and_ends_with_the_uninterrupted_model(tmp_
     import sys
     import time
 
-    from safetensors.torch import load_file
     from test_ranker import _env
 
     from parasim.train.align_encoder.training import train_align_encoder
+    from parasim.train.core.storage import load_weights
 
     shard = _wordpair_shard(tmp_path / "000.parquet", n=44)
     cfg = _settings(tiny_model, epochs=6)
@@ -382,8 +382,8 @@ def test_a_rerun_after_kill_9_resumes_and_ends_with_the_uninterrupted_model(tmp_
     whole = train_align_encoder([shard], tmp_path / "whole", cfg)
     assert resumed["train"]["resumed_from"].startswith("step-")
     assert resumed["train"]["step"] == whole["train"]["step"]
-    a = load_file(out / "model.safetensors")
-    b = load_file(tmp_path / "whole" / "model.safetensors")
+    a = load_weights(out)
+    b = load_weights(tmp_path / "whole")
     assert max(float((a[k] - b[k]).abs().max()) for k in a) < 1e-6
 
 

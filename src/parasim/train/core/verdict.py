@@ -96,7 +96,8 @@ def compare(
     """The model against its baseline on ``n`` paired evaluation items: figures and verdict.
 
     Args:
-        model, baseline: statistics over a resample of item indices (:data:`Stat`).
+        model: the model's statistic over a resample of item indices (:data:`Stat`).
+        baseline: the baseline's, over the same resample.
         n: the evaluation items.
         measure: what the statistic is ("dev macro F1", "test accuracy"...).
         baseline_name: what the baseline is ("untrained e5 cosine"...).

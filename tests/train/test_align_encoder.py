@@ -256,6 +256,16 @@ def test_training_pulls_word_pairs_together_and_writes_an_encoder_folder(tmp_pat
     assert (out / "README.md").exists() and not (tmp_path / "aligned.work").exists()
     model, tok = load_encoder(str(out), "cpu", "float32")
     assert model.config.hidden_size == 32 and tok("w1 w2")["input_ids"]
+    # frozen embedding rows (the default) stay the base's; the layers moved; with
+    # freeze_embeddings false (the seed's recipe) the rows of the seen words move too
+    base, _ = load_encoder(tiny_model, "cpu", "float32")
+    emb = "embeddings.word_embeddings.weight"
+    assert torch.equal(model.state_dict()[emb], base.state_dict()[emb])
+    assert not torch.equal(model.encoder.layer[0].output.dense.weight,
+                           base.encoder.layer[0].output.dense.weight)  # fmt: skip
+    train_align_encoder([shard], tmp_path / "all", _settings(tiny_model, freeze_embeddings=False))
+    moved, _ = load_encoder(str(tmp_path / "all"), "cpu", "float32")
+    assert not torch.equal(moved.state_dict()[emb], base.state_dict()[emb])
     with pytest.raises(ValueError, match="no training word pair"):
         train_align_encoder([_wordpair_shard(tmp_path / "e.parquet", n=0)], tmp_path / "x",
                             _settings(tiny_model))  # fmt: skip

@@ -199,6 +199,8 @@ def train_align_encoder(
     initial = copy.deepcopy(model).eval().to(acc.device)
     for p in initial.parameters():
         p.requires_grad_(False)
+    if cfg.freeze_embeddings:
+        model.get_input_embeddings().weight.requires_grad_(False)
     model.train()
     dev_langs = [lang for lang in langs if lang in dev_sets and len(dev_sets[lang])]
 

@@ -33,6 +33,7 @@ include: "workflow/rules/train.smk"
 include: "workflow/rules/similarity.smk"
 include: "workflow/rules/align_encoder.smk"
 include: "workflow/rules/entity_siamese.smk"
+include: "workflow/rules/models_table.smk"
 
 
 rule all:
@@ -46,3 +47,10 @@ rule all:
         "results/models/similarity.done",
         f"{ENTITY_DIR}/metrics.json",
         ALIGNED_DIR,
+        "results/models/README.md",
+
+
+onsuccess:
+    # the models table at the end of the run (issue 34)
+    if Path("results/models/README.md").exists():
+        print(Path("results/models/README.md").read_text(encoding="utf-8"))

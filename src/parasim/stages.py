@@ -303,6 +303,13 @@ STAGES: tuple[Stage, ...] = (
             "eval-align-encoder": ("eval-cwr",),
         },
     ),
+    # every trained model's figure, untrained baseline and verdict in one table (issue 34)
+    Stage(
+        "models_table",
+        rules=("models_table",),
+        module="parasim.train.table",
+        results=("models/README.md", "models/table.json"),
+    ),
 )
 
 _BY_NAME = {s.name: s for s in STAGES}

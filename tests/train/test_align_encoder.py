@@ -256,6 +256,16 @@ def test_training_pulls_word_pairs_together_and_writes_an_encoder_folder(tmp_pat
     assert (out / "README.md").exists() and not (tmp_path / "aligned.work").exists()
     model, tok = load_encoder(str(out), "cpu", "float32")
     assert model.config.hidden_size == 32 and tok("w1 w2")["input_ids"]
+    # frozen embedding rows (the default) stay the base's; the layers moved; with
+    # freeze_embeddings false (the seed's recipe) the rows of the seen words move too
+    base, _ = load_encoder(tiny_model, "cpu", "float32")
+    emb = "embeddings.word_embeddings.weight"
+    assert torch.equal(model.state_dict()[emb], base.state_dict()[emb])
+    assert not torch.equal(model.encoder.layer[0].output.dense.weight,
+                           base.encoder.layer[0].output.dense.weight)  # fmt: skip
+    train_align_encoder([shard], tmp_path / "all", _settings(tiny_model, freeze_embeddings=False))
+    moved, _ = load_encoder(str(tmp_path / "all"), "cpu", "float32")
+    assert not torch.equal(moved.state_dict()[emb], base.state_dict()[emb])
     with pytest.raises(ValueError, match="no training word pair"):
         train_align_encoder([_wordpair_shard(tmp_path / "e.parquet", n=0)], tmp_path / "x",
                             _settings(tiny_model))  # fmt: skip
@@ -354,10 +364,10 @@ def test_a_rerun_after_kill_9_resumes_and_ends_with_the_uninterrupted_model(tmp_
     import sys
     import time
 
-    from safetensors.torch import load_file
     from test_ranker import _env
 
     from parasim.train.align_encoder.training import train_align_encoder
+    from parasim.train.core.storage import load_weights
 
     shard = _wordpair_shard(tmp_path / "000.parquet", n=44)
     cfg = _settings(tiny_model, epochs=6)
@@ -382,8 +392,8 @@ def test_a_rerun_after_kill_9_resumes_and_ends_with_the_uninterrupted_model(tmp_
     whole = train_align_encoder([shard], tmp_path / "whole", cfg)
     assert resumed["train"]["resumed_from"].startswith("step-")
     assert resumed["train"]["step"] == whole["train"]["step"]
-    a = load_file(out / "model.safetensors")
-    b = load_file(tmp_path / "whole" / "model.safetensors")
+    a = load_weights(out)
+    b = load_weights(tmp_path / "whole")
     assert max(float((a[k] - b[k]).abs().max()) for k in a) < 1e-6
 
 

@@ -87,7 +87,9 @@ def settings(model: str, **over) -> dict:
 def model_weights(folder: Path) -> dict:
     from safetensors.torch import load_file
 
-    w = load_file(str(folder / "model.safetensors"))
+    from parasim.train.core.storage import load_weights
+
+    w = load_weights(folder)
     w.update(
         {f"head.{k}": v for k, v in load_file(str(folder / "ranker_heads.safetensors")).items()}
     )
@@ -95,9 +97,9 @@ def model_weights(folder: Path) -> dict:
 
 
 def model_weights_encoder(folder: Path) -> dict:
-    from safetensors.torch import load_file
+    from parasim.train.core.storage import load_weights
 
-    return load_file(str(folder / "model.safetensors"))
+    return load_weights(folder)
 
 
 def max_diff(a: dict, b: dict) -> float:

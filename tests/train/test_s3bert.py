@@ -214,6 +214,8 @@ def test_length_chunks_give_the_same_loss_and_embed_keeps_the_row_order(tiny_mod
 def test_training_learns_the_aspects_keeps_frozen_layers_and_writes_the_model(tmp_path, tiny_model):
     from safetensors.torch import load_file
 
+    from parasim.train.core.storage import load_weights
+
     out = tmp_path / "s3bert"
     metrics = train_s3bert(toy_rows(400), out, settings(tiny_model))
     for name in ("model/config.json", "model/s3bert.json", "model/README.md", "README.md",
@@ -230,7 +232,7 @@ def test_training_learns_the_aspects_keeps_frozen_layers_and_writes_the_model(tm
     assert set(metrics["aspects"]) == set(ASPECTS)
     # frozen: embeddings and the first two layers; tuned: the last layer
     before = load_file(str(Path(tiny_model) / "model.safetensors"))
-    after = load_file(str(out / "model" / "model.safetensors"))
+    after = load_weights(out / "model")
     strip = {k.removeprefix("bert."): v for k, v in before.items()}
     for k, v in after.items():
         k0 = k.removeprefix("bert.")

@@ -266,6 +266,19 @@ def test_biencoder_protocol_and_model_folder(tmp_path, toy_corpus, tiny_bert):
 
     start = AutoModel.from_pretrained(tiny_bert).get_input_embeddings().weight
     assert torch.equal(model.encoder.encoder.get_input_embeddings().weight, start)
+    # step 0 counts: model/ ships the untrained cosine exactly when it beats the fold models on
+    # the held-out folds, and then answers by the cosine at its threshold
+    cv = metrics["cv"]
+    wins = cv["baselines"]["untrained_cosine"]["mean"] > cv["mean"]
+    assert metrics["shipped_start"] is wins
+    assert (model.info.get("decision") == "cosine") is wins
+    from parasim.train.similarity.data import read_split
+    from parasim.train.similarity.model import cosines, predict
+
+    test = read_split(toy_corpus, "EN-FR-G", "test")
+    model.info.update(decision="cosine", threshold=0.5)
+    cos = cosines(model, test, 8)
+    assert predict(model, test, 8) == [float(c > 0.5) for c in cos]
 
 
 # --- bad input ---------------------------------------------------------------------------------

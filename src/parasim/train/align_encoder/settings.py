@@ -30,6 +30,8 @@ class AlignEncoderConfig(PartialSettings, section="train.align_encoder"):
         special_tokens: the start and end special tokens as word pairs, regularised too.
         hold_unlinked: the regulariser also holds the other language's words that no word pair
             links (beyond the seed, :func:`alignment_loss`).
+        freeze_embeddings: keep the input embedding rows at the base model's (the saved folder
+            then shares them on disk with every other model of the same base, issue 34).
         max_length, dev_fraction, min_pairs, eflomal_samplers, links: word-pair extraction
             (:class:`.wordpairs.WordPairConfig`).
     """
@@ -47,6 +49,7 @@ class AlignEncoderConfig(PartialSettings, section="train.align_encoder"):
     target: str
     special_tokens: bool
     hold_unlinked: bool
+    freeze_embeddings: bool
 
     def __post_init__(self) -> None:
         from .wordpairs import LINKS

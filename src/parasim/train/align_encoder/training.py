@@ -83,6 +83,39 @@ def alignment_loss(
     return loss_fn
 
 
+def dev_verdict(model, base, tokenizer, dev_sets: Mapping[str, Any], max_length: int) -> dict:
+    """The aligned encoder against its base on the dev word pairs
+    (:func:`parasim.train.core.verdict.compare`): dev CWR, the mean over languages of each
+    language's mean word-pair hit (each CSLS neighbourhood kept fixed in the resamples)."""
+    from parasim.train.core.verdict import compare
+    from parasim.train.eval.cwr import evaluate_encoder
+
+    def hits(m) -> tuple[list[float], list[str]]:
+        vals, langs = [], []
+        for lang, ds in dev_sets.items():
+            h = evaluate_encoder(m, tokenizer, ds, max_length=max_length, per_item=True)
+            vals += h["contextual"]["hits"]
+            langs += [lang] * len(h["contextual"]["hits"])
+        return vals, langs
+
+    def stat(vals: list[float], langs: list[str]):
+        def f(idx):
+            by: dict[str, list[float]] = {}
+            for i in idx:
+                by.setdefault(langs[i], []).append(vals[i])
+            means = [sum(v) / len(v) for v in by.values()]
+            return sum(means) / len(means) if means else None
+
+        return f
+
+    mv, langs = hits(model)
+    bv, _ = hits(base)
+    return compare(
+        stat(mv, langs), stat(bv, langs), len(mv), measure="dev CWR",
+        baseline_name="base encoder", evaluated_on="the dev page pairs' word pairs",
+    )  # fmt: skip
+
+
 def save_encoder(model, tokenizer, path: str | Path) -> None:
     """``save_pretrained`` the encoder and its tokenizer into ``path`` (atomically replaced)."""
     from parasim.train.core.card import write_dir
@@ -141,6 +174,7 @@ def train_align_encoder(
     from parasim.models import load_encoder
     from parasim.train.core.card import write_model_card, write_run
     from parasim.train.core.loop import fit, make_accelerator, set_seed
+    from parasim.train.core.storage import share_weights
     from parasim.train.eval.cwr import evaluate_encoder
 
     from .wordpairs import read_word_pairs
@@ -165,6 +199,8 @@ def train_align_encoder(
     initial = copy.deepcopy(model).eval().to(acc.device)
     for p in initial.parameters():
         p.requires_grad_(False)
+    if cfg.freeze_embeddings:
+        model.get_input_embeddings().weight.requires_grad_(False)
     model.train()
     dev_langs = [lang for lang in langs if lang in dev_sets and len(dev_sets[lang])]
 
@@ -196,7 +232,7 @@ def train_align_encoder(
     result = fit(
         model, units, loss, args, work,
         evaluate=evaluate if dev_langs else None, save=save if dev_langs else None,
-        fingerprint_extra=extra, accelerator=acc,
+        fingerprint_extra=extra, accelerator=acc, eval_at_start=True,
     )  # fmt: skip
     wall = time.perf_counter() - t0
     if not acc.is_main_process:
@@ -206,6 +242,12 @@ def train_align_encoder(
     if result.best_dir is not None and result.best_dir.exists():
         final_model = load_encoder(str(result.best_dir), "cpu", "float32", key=MODEL_KEY)[0]
     evals = [h for h in result.history if h["kind"] == "eval"]
+    verdict = (
+        dev_verdict(final_model.to(acc.device).eval(), initial, tokenizer,
+                    {k: dev_sets[k] for k in dev_langs}, cfg.max_length)
+        if dev_langs else None
+    )  # fmt: skip
+    shipped_start = result.state.get("best_step") == 0
     metrics = {
         "model": "aligned-encoder",
         "base_model": cfg.model,
@@ -215,12 +257,15 @@ def train_align_encoder(
         "train": {k: v for k, v in result.state.items() if k != "fingerprint"},
         "dev_base": base_dev,
         "dev": {k: v for k, v in (evals[-1] if evals else {}).items() if k not in ("kind",)},
+        "verdict": verdict,
+        "shipped_start": shipped_start,
         # one unit = one sentence pair per language
         "sentence_pairs_per_s": (sum(speeds) / len(speeds) * len(langs)) if speeds else None,
         "wall_s": round(wall, 1),
         **run_resources(acc),
     }
     save_encoder(final_model, tokenizer, out)
+    share_weights(out, out.parent / ".weights")
     write_encoder_meta(out, cfg.model)
     write_run(out, result.history, metrics, f"contextual alignment ({cfg.model})")
     write_model_card(
@@ -241,6 +286,11 @@ def train_align_encoder(
          "steps": result.state["step"], "stopped": result.state["stopped"],
          "sentence_pairs_per_s": metrics["sentence_pairs_per_s"],
          "peak_rss_mb": metrics["peak_rss_mb"]},
+        verdict=verdict, shipped_start=shipped_start,
+        needs=(
+            f"more word pairs than these {len(units)} training units and the GPU recipe "
+            "`configs/train-gpu.yaml`"
+        ),
     )  # fmt: skip
     shutil.rmtree(work, ignore_errors=True)
     return metrics

@@ -97,13 +97,30 @@ def write_model_card(
     data: Mapping[str, Any],
     settings: Mapping[str, Any],
     metrics: Mapping[str, Any],
+    verdict: Mapping[str, Any] | None = None,
+    needs: str = "",
+    shipped_start: bool = False,
 ) -> None:
-    """A ``README.md`` model card: what it is, the data, the settings, the metrics, the version."""
+    """A ``README.md`` model card: what it is, the data, the settings, the metrics, the version.
+
+    With ``verdict`` (:func:`parasim.train.core.verdict.compare`) the card opens with it: the
+    title line names the verdict (a model below its baseline says so there), the first paragraph
+    gives the figures and, unless the model is better, what it would need (``needs``)."""
     from parasim import __version__
 
-    text = f"""# {name}
+    title = name
+    head = ""
+    if verdict is not None:
+        from parasim.train.core.verdict import headline
 
-{summary}
+        word = (
+            "below its untrained baseline" if verdict.get("below_baseline") else verdict["verdict"]
+        )
+        title = f"{name}: {word}"
+        head = headline(verdict, needs, shipped_start) + "\n\n"
+    text = f"""# {title}
+
+{head}{summary}
 
 Trained by parasim {__version__}.
 

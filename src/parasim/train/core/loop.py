@@ -322,6 +322,7 @@ def fit(
     fingerprint_extra: Any = None,
     accelerator: Any = None,
     param_groups: Callable[[Any], list[dict]] | None = None,
+    eval_at_start: bool = False,
 ) -> TrainResult:
     """Train ``model`` on ``examples`` (see the module docstring for what is shared).
 
@@ -338,6 +339,9 @@ def fit(
         accelerator: an ``Accelerator`` to use (default: :func:`make_accelerator`).
         param_groups: ``param_groups(model)`` -> optimizer parameter groups (e.g. a new head
             with its own ``lr``); default: every parameter at ``args.learning_rate``.
+        eval_at_start: evaluate before the first step too (step 0), so that the best model may
+            be the untrained start: where the untrained form is the model's own baseline, a
+            training that only made it worse on dev ships its start (``best_step`` 0).
 
     Returns:
         :class:`TrainResult`.
@@ -444,6 +448,8 @@ def fit(
         late = time.perf_counter() - t_start > 60 * args.max_minutes
         return acc.reduce(torch.tensor(float(late), device=acc.device), "max").item() > 0
 
+    if eval_at_start and evaluate is not None and resume is None:
+        run_eval()  # step 0: the untrained start competes for the best model
     model.train()
     t_start = t_log = time.perf_counter()
     n_log = 0

@@ -195,11 +195,41 @@ def train_entity_siamese(
     train_s = time.perf_counter() - t_train
 
     test_json, sts_json, thr_siam = evaluate_run(run, mlp, cos, gold_only, base, sts_dir)
+    verdicts = model_verdicts(run, mlp, cos, gold_only)
     save_model(run, enc, mlp, thr_siam, len(rounds))
     write_evaluation(eval_dir, test_json, sts_json)
     timing = {"train_s": round(train_s, 1), "wall_s": round(time.perf_counter() - t0, 1),
               "cpu_s": round(_cpu_s() - cpu0, 1)}  # fmt: skip
-    return write_metrics_and_card(run, base, counts, rounds, test_json, sts_json, timing)
+    return write_metrics_and_card(run, base, counts, rounds, test_json, sts_json, timing, verdicts)
+
+
+def model_verdicts(run: _Run, mlp, cos, gold_only) -> dict[str, dict]:
+    """The entity model against the untrained encoder's cosine
+    (:func:`parasim.train.core.verdict.compare`): Spearman on each STSb-multi-mt set and
+    accuracy on the corpus test split (the untrained cosine at its training-pair threshold);
+    the first is the headline (STSb, the larger set, when it is there)."""
+    from parasim.train.core.metrics import accuracy_threshold
+    from parasim.train.core.verdict import accuracy_stat, compare, spearman_stat
+
+    out: dict[str, dict] = {}
+    for k, s in run.sts.items():
+        sc = _model_scores(run, mlp, cos, gold_only, f"sts {k}", s)
+        out[f"sts {k}"] = compare(
+            spearman_stat(s.label, sc["entity_siamese"]), spearman_stat(s.label, sc["untrained"]),
+            len(s), measure=f"STSb {k} Spearman", baseline_name="untrained encoder's cosine",
+            evaluated_on=f"STSb-multi-mt dev {k}",
+        )  # fmt: skip
+    gold_train = [int(x) for x in run.train.label]
+    thr_untr, _ = accuracy_threshold(run.cos_untrained["train"], gold_train)
+    sc = _model_scores(run, mlp, cos, gold_only, "test", run.test)
+    gold = [int(x) for x in run.test.label]
+    out["test"] = compare(
+        accuracy_stat(gold, [int(p >= 0.5) for p in sc["entity_siamese"]]),
+        accuracy_stat(gold, [int(c > thr_untr) for c in sc["untrained"]]),
+        len(gold), measure="test accuracy", baseline_name="untrained encoder's cosine",
+        evaluated_on="the corpus test split",
+    )  # fmt: skip
+    return out
 
 
 def read_training_data(
@@ -313,6 +343,7 @@ def _encoder_part(run: _Run, rnd: int, pairs: Pairs, fp: str):
     fingerprint, trained with the cosine loss, or the pretrained one (``train_encoder: false``)."""
     from parasim.train.core.card import write_dir, write_metrics
     from parasim.train.core.loop import fit, set_seed
+    from parasim.train.core.storage import share_weights
 
     args, cfg, tokenizer = run.args, run.cfg, run.tokenizer
     stage = run.out / "stages" / f"round-{rnd}"
@@ -337,6 +368,7 @@ def _encoder_part(run: _Run, rnd: int, pairs: Pairs, fp: str):
     enc = res.model
     write_dir(enc_dir, lambda d: (enc.encoder.save_pretrained(d),
                                  tokenizer.save_pretrained(d)))  # fmt: skip
+    share_weights(enc_dir, run.out.parent / ".weights")
     write_metrics(done, {"fingerprint": fp, "history": res.history, "state": res.state})
     return enc, res.history, res.state
 
@@ -436,6 +468,7 @@ def save_model(run: _Run, enc, mlp, thr_siam: float, n_rounds: int) -> None:
     """``model/``: the last round's encoder (hard-linked to its kept copy) and MLP, and how to
     use them (:data:`INFO_FILE`)."""
     from parasim.train.core.card import write_dir
+    from parasim.train.core.storage import share_weights
 
     cfg, out = run.cfg, run.out
     info = {
@@ -445,9 +478,9 @@ def save_model(run: _Run, enc, mlp, thr_siam: float, n_rounds: int) -> None:
         "siamese_threshold": thr_siam,
     }  # fmt: skip
     write_dir(out / "model", lambda d: save_entity_siamese(enc, run.tokenizer, mlp, d, info))
-    if cfg.train_encoder:  # the final encoder is also the last round's kept one: one copy on disk
-        last = out / "stages" / f"round-{n_rounds}" / "encoder"
-        _share_identical_files(last, out / "model" / "encoder")
+    # the final encoder is also the last round's kept one (or the untrained one): one copy on
+    # disk, shared with every other model folder holding the same weights
+    share_weights(out / "model" / "encoder", out.parent / ".weights")
 
 
 def write_evaluation(eval_dir: Path, test_json: Mapping, sts_json: Mapping) -> None:
@@ -469,6 +502,7 @@ def write_metrics_and_card(
     test_json: Mapping[str, Any],
     sts_json: Mapping[str, Any],
     timing: Mapping[str, float],
+    verdicts: Mapping[str, dict] | None = None,
 ) -> dict[str, Any]:
     """The training curve, ``metrics.json`` and the ``README.md`` model card (in ``model/``
     too); returns the metrics."""
@@ -490,6 +524,8 @@ def write_metrics_and_card(
         "sts": {k: v for k, v in sts_json.items() if k != "model"},
         "train_s": timing["train_s"], "wall_s": timing["wall_s"],
         "cpu_s": timing["cpu_s"], "peak_rss_mb": peak_rss_mb(),
+        "verdict": next(iter(verdicts.values())) if verdicts else None,
+        "verdicts": dict(verdicts or {}),
         "peak_gpu_mb": peak_gpu_mb(),
         "device": str(acc.device), "mixed_precision": acc.mixed_precision,
         "settings": {**dataclasses.asdict(args), **dataclasses.asdict(cfg),
@@ -513,6 +549,11 @@ def write_metrics_and_card(
         f"negative{'; then again with BM25-sampled silver pairs' if 'round_2' in rounds else ''}. "
         "Load `model/` with `parasim.train.entity_siamese.model.EntitySiamese`.",
         dict(counts), metrics["settings"], summary,
+        verdict=metrics["verdict"],
+        needs=(
+            f"more corpus pairs than these {counts.get('train_rows', 0)} training rows and the "
+            "GPU recipe `configs/train-gpu.yaml`"
+        ),
     )  # fmt: skip
     shutil.copyfile(out / "README.md", out / "model" / "README.md")
     return metrics

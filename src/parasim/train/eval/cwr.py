@@ -231,6 +231,7 @@ def retrieval(
     other_vecs: Sequence[np.ndarray],
     seen_types: Iterable[tuple[str, str]] = (),
     k: int = 10,
+    per_item: bool = False,
 ) -> dict[str, Any]:
     """Contextual and non-contextual CSLS word retrieval, both directions, with POS breakdown.
 
@@ -240,6 +241,8 @@ def retrieval(
         other_vecs: per sentence, one vector per word of the other language.
         seen_types: (English type, other type) pairs, lower-cased, seen in training: left out.
         k: CSLS neighbourhood.
+        per_item: also ``hits``: per evaluated word pair, the mean of its two directions'
+            hits (0, 0.5 or 1; their mean is ``accuracy``), what a bootstrap resamples.
 
     Returns:
         ``{"contextual": {...}, "non_contextual": {...}}``, each with ``accuracy`` (mean of both
@@ -284,6 +287,8 @@ def retrieval(
             "other_to_en": float(h_oe.mean()) if len(h_oe) else None,
         }
         res["accuracy"] = (res["en_to_other"] + res["other_to_en"]) / 2 if len(h_eo) else None
+        if per_item:
+            res["hits"] = ((h_eo.astype(float) + h_oe.astype(float)) / 2).tolist()
         by_pos = {}
         for name in ("open", "closed", "overlap"):
             m = np.array([x == name for x in g], dtype=bool)
@@ -299,14 +304,15 @@ def retrieval(
 
 def evaluate_encoder(
     model, tokenizer, data: ParallelSet, seen_types=(), rotation: np.ndarray | None = None,
-    k: int = 10, max_length: int = 256, batch_size: int = 32,
+    k: int = 10, max_length: int = 256, batch_size: int = 32, per_item: bool = False,
 ) -> dict[str, Any]:  # fmt: skip
-    """CWR of ``model`` on ``data`` (``rotation``: applied to the non-English vectors first)."""
+    """CWR of ``model`` on ``data`` (``rotation``: applied to the non-English vectors first;
+    ``per_item``: :func:`retrieval`'s per-word-pair hits too)."""
     en_v = word_vectors(model, tokenizer, data.en, max_length, batch_size)
     ot_v = word_vectors(model, tokenizer, data.other, max_length, batch_size)
     if rotation is not None:
         ot_v = [v @ rotation if v.size else v for v in ot_v]
-    return retrieval(data, en_v, ot_v, seen_types, k)
+    return retrieval(data, en_v, ot_v, seen_types, k, per_item)
 
 
 def pair_vectors(

@@ -37,14 +37,24 @@ def aspect_correlations(emb_a, emb_b, pairs: Sequence[Pair], dims: list) -> dict
 
 
 def evaluate_slice(encoder, tokenizer, pairs: Sequence[Pair], cfg: S3bertConfig, seed: int):
-    """Per-aspect Spearman on ``pairs`` for the S3BERT assignment, SB-rand and SB-full."""
+    """Per-aspect Spearman on ``pairs`` for the S3BERT assignment, SB-rand and SB-full; under
+    ``"cosines"``, each assignment's per-aspect cosines of every pair (``[aspect][pair]``, what
+    a bootstrap over the pairs resamples)."""
     a = embed(encoder, tokenizer, [p.a for p in pairs], cfg.max_length, cfg.eval_batch_size)
     b = embed(encoder, tokenizer, [p.b for p in pairs], cfg.max_length, cfg.eval_batch_size)
     dim, k, h = a.shape[1], len(aspect_names()), cfg.feature_dim
-    return {
-        kind: aspect_correlations(a, b, pairs, assignments(kind, dim, k, h, seed))
-        for kind in ("s3bert", "rand", "full")
+    kinds = ("s3bert", "rand", "full")
+    out: dict = {
+        kind: aspect_correlations(a, b, pairs, assignments(kind, dim, k, h, seed)) for kind in kinds
     }
+    out["cosines"] = {
+        kind: [
+            [float(x) for x in row_cosines(a[:, d], b[:, d])]
+            for d in assignments(kind, dim, k, h, seed)
+        ]
+        for kind in kinds
+    }
+    return out
 
 
 def _mean(d: Mapping[str, float | None]) -> float | None:

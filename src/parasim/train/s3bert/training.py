@@ -115,6 +115,8 @@ def train_s3bert(
     from parasim.train.core.card import write_dir, write_model_card, write_run
     from parasim.train.core.encoder import load_training_encoder
     from parasim.train.core.loop import fit, make_accelerator, set_seed
+    from parasim.train.core.storage import share_weights
+    from parasim.train.core.verdict import compare, mean_spearman_stat
     from parasim.train.eval.sts import read_stsb, stsb_spearman
 
     args, cfg = s3bert_settings(section)
@@ -172,6 +174,7 @@ def train_s3bert(
     result = fit(
         model, train_pairs, loss_fn, args, out,
         evaluate=evaluate, save=save, fingerprint_extra=extra, accelerator=acc,
+        eval_at_start=True,
     )  # fmt: skip
     train_s = time.perf_counter() - t0
     if not acc.is_main_process:
@@ -179,6 +182,16 @@ def train_s3bert(
     best, _, _ = load_s3bert(result.best_dir)
     after = evaluate_slice(best.encoder, tokenizer, data.test or data.dev, cfg, args.seed)
     sts_after = stsb_spearman(_embedder(best.encoder, tokenizer, cfg), sts) if sts else None
+    shipped_start = result.state["best_step"] == 0
+    evaluated = data.test or data.dev
+    gold = [[p.scores[k] for p in evaluated] for k in range(len(names))]
+    verdict = compare(
+        mean_spearman_stat(gold, after["cosines"]["s3bert"]),
+        mean_spearman_stat(gold, before["cosines"]["rand"]),
+        len(evaluated),
+        measure="mean aspect Spearman", baseline_name="untrained encoder's SB-rand",
+        evaluated_on=f"the scored pairs' {'test' if data.test else 'dev'} split",
+    )  # fmt: skip
     table = {
         name: {
             "s3bert": after["s3bert"][name],
@@ -206,6 +219,8 @@ def train_s3bert(
             if r["s3bert"] is not None and r["sb_rand"] is not None and r["s3bert"] > r["sb_rand"]
         ),
         "stsb_en_dev_spearman": {"before": sts_before, "after": sts_after},
+        "verdict": verdict,
+        "shipped_start": shipped_start,
         "beta": [round(float(x), 4) for x in best.beta.detach().cpu()],
         "target_norm": cfg.target_norm,
         "trainable_parameters": trainable + len(names),
@@ -229,6 +244,7 @@ def train_s3bert(
         "target_scaling": scaling,
     }
     save_s3bert(best, tokenizer, final, layout)
+    share_weights(final, out.parent / ".weights")
     shutil.rmtree(result.best_dir, ignore_errors=True)
     write_run(out, result.history, metrics, f"S3BERT ({cfg.model})")
     write_model_card(
@@ -247,8 +263,13 @@ def train_s3bert(
         {"mean_spearman": metrics["mean_spearman"],
          "aspects_above_sb_rand": metrics["aspects_above_sb_rand"],
          "stsb_en_dev_spearman": metrics["stsb_en_dev_spearman"],
-         "steps": result.state["step"], "pairs_per_s": metrics["pairs_per_s"],
-         "peak_rss_mb": metrics["peak_rss_mb"]},
+         "steps": result.state["step"], "best_step": result.state["best_step"],
+         "pairs_per_s": metrics["pairs_per_s"], "peak_rss_mb": metrics["peak_rss_mb"]},
+        verdict=verdict, shipped_start=shipped_start,
+        needs=(
+            f"more scored pairs than these {len(data.train)} training pairs and the GPU recipe "
+            "`configs/train-gpu.yaml` (15 of 15 aspects above SB-rand there, BENCHMARKS.md)"
+        ),
     )  # fmt: skip
     shutil.copyfile(out / "README.md", final / "README.md")
     return metrics

@@ -328,9 +328,15 @@ def model_info(encoder: str, cfg: Any) -> dict:
 
 
 def predict(model, split: Split, batch_size: int) -> list[float]:
-    """P(similar) of every pair (eval mode, no gradients; the model's mode is restored)."""
+    """P(similar) of every pair (eval mode, no gradients; the model's mode is restored).
+
+    A model that shipped its untrained start (``decision: cosine`` in its ``similarity.json``)
+    answers 1 or 0: its encoder's cosine above its ``threshold`` or not."""
     import torch
 
+    info = getattr(model, "info", None) or {}
+    if info.get("decision") == "cosine":
+        return [float(c > info["threshold"]) for c in cosines(model, split, batch_size)]
     out: list[float] = []
     was = model.training
     model.eval()

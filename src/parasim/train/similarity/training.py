@@ -129,6 +129,8 @@ def train_similarity(
     """
     from parasim.train.core.card import plot_curve, write_metrics, write_model_card
     from parasim.train.core.loop import fingerprint, fit, make_accelerator, set_seed
+    from parasim.train.core.storage import share_weights
+    from parasim.train.core.verdict import accuracy_stat, compare
 
     from .model import build_classifier, cosines, model_info, predict, save_classifier
 
@@ -262,6 +264,7 @@ def train_similarity(
             shutil.rmtree(tmp, ignore_errors=True)
             save_classifier(m, tmp, {"fold": f, "fold_accuracy": rec["accuracy"]})
             _replace_dir(tmp, out / "model")
+            share_weights(out / "model", out.parent / ".weights")
             best = rec
         write_metrics(done, rec)  # after the model: a kept result never lacks its model
         folds.append(rec)
@@ -291,6 +294,27 @@ def train_similarity(
         for k in ("majority_accuracy", "untrained_cosine_accuracy")
     }
     thr, thr_acc = accuracy_threshold(train_cos, train.label)
+    # step 0 counts: a bi-encoder's untrained form (its cosine at the training pairs' threshold)
+    # is its own baseline; when it beats the fold models on the held-out folds, training only
+    # made it worse, and model/ ships the untrained start
+    cos_cv = base_cv["untrained_cosine_accuracy"][0]
+    shipped_start = encoder == "biencoder" and cos_cv is not None and cos_cv > cv_mean
+    if shipped_start:
+        log.warning(
+            "%s: untrained cosine %.4f beats the fold models %.4f on the held-out folds: "
+            "model/ ships the untrained start", name, cos_cv, cv_mean,
+        )  # fmt: skip
+        tmp = out / ".model.tmp"
+        shutil.rmtree(tmp, ignore_errors=True)
+        save_classifier(untrained.cpu(), tmp, {
+            "fold": None, "decision": "cosine", "threshold": thr,
+            "shipped_start": "the untrained encoder's cosine beat every fold model on CV",
+        })  # fmt: skip
+        _replace_dir(tmp, out / "model")
+        share_weights(out / "model", out.parent / ".weights")
+        best = {**best, "test_probs": {
+            p: [float(c > thr) for c in cs] for p, cs in test_cos.items()
+        }}  # fmt: skip
 
     def test_row(gold: list[int], probs: list[list[float]], best_p: list[float], cos: list[float]):
         mx, avg = vote(probs)
@@ -321,6 +345,14 @@ def train_similarity(
             g[2] += best["test_probs"][p]
             g[3] += test_cos[p]
     by_lang = {k: test_row(*v) for k, v in pooled.items()}
+    g_all, _, p_all, c_all = pooled.get("all", [[], [], [], []])
+    verdict = compare(
+        accuracy_stat(g_all, [int(p >= 0.5) for p in p_all]),
+        accuracy_stat(g_all, [int(c > thr) for c in c_all]),
+        len(g_all), measure="test accuracy (model/)",
+        baseline_name="untrained encoder's cosine",
+        evaluated_on="the corpus test split, every partition",
+    )  # fmt: skip
     own = [p for p in members if p in table and table[p].get("rows")]
     own_gold: list[int] = []
     own_probs: list[list[float]] = [[] for _ in trained]
@@ -377,6 +409,8 @@ def train_similarity(
                                   "skipped_folds", "baselines")},
         "test": {k: {kk: vv for kk, vv in v.items()} for k, v in by_lang.items()},
         "best_fold": best["fold"],
+        "shipped_start": shipped_start,
+        "verdict": verdict,
         "train_s": round(sum(r.get("train_s", 0) for r in trained), 1),
         "pairs_per_s": _mean(speeds),
         "wall_s": round(time.perf_counter() - t0, 1),
@@ -403,11 +437,24 @@ def train_similarity(
         out / "README.md", name,
         f"{desc} with the [u; v; |u-v|; u*v] classifier of seed 001 §4.1, trained on parasim's "
         f"corpus partition {partition} ({', '.join(members)}): 1 = similar (aligned translation), "
-        f"0 = dissimilar (hard negative). `model/` is the best of the {len(trained)} fold models "
-        f"(fold {best['fold']}); load it with "
+        f"0 = dissimilar (hard negative). `model/` is "
+        + (
+            "the untrained encoder answering by its cosine at the training pairs' threshold "
+            f"(it beat the {len(trained)} fold models on the held-out folds)"
+            if shipped_start
+            else f"the best of the {len(trained)} fold models (fold {best['fold']})"
+        )
+        + "; load it with "
         "`parasim.train.similarity.model.load_classifier`.",
         {**dict(counts), "folds": len(fold_ids)},
         {**dataclasses.asdict(args), **info}, summary,
+        verdict=verdict,
+        shipped_start=shipped_start,
+        needs=(
+            f"a corpus test split of at least {verdict['min_items']} pairs (here "
+            f"{verdict['n']}), more than these {len(train)} training pairs and the GPU recipe "
+            "`configs/train-gpu.yaml`"
+        ),
     )  # fmt: skip
     shutil.copyfile(out / "README.md", out / "model" / "README.md")
     return metrics

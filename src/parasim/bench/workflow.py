@@ -90,13 +90,16 @@ def _targets(cfg: dict, until: str) -> list[str]:
     return [f"results/{until}/{s['name']}.done" for s in cfg["sites"]]
 
 
-def run_once(cfg: dict, until: str, cores: int, work: Path) -> dict:
+def run_once(
+    cfg: dict, until: str, cores: int, work: Path, targets: list[str] | None = None
+) -> dict:
+    """One fresh Snakemake run in ``work`` to ``until`` (or to ``targets``); its figures."""
     work.mkdir(parents=True)
     (work / "config.yaml").write_text(yaml.safe_dump(cfg))
     cmd = [
         sys.executable, "-m", "snakemake", "--snakefile", str(ROOT / "Snakefile"),
         "--directory", str(work), "--configfile", str(work / "config.yaml"),
-        "--cores", str(cores), *_targets(cfg, until),
+        "--cores", str(cores), *(targets if targets is not None else _targets(cfg, until)),
     ]  # fmt: skip
     log = (work / "snakemake.log").open("w")
     t0 = time.perf_counter()

@@ -220,6 +220,9 @@ def run_size(
         "stages_run": stages_wanted,
         "positives": positives,
         "wall_s": round(time.perf_counter() - t0, 1),
+        # all processes of the run (the stages' figures come from Snakemake's benchmark files,
+        # which sample each job's process tree and miss children that exit between samples)
+        "cpu_s": whole["cpu_s"],
         "peak_tree_rss_mb": whole["peak_tree_rss_mb"],
         "stages": per_stage,
     }
@@ -275,6 +278,9 @@ def render_table(runs: list[dict]) -> str:
         "|" + "---|" * len(head),
         "| positives | " + " | ".join(f"{r['positives']:,}" for r in runs) + " | |",
         "| whole run, wall s | " + " | ".join(f"{r['wall_s']:,.0f}" for r in runs) + " | |",
+        "| whole run, CPU-s (all processes) | "
+        + " | ".join(f"{r['cpu_s']:,.0f}" if r.get("cpu_s") else "–" for r in runs)
+        + " | |",
     ]
     for name in names:
         cells = []
@@ -299,6 +305,25 @@ def render_table(runs: list[dict]) -> str:
 def cmd_table(args: argparse.Namespace) -> int:
     """Print the scaling table of a ``scale.jsonl``."""
     print(render_table(_read_jsonl(Path(args.jsonl))))
+    return 0
+
+
+def cmd_gpu_inputs(args: argparse.Namespace) -> int:
+    """Sample the positives and tokenize the model stages' inputs (:mod:`.scale_gpu`)."""
+    from parasim.bench.scale_gpu import gpu_inputs
+
+    fig = gpu_inputs([Path(p) for p in args.positives], args.sample, Path(args.out), args.seed)
+    print(json.dumps(fig, indent=1))
+    return 0
+
+
+def cmd_project(args: argparse.Namespace) -> int:
+    """The projection table from ``gpu-inputs``'s sample and the GPU's measured rates."""
+    from parasim.bench.scale_gpu import project
+
+    meta = json.loads((Path(args.inputs) / "meta.json").read_text())
+    measured = json.loads(Path(args.measured).read_text())
+    print(project(meta, measured, args.pairs, args.gpus))
     return 0
 
 
@@ -344,6 +369,20 @@ def parser() -> argparse.ArgumentParser:
     run.add_argument("--set", action="append", default=[], help="key.path=value (YAML value)")
     run.add_argument("--data", type=Path, default=DATA_DIR, help="folder of the archives")
     run.set_defaults(run=cmd_run)
+
+    gin = steps.add_parser("gpu-inputs", help="sample positives, tokenized, for the GPU measurement")
+    gin.add_argument("--positives", nargs="+", required=True, help="positives folders (searched)")
+    gin.add_argument("--sample", type=int, default=3000, help="positives drawn at random")
+    gin.add_argument("--seed", type=int, default=0)
+    gin.add_argument("--out", required=True, help="folder: inputs.npz, meta.json")
+    gin.set_defaults(run=cmd_gpu_inputs)
+
+    proj = steps.add_parser("project", help="the model stages' time for N pairs on 1 and 8 GPUs")
+    proj.add_argument("--inputs", required=True, help="the gpu-inputs folder")
+    proj.add_argument("--measured", required=True, help="the JSON scale_gpu.py wrote")
+    proj.add_argument("--pairs", type=int, default=405_160, help="positives (default: the seed's)")
+    proj.add_argument("--gpus", type=int, nargs="+", default=[1, 8])
+    proj.set_defaults(run=cmd_project)
 
     table = steps.add_parser("table", help="print the scaling table of a scale.jsonl")
     table.add_argument("jsonl")

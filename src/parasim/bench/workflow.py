@@ -20,6 +20,7 @@ import argparse
 import contextlib
 import copy
 import json
+import resource
 import subprocess
 import sys
 import tempfile
@@ -102,6 +103,7 @@ def run_once(
         "--cores", str(cores), *(targets if targets is not None else _targets(cfg, until)),
     ]  # fmt: skip
     log = (work / "snakemake.log").open("w")
+    before = resource.getrusage(resource.RUSAGE_CHILDREN)
     t0 = time.perf_counter()
     proc = subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT)
     peak = 0
@@ -117,6 +119,9 @@ def run_once(
     sampler.start()
     rc = proc.wait()
     wall = time.perf_counter() - t0
+    after = resource.getrusage(resource.RUSAGE_CHILDREN)
+    # every process of the run, short-lived ones too (apertium's), each waited for by its parent
+    cpu = (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
     stop.set()
     sampler.join()
     if rc != 0:
@@ -137,6 +142,7 @@ def run_once(
     )
     return {
         "wall_s": round(wall, 1),
+        "cpu_s": round(cpu, 1),
         "peak_tree_rss_mb": round(peak / 2**20),
         "peak_job_rss_mb": round(job_rss) or None,
         "jobs": jobs,

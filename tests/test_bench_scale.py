@@ -330,3 +330,23 @@ def test_the_projection_scales_work_per_pair_by_the_measured_rate():
     # 5 lm sequences a pair x 400k pairs / 1,000 per s = 2,000 s on one GPU, 250 s on 8
     lm = next(ln for ln in table if ln.startswith("| divergences"))
     assert "| 33 min 20 s | 4 min 10 s |" in lm
+
+
+def test_jobs_account_their_cpu_children_included(tmp_path, monkeypatch):
+    from parasim import cli
+
+    monkeypatch.setenv("PARASIM_ACCOUNTING", str(tmp_path / "accounting"))
+    monkeypatch.setattr(cli.sys, "argv", ["parasim", "align-lines", "--x"])
+    import subprocess
+    import sys
+    import time
+
+    t0 = time.perf_counter()
+    # a child that burns CPU and exits: a sampler misses it, the accounting does not
+    subprocess.run([sys.executable, "-c", "sum(i * i for i in range(3_000_000))"], check=True)
+    cli._account("align-lines", t0)
+    (rec,) = [json.loads(p.read_text()) for p in (tmp_path / "accounting").glob("*.json")]
+    assert rec["command"] == "align-lines" and rec["argv"] == ["align-lines", "--x"]
+    assert rec["cpu_s"] >= 0.1 and rec["wall_s"] > 0 and rec["max_rss_mb"] > 0
+    figures = scale.accounted_figures(tmp_path)
+    assert list(figures) == ["align"] and figures["align"]["jobs"] == 1

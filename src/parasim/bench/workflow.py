@@ -20,6 +20,7 @@ import argparse
 import contextlib
 import copy
 import json
+import resource
 import subprocess
 import sys
 import tempfile
@@ -90,15 +91,19 @@ def _targets(cfg: dict, until: str) -> list[str]:
     return [f"results/{until}/{s['name']}.done" for s in cfg["sites"]]
 
 
-def run_once(cfg: dict, until: str, cores: int, work: Path) -> dict:
+def run_once(
+    cfg: dict, until: str, cores: int, work: Path, targets: list[str] | None = None
+) -> dict:
+    """One fresh Snakemake run in ``work`` to ``until`` (or to ``targets``); its figures."""
     work.mkdir(parents=True)
     (work / "config.yaml").write_text(yaml.safe_dump(cfg))
     cmd = [
         sys.executable, "-m", "snakemake", "--snakefile", str(ROOT / "Snakefile"),
         "--directory", str(work), "--configfile", str(work / "config.yaml"),
-        "--cores", str(cores), *_targets(cfg, until),
+        "--cores", str(cores), *(targets if targets is not None else _targets(cfg, until)),
     ]  # fmt: skip
     log = (work / "snakemake.log").open("w")
+    before = resource.getrusage(resource.RUSAGE_CHILDREN)
     t0 = time.perf_counter()
     proc = subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT)
     peak = 0
@@ -114,6 +119,9 @@ def run_once(cfg: dict, until: str, cores: int, work: Path) -> dict:
     sampler.start()
     rc = proc.wait()
     wall = time.perf_counter() - t0
+    after = resource.getrusage(resource.RUSAGE_CHILDREN)
+    # every process of the run, short-lived ones too (apertium's), each waited for by its parent
+    cpu = (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
     stop.set()
     sampler.join()
     if rc != 0:
@@ -134,6 +142,7 @@ def run_once(cfg: dict, until: str, cores: int, work: Path) -> dict:
     )
     return {
         "wall_s": round(wall, 1),
+        "cpu_s": round(cpu, 1),
         "peak_tree_rss_mb": round(peak / 2**20),
         "peak_job_rss_mb": round(job_rss) or None,
         "jobs": jobs,

@@ -201,7 +201,7 @@ STAGES: tuple[Stage, ...] = (
     ),
     Stage(
         "topics",
-        rules=("fit_topics",),
+        rules=("fit_topics", "fit_topics_partition"),
         module="parasim.negatives",
         results=("topics",),
         upstream="clean",

@@ -17,6 +17,7 @@ import dataclasses
 import json
 import logging
 import time
+from collections import Counter
 from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -106,26 +107,68 @@ def encoder_label(cfg: EncoderConfig) -> str:
 
 
 def cmd_fit_topics(args: argparse.Namespace) -> None:
-    """LDA per partition over the topic counts; the most coherent model kept."""
-    from parasim.negatives.topics import fit_topics
-    from parasim.stagecli import write_stats
+    """LDA per partition over the topic counts; the most coherent model kept.
+
+    With ``--positives``: every partition in this one job. With ``--from-partitions``: only the
+    gather, from the folders ``fit-topics-partition`` wrote (the same files as one job).
+    """
+    from parasim.negatives.topics import fit_partition, gather_topics
+    from parasim.partition import partition_column
+    from parasim.stagecli import UsageError
+
+    neg, corpus = config_sections(args)
+    if bool(args.positives) == bool(args.from_partitions):
+        raise UsageError("fit-topics: give --positives (one job) or --from-partitions (gather)")
+    t0 = time.perf_counter()
+    if args.positives:
+        from parasim.negatives.topics import documents
+
+        positives = read_positives(args.positives)
+        topics_cfg = _with_threads(neg.topics, "workers", args.threads)
+        rows_in = Counter(partition_column(positives, corpus.partitions))
+        docs = documents(positives, corpus.partitions)
+        for part, pdocs in docs.items():
+            fit_partition(part, pdocs, topics_cfg, args.out, rows_in=rows_in[part])
+        parts = list(docs)
+    else:
+        parts = args.from_partitions
+    res = gather_topics(args.out, parts, neg.topics)
+    write_topics_stats(args.stats, args.out, parts, res, time.perf_counter() - t0)
+
+
+def cmd_fit_topics_partition(args: argparse.Namespace) -> None:
+    """LDA of one partition (a job of its own; ``fit-topics --from-partitions`` gathers)."""
+    from parasim.negatives.topics import documents, fit_partition
+    from parasim.partition import partition_column
 
     neg, corpus = config_sections(args)
     positives = read_positives(args.positives)
-    t0 = time.perf_counter()
     topics_cfg = _with_threads(neg.topics, "workers", args.threads)
-    res = fit_topics(positives, topics_cfg, args.out, partitions=corpus.partitions)
+    rows_in = sum(1 for p in partition_column(positives, corpus.partitions) if p == args.partition)
+    docs = documents(positives, corpus.partitions).get(args.partition, [])
+    log.info("partition %s: %d positives, %d page pairs", args.partition, rows_in, len(docs))
+    fit_partition(args.partition, docs, topics_cfg, args.out, rows_in=rows_in)
+
+
+def write_topics_stats(
+    path: str | None, out: str, parts: Sequence[str], res: Any, seconds: float
+) -> None:
+    """The topics stage's stats (rows in: the positives of the partitions gathered)."""
+    from parasim.stagecli import write_stats
+
+    recs = [json.loads((Path(out) / p / "partition.json").read_text()) for p in sorted(set(parts))]
     partitions = {
         p: {k: v.get(k) for k in ("n_documents", "num_topics", "coherence", "passes", "reason")}
         for p, v in res.partitions.items()
     }
+    fitted = sum(r["info"].get("seconds", 0.0) for r in recs)
     write_stats(
-        args.stats,
+        path,
         Stats(
             "topics",
-            rows_in=positives.num_rows,
+            rows_in=sum(r["rows_in"] for r in recs),
             rows_out=res.stats.get("documents", 0),  # page pairs, each with its dominant topic
-            seconds={"total": round(time.perf_counter() - t0, 3)},
+            seconds={"total": round(seconds, 3), "partitions": round(fitted, 3)},
             figures={"topics": partitions},
             counts={k: v for k, v in res.stats.items() if k != "documents"},
         ),
@@ -256,9 +299,11 @@ def select_negatives_table(
     return table, st
 
 
-def common_options(sp: argparse.ArgumentParser) -> None:
+def common_options(sp: argparse.ArgumentParser, positives_required: bool = True) -> None:
     """The options of every command over the positives of all sites (here and build-corpus)."""
-    sp.add_argument("--positives", nargs="+", required=True, help="positives shards (all sites)")
+    sp.add_argument(
+        "--positives", nargs="+", required=positives_required, help="positives shards (all sites)"
+    )
     sp.add_argument("--negatives-json", help="the `negatives` config section as JSON")
     sp.add_argument("--corpus-json", help="the `corpus` config section as JSON")
     sp.add_argument("--stats", help="write counts as JSON here")
@@ -268,8 +313,22 @@ def register(add: Callable[..., argparse.ArgumentParser], site_opts: Callable) -
     """Add the stage's commands to the `parasim` parser."""
 
     sp = add("fit-topics", cmd_fit_topics, "LDA topics per partition (most coherent model kept).")
-    common_options(sp)
+    common_options(sp, positives_required=False)
     sp.add_argument("--out", required=True, help="topics folder to write")
+    sp.add_argument(
+        "--from-partitions",
+        nargs="+",
+        help="gather these partitions' folders under --out (from fit-topics-partition) "
+        "instead of fitting",
+    )
+    sp.add_argument(
+        "--threads", type=int, help="processes across topic counts (overrides topics.workers)"
+    )
+
+    sp = add("fit-topics-partition", cmd_fit_topics_partition, "LDA topics of one partition.")
+    common_options(sp)
+    sp.add_argument("--partition", required=True, help="the partition to fit")
+    sp.add_argument("--out", required=True, help="topics folder (gets <partition>/)")
     sp.add_argument(
         "--threads", type=int, help="processes across topic counts (overrides topics.workers)"
     )

@@ -343,7 +343,7 @@ def test_calibrate_band_from_distribution():
     # no positive vectors: random pairs only, and said so
     from parasim.negatives import calibration_rows
 
-    rows = calibration_rows(pos, {"positive_sample": 30})
+    rows = calibration_rows(pos, {"positive_sample": 30})["EN-FR-G"]
     assert len(rows) == 30 and list(rows) == sorted(set(rows.tolist()))
     oe_some = np.zeros_like(oe)
     oe_some[rows] = oe[rows]

@@ -209,7 +209,7 @@ STAGES: tuple[Stage, ...] = (
     ),
     Stage(
         "negatives",
-        rules=("select_negatives",),
+        rules=("select_negatives", "select_negatives_partition"),
         module="parasim.negatives",
         results=("negatives",),
         upstream="topics",

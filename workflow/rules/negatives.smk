@@ -62,13 +62,49 @@ rule fit_topics:
         " --stats {output.stats} > {log} 2>&1"
 
 
-rule select_negatives:
-    """Hard negatives (Algorithm 1): sentence vectors, cosine band per partition, guards."""
+rule select_negatives_partition:
+    """Hard negatives (Algorithm 1) of one partition: sentence vectors of its sites' positives,
+    its cosine band, guards. One job per partition (the partitions: see fit_topics_partition);
+    it waits for its own partition's topics only."""
     input:
-        positives=expand(
-            "results/positives/{site}/{shard}.parquet", site=SITES, shard=SHARDS
+        positives=partition_positives,
+        topics="results/topics/{partition}",
+        code=code("negatives", "partition"),
+    output:
+        part="results/negatives/parts/{partition}.parquet",
+    log:
+        "logs/select_negatives/{partition}.log",
+    benchmark:
+        "benchmarks/select_negatives/{partition}.tsv"
+    wildcard_constraints:
+        partition=PARTITION_RE,
+    conda:
+        "../../envs/nlp.yaml"
+    threads: 2
+    resources:
+        mem_mb=4000,
+        runtime=240,
+        gpu=1,  # SmolLM2 vectors on CUDA when present; runs on the CPU without one
+    params:
+        negatives=section_json("negatives"),
+        corpus=section_json("corpus"),
+        cache="results/cache/vectors",
+    shell:
+        "parasim select-negatives-partition --partition {wildcards.partition:q}"
+        " --positives {input.positives} --topics results/topics --out {output.part}"
+        " --cache-dir {params.cache}"
+        " --negatives-json {params.negatives:q} --corpus-json {params.corpus:q}"
+        " --threads {threads} > {log} 2>&1"
+
+
+rule select_negatives:
+    """The partitions' negatives gathered in one file, sorted by id, with the encoder and bands
+    (the same file as one job over all partitions, `parasim select-negatives --positives`).
+    """
+    input:
+        parts=expand(
+            "results/negatives/parts/{partition}.parquet", partition=PARTITIONS
         ),
-        topics="results/topics/topics.json",
         code=code("negatives", "partition"),
     output:
         negatives="results/negatives/negatives.parquet",
@@ -79,20 +115,19 @@ rule select_negatives:
         "benchmarks/select_negatives.tsv"
     conda:
         "../../envs/nlp.yaml"
-    threads: 2
+    threads: 1
     resources:
-        mem_mb=6000,
-        runtime=240,
-        gpu=1,  # SmolLM2 vectors on CUDA when present; runs on the CPU without one
+        mem_mb=2000,
+        runtime=30,
     params:
         negatives=section_json("negatives"),
         corpus=section_json("corpus"),
-        cache="results/cache/vectors",
+        partitions=" ".join(f"'{p}'" for p in PARTITIONS),
     shell:
-        "parasim select-negatives --positives {input.positives} --topics results/topics"
-        " --out {output.negatives} --cache-dir {params.cache}"
+        "parasim select-negatives --from-partitions {params.partitions}"
+        " --parts results/negatives/parts --out {output.negatives}"
         " --negatives-json {params.negatives:q} --corpus-json {params.corpus:q}"
-        " --threads {threads} --stats {output.stats} > {log} 2>&1"
+        " --stats {output.stats} > {log} 2>&1"
 
 
 rule build_corpus:

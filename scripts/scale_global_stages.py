@@ -29,11 +29,28 @@ import pyarrow.parquet as pq
 import yaml
 
 
-def copy_positives(src: Path, dst: Path, copies: int) -> list[str]:
-    """``copies`` renamed copies of every positives shard under ``dst``; the files written."""
+def copy_positives(
+    src: Path, dst: Path, copies: int, sites: list[str] | None = None, subset: float = 1.0
+) -> list[str]:
+    """``copies`` renamed copies of every positives shard under ``dst``; the files written.
+
+    ``sites``: only these sites' shards. ``subset`` < 1: only the positives of that share of the
+    page pairs (the lowest seeded hashes of ``pair_id``): a smaller site, each page pair's
+    positives as its own pages gave them.
+    """
+    from parasim.partition import seeded_key
+
     out = []
     for f in sorted(src.glob("*/*.parquet")):
+        if sites and f.parent.name not in sites:
+            continue
         t = pq.read_table(f)
+        if subset < 1:
+            keep = [
+                int(seeded_key(7, "subset", p)[:8], 16) < subset * 16**8
+                for p in t.column("pair_id").to_pylist()
+            ]
+            t = t.filter(pa.array(keep))
         for k in range(copies):
             site = f.parent.name if k == 0 else f"{f.parent.name}-c{k}"
             c = t
@@ -88,6 +105,9 @@ def main() -> None:
     ap.add_argument("--split", action="store_true", help="fit-topics per partition + gather")
     ap.add_argument("--stages", default="topics,negatives,corpus")
     ap.add_argument("--label", default="")
+    ap.add_argument("--sites", nargs="+", help="only these sites' positives")
+    ap.add_argument("--subset", type=float, default=1.0, help="share of the page pairs kept")
+    ap.add_argument("--cache-dir", type=Path, help="sentence-vector cache (default: in --work)")
     args = ap.parse_args()
     from parasim.partition import CorpusConfig, partition_column
 
@@ -95,7 +115,10 @@ def main() -> None:
     neg = json.dumps(over.get("negatives", {}), sort_keys=True)
     corpus = json.dumps(over.get("corpus", {}), sort_keys=True)
     args.work.mkdir(parents=True, exist_ok=True)
-    files = copy_positives(args.run / "results" / "positives", args.work / "positives", args.copies)
+    files = copy_positives(
+        args.run / "results" / "positives", args.work / "positives", args.copies, args.sites,
+        args.subset,
+    )  # fmt: skip
     table = pa.concat_tables([pq.read_table(f, columns=["lang_pair", "domain"]) for f in files])
     n_pos = table.num_rows
     py = [sys.executable, "-m", "parasim.cli"]
@@ -174,7 +197,7 @@ def main() -> None:
                 "--out",
                 str(negs),
                 "--cache-dir",
-                str(args.work / "cache"),
+                str(args.cache_dir or args.work / "cache"),
                 *common,
                 "--threads",
                 "2",

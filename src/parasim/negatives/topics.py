@@ -275,8 +275,11 @@ def _fit_partition(
     bow = [dictionary.doc2bow(t) for t in texts]
     sample = sweep_sample([pid for pid, _ in docs], cfg.sweep_documents, cfg.random_state)
     sampled = len(sample) < len(docs)
-    s_bow = [bow[i] for i in sample] if sampled else bow
     s_texts = [texts[i] for i in sample] if sampled else texts
+    # the sweep's own vocabulary: a word of no sampled document would sit in the top words of a
+    # little-used topic, and c_v is undefined (NaN) for a word the texts never show
+    s_dict = Dictionary(s_texts) if sampled else dictionary
+    s_bow = [s_dict.doc2bow(t) for t in s_texts] if sampled else bow
     wanted = sorted({int(k) for k in cfg.num_topics})
     ks = [k for k in wanted if k * cfg.min_docs_per_topic <= len(sample)]
     if len(ks) < len(wanted):
@@ -302,7 +305,7 @@ def _fit_partition(
             f"(x {cfg.min_docs_per_topic} documents per topic): all documents share topic 0 "
             "(LDA skipped)"
         )
-    elif len(dictionary) == 0:
+    elif len(dictionary) == 0 or (sampled and len(s_dict) == 0):
         reason = "no tokens left after preprocessing: all documents share topic 0 (LDA skipped)"
     if reason:
         log.warning("partition %s: %s", part, reason)
@@ -319,7 +322,7 @@ def _fit_partition(
         "%s: sweeping %d topic counts %s on %d of %d documents (%s coherence, %d passes)",
         part, len(ks), ks, len(sample), len(docs), cfg.coherence, cfg.passes,
     )  # fmt: skip
-    results = _sweep(part, [(k, s_bow, s_texts, dictionary, cfg, True) for k in ks], cfg)
+    results = _sweep(part, [(k, s_bow, s_texts, s_dict, cfg, True) for k in ks], cfg)
     table = []
     best = None
     for k, coh, secs, model in results:

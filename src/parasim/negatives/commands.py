@@ -5,6 +5,12 @@ site (several shard files), concatenated and sorted by ``id`` so that the result
 on the order the files are given in. Settings come from the ``negatives`` and ``corpus`` config
 sections as JSON (Snakemake passes them); absent sections take the schema's defaults.
 
+The workflow runs them a partition at a time: `parasim fit-topics-partition` and
+`parasim select-negatives-partition` (one job per partition, reading the positives of its sites),
+then `fit-topics --from-partitions` and `select-negatives --from-partitions` gather the parts.
+Given ``--positives``, `fit-topics` and `select-negatives` do every partition in one job, through
+the same per-partition functions and the same gather: the same files.
+
 The negatives file carries, in its Parquet schema metadata (key ``parasim.selection``), the
 encoder and the cosine band used per partition; ``build-corpus`` writes them into the dataset
 card with the LDA topic count, coherence and passes of every partition.

@@ -9,6 +9,7 @@ import numpy as np
 import pyarrow as pa
 import pytest
 
+from parasim.config import schema_default
 from parasim.io import POSITIVES_SCHEMA, stable_id
 from parasim.negatives import (
     NEGATIVES_SCHEMA,
@@ -26,7 +27,14 @@ from parasim.negatives.select import (
     word_cosine,
     word_counts,
 )
-from parasim.negatives.topics import preprocess
+from parasim.negatives.topics import (
+    documents,
+    fit_partition,
+    gather_topics,
+    preprocess,
+    sweep_sample,
+)
+from parasim.partition import site_partitions
 
 TOPIC_WORDS = [
     "tax income return deduction credit payroll employer refund filing benefit",
@@ -115,6 +123,73 @@ def test_fit_topics_too_few_documents_is_one_topic(tmp_path, caplog):
     assert res.stats["partitions_single_topic"] == 1
     assert set(res.doc_topics.column("topic").to_pylist()) == {0}
     assert "too few" in caplog.text
+
+
+def test_sweep_logs_one_line_per_topic_count_as_it_goes(tmp_path, caplog):
+    caplog.set_level("INFO", logger="parasim.negatives.topics")
+    fit_topics(make_positives(), {"num_topics": [2, 3], "passes": 1, "iterations": 5}, tmp_path)
+    lines = [r.getMessage() for r in caplog.records if "coherence c_v" in r.getMessage()]
+    assert len(lines) == 2, lines
+    assert lines[0].startswith("EN-FR-G: 2 topics, coherence c_v ") and lines[0].endswith("[1/2]")
+    assert lines[1].startswith("EN-FR-G: 3 topics,") and lines[1].endswith("[2/2]")
+
+
+def test_sweep_sample_is_seeded_capped_and_in_order():
+    ids = [f"p{i:03d}" for i in range(50)]
+    assert sweep_sample(ids, 0, 100) == list(range(50))
+    assert sweep_sample(ids, 50, 100) == list(range(50))
+    s = sweep_sample(ids, 10, 100)
+    assert len(s) == 10 and s == sorted(s)
+    assert [ids[i] for i in s] == [ids[::-1][i] for i in sweep_sample(ids[::-1], 10, 100)][::-1]
+    assert s != sweep_sample(ids, 10, 101)
+
+
+def test_sweep_on_a_sample_then_the_chosen_count_on_every_document(tmp_path):
+    pos = make_positives(n_docs=18)
+    cfg = {"num_topics": [2, 3, 5], "passes": 2, "iterations": 20, "sweep_documents": 9}
+    res = fit_topics(pos, cfg, tmp_path)
+    info = res.partitions["EN-FR-G"]
+    assert info["n_documents"] == 18 and info["sweep_documents"] == 9
+    assert [r["num_topics"] for r in info["table"]] == [2, 3]  # 5 * 3 > 9 sampled documents
+    assert "final_seconds" in info
+    assert res.doc_topics.num_rows == 18
+    assert set(res.doc_topics.column("topic").to_pylist()) <= set(range(info["num_topics"]))
+    # the bound at or above the documents changes nothing: the same files as no bound
+    a = fit_topics(pos, {**cfg, "sweep_documents": 18}, tmp_path / "a")
+    b = fit_topics(pos, {**cfg, "sweep_documents": 0}, tmp_path / "b")
+    assert a.partitions["EN-FR-G"]["table"][0]["coherence"] == pytest.approx(
+        b.partitions["EN-FR-G"]["table"][0]["coherence"]
+    )
+    assert (tmp_path / "a" / "doc_topics.parquet").read_bytes() == (
+        tmp_path / "b" / "doc_topics.parquet"
+    ).read_bytes()
+
+
+def test_one_job_and_a_job_per_partition_write_the_same_files(tmp_path):
+    pos = pa.concat_tables([make_positives(), make_positives(n_docs=9, seed=1, domain="insurance")])
+    cfg = {"num_topics": [2, 3], "passes": 2, "iterations": 20}
+    one = fit_topics(pos, cfg, tmp_path / "one")
+    docs = documents(pos)
+    assert sorted(docs) == ["EN-FR-G", "EN-FR-IB"]
+    for part in reversed(sorted(docs)):  # any order
+        fit_partition(part, docs[part], cfg, tmp_path / "split")
+    fit_partition("EN-ES-IB", [], cfg, tmp_path / "split")  # in the config, no positives
+    split = gather_topics(tmp_path / "split", ["EN-FR-IB", "EN-ES-IB", "EN-FR-G"], cfg)
+    for f in ("doc_topics.parquet", "EN-FR-G/doc_topics.parquet", "EN-FR-IB/coherence.png"):
+        assert (tmp_path / "one" / f).read_bytes() == (tmp_path / "split" / f).read_bytes(), f
+    assert split.stats == one.stats and sorted(split.partitions) == ["EN-FR-G", "EN-FR-IB"]
+
+
+def test_site_partitions_come_from_the_config():
+    sites = [
+        {"name": "a", "languages": ["en", "fr"], "domain": "government"},
+        {"name": "b", "languages": ["en", "fr", "es"], "domain": "banking"},
+        {"name": "c", "languages": ["fr", "en"], "domain": "news"},
+    ]
+    parts = site_partitions(sites, schema_default("corpus.partitions"))
+    assert parts == {
+        "EN-ES-IB": ["b"], "EN-FR-G": ["a"], "EN-FR-IB": ["b"], "EN-FR-news": ["c"],
+    }  # fmt: skip
 
 
 def test_topics_config_rejects_multicore_with_auto_alpha(tmp_path):
@@ -268,7 +343,7 @@ def test_calibrate_band_from_distribution():
     # no positive vectors: random pairs only, and said so
     from parasim.negatives import calibration_rows
 
-    rows = calibration_rows(pos, {"positive_sample": 30})
+    rows = calibration_rows(pos, {"positive_sample": 30})["EN-FR-G"]
     assert len(rows) == 30 and list(rows) == sorted(set(rows.tolist()))
     oe_some = np.zeros_like(oe)
     oe_some[rows] = oe[rows]

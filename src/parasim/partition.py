@@ -13,7 +13,7 @@ import dataclasses
 import hashlib
 import logging
 from collections import Counter, defaultdict
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 import pyarrow as pa
@@ -69,6 +69,29 @@ def partition_of(lang_pair: str, domain: str, partitions: Mapping[str, Mapping[s
         if spec.get("lang_pair") == lang_pair and domain in spec.get("domains", ()):
             return name
     return f"{lang_pair.upper()}-{domain}"
+
+
+def site_partitions(
+    sites: Sequence[Mapping[str, Any]], partitions: Mapping[str, Mapping[str, Any]]
+) -> dict[str, list[str]]:
+    """Partition -> the sites whose positives fall in it, from the config alone.
+
+    A site's positives have ``lang_pair`` ``en-<lang>`` for each of its languages other than
+    English, and its ``domain``: the partitions are known before any positive exists (the
+    workflow builds its per-partition jobs from this). Sorted by partition name.
+
+    Args:
+        sites: the config's ``sites`` (``name``, ``languages``, ``domain``).
+        partitions: the ``corpus.partitions`` mapping.
+    """
+    out: dict[str, list[str]] = defaultdict(list)
+    for site in sites:
+        for lang in site["languages"]:
+            if lang != "en":
+                part = partition_of(f"en-{lang}", site["domain"], partitions)
+                if site["name"] not in out[part]:
+                    out[part].append(site["name"])
+    return dict(sorted(out.items()))
 
 
 def partition_column(table: pa.Table, partitions: Mapping[str, Mapping[str, Any]]) -> list[str]:

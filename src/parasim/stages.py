@@ -201,7 +201,7 @@ STAGES: tuple[Stage, ...] = (
     ),
     Stage(
         "topics",
-        rules=("fit_topics",),
+        rules=("fit_topics", "fit_topics_partition"),
         module="parasim.negatives",
         results=("topics",),
         upstream="clean",
@@ -209,7 +209,7 @@ STAGES: tuple[Stage, ...] = (
     ),
     Stage(
         "negatives",
-        rules=("select_negatives",),
+        rules=("select_negatives", "select_negatives_partition"),
         module="parasim.negatives",
         results=("negatives",),
         upstream="topics",

@@ -277,3 +277,63 @@ def test_end_to_end_demo(tmp_path):
     # a second run has nothing to do
     proc = run_demo(work, "-n")
     assert "Nothing to be done" in proc.stdout + proc.stderr
+
+
+@pytest.mark.slow
+def test_global_stages_split_per_partition_write_what_one_job_writes(tmp_path):
+    """The workflow runs fit_topics and select_negatives as a job per partition and a gather;
+    one job over all partitions (`--positives`) writes the same topics, negatives and corpus
+    files, byte for byte, on the demo."""
+    from parasim.cli import main
+    from parasim.config import validate_config
+
+    work = tmp_path / "run"
+    cfg = light_demo(work)
+    run_demo(work, "results/corpus")
+    full = validate_config(cfg)
+    sections = [
+        "--negatives-json", json.dumps(full["negatives"], sort_keys=True),
+        "--corpus-json", json.dumps(full["corpus"], sort_keys=True),
+    ]  # fmt: skip
+    res, one = work / "results", tmp_path / "one"
+    positives = [str(p) for p in sorted(res.glob("positives/*/*.parquet"))]
+    parts = sorted(p.name for p in (res / "topics").iterdir() if p.is_dir())
+    assert parts == ["EN-ES-IB", "EN-FR-G"], parts
+    for p in parts:  # the sweep's progress, one line per topic count
+        log = (work / "logs" / "fit_topics" / f"{p}.log").read_text()
+        assert f"{p}: 2 topics, coherence c_v" in log and "[2/2]" in log, log
+    assert sorted(f.name for f in (res / "negatives" / "parts").glob("*.parquet")) == [
+        f"{p}.parquet" for p in parts
+    ]
+    main(["fit-topics", "--positives", *positives, "--out", str(one / "topics"), *sections])
+    main([
+        "select-negatives", "--positives", *positives, "--topics", str(one / "topics"),
+        "--out", str(one / "negatives.parquet"), "--cache-dir", str(res / "cache" / "vectors"),
+        *sections,
+    ])  # fmt: skip
+    clean = [str(p) for p in sorted(res.glob("stats/clean_positives/*.json"))]
+    main([
+        "build-corpus", "--positives", *positives, "--negatives", str(one / "negatives.parquet"),
+        "--topics", str(one / "topics"), "--clean-stats", *clean, "--out", str(one / "corpus"),
+        *sections,
+    ])  # fmt: skip
+    same = [
+        "topics/doc_topics.parquet",
+        *(f"topics/{p}/doc_topics.parquet" for p in parts),
+        *(f"topics/{p}/lda.model.expElogbeta.npy" for p in parts),
+        "negatives.parquet",
+        "corpus/README.md",
+        *(str(f.relative_to(one)) for f in sorted((one / "corpus" / "data").rglob("*.parquet"))),
+    ]
+    assert len(same) > 8
+    for f in same:
+        split = res / f.replace("negatives.parquet", "negatives/negatives.parquet")
+        assert split.read_bytes() == (one / f).read_bytes(), f
+    for p in parts:  # the coherence tables but the seconds column
+        cut = [
+            [c for i, c in enumerate(line.split("\t")) if i != 2]
+            for d in (res, one)
+            for line in (d / "topics" / p / "coherence.tsv").read_text().splitlines()
+        ]
+        n = len(cut) // 2
+        assert cut[:n] == cut[n:] and n > 1, p

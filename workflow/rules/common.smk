@@ -12,6 +12,7 @@ from snakemake.exceptions import WorkflowError
 
 from parasim import stages
 from parasim.config import ConfigError, validate_config
+from parasim.partition import site_partitions
 from parasim.preflight import check_installed
 
 try:
@@ -35,6 +36,11 @@ SHARDS = [f"{i:0{_width}d}" for i in range(config["shards"])]
 #: rows unless allow_empty).
 DONE_TARGETS = [s.done for s in stages.STAGES if s.done]
 SRC = Path(workflow.basedir) / "src" / "parasim"
+#: Partition -> its sites, from the config (each site's `en-<lang>` pairs and domain): the
+#: per-partition jobs of the topics stage are known when the DAG is built.
+PARTITION_SITES = site_partitions(config["sites"], config["corpus"]["partitions"])
+PARTITIONS = list(PARTITION_SITES)
+PARTITION_RE = "|".join(re.escape(p) for p in PARTITIONS)
 SITE_RE = "|".join(re.escape(s) for s in SITES)
 SHARD_RE = r"\d{%d}" % _width
 
@@ -62,6 +68,15 @@ def code(*modules):
             sorted(str(f) for f in p.rglob("*.py")) if p.is_dir() else [str(p) + ".py"]
         )
     return out
+
+
+def partition_positives(wildcards):
+    """The positives shards of the sites of one partition (an input function)."""
+    return expand(
+        "results/positives/{site}/{shard}.parquet",
+        site=PARTITION_SITES[wildcards.partition],
+        shard=SHARDS,
+    )
 
 
 def shard_files(stage, ext="parquet"):

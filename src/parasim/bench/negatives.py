@@ -131,7 +131,7 @@ def _vectors(
     from parasim.negatives import calibration_rows
 
     oe = pos.column("other_en").to_pylist()
-    rows = calibration_rows(pos, {"positive_sample": sample}).tolist()
+    rows = sorted(r for v in calibration_rows(pos, {"positive_sample": sample}).values() for r in v)
     voe = np.zeros_like(ven)
     if rows:
         voe[rows] = encode([oe[i] for i in rows], enc, cache)

@@ -5,6 +5,8 @@ other cosines (mean-pooled causal-LM states are highly anisotropic: almost every
 0.8), so the band is re-derived per partition from two samples:
 
 * random pairs: two English sentences of different page pairs of the partition (seeded sample);
+  every partition draws from its own generator (:func:`partition_rng`), so its band does not
+  depend on the other partitions of the run;
 * positives: M(en_text) against M(other_en), the English translation of its counterpart, the
   cosine of a true translation under this encoder (when ``other_en`` vectors are given).
 
@@ -19,6 +21,7 @@ and the reason recorded. The band used is returned and goes into the dataset car
 from __future__ import annotations
 
 import dataclasses
+import hashlib
 import logging
 from collections.abc import Mapping
 from typing import Any
@@ -46,18 +49,37 @@ class CalibrateConfig(Settings, section="negatives.calibrate"):
 
 
 def calibration_rows(
-    positives: pa.Table, cfg: CalibrateConfig | Mapping[str, Any] | None = None
-) -> np.ndarray:
-    """Rows (sorted) whose ``other_en`` to encode for :func:`calibrate_band`: a seeded sample.
+    positives: pa.Table,
+    cfg: CalibrateConfig | Mapping[str, Any] | None = None,
+    corpus_cfg: CorpusConfig | Mapping[str, Any] | None = None,
+) -> dict[str, np.ndarray]:
+    """Rows (sorted) whose ``other_en`` to encode for :func:`calibrate_band`: per partition, a
+    seeded sample of ``positive_sample`` rows (:func:`partition_rng`).
 
     Encoding every ``other_en`` would double the encoder's work for a quantile; a few hundred do.
     Put their vectors at these rows of a zero array of the shape of the English vectors.
+
+    Returns:
+        partition -> its rows (positions in ``positives``), partitions in sorted order.
     """
     cfg = CalibrateConfig.from_config(cfg)
+    ccfg = CorpusConfig.from_config(corpus_cfg)
+    parts = np.array(partition_column(positives, ccfg.partitions), dtype=object)
     has = np.array([bool(t) for t in positives.column("other_en").to_pylist()], dtype=bool)
-    rows = np.nonzero(has)[0]
-    rng = np.random.default_rng(cfg.seed)
-    return np.sort(rng.permutation(rows)[: cfg.positive_sample])
+    out = {}
+    for name in sorted(set(parts.tolist())):
+        rows = np.nonzero(has & (parts == name))[0]
+        rng = partition_rng(cfg.seed, "positives", name)
+        out[name] = np.sort(rng.permutation(rows)[: cfg.positive_sample])
+    return out
+
+
+def partition_rng(seed: int, what: str, partition: str) -> np.random.Generator:
+    """The random generator of one partition's calibration: seeded by ``seed``, ``what`` and the
+    partition's name, so a partition's band is the same whichever other partitions are in the
+    run (and one job per partition gives the band one job over all gives)."""
+    digest = hashlib.sha1(f"{seed}\x1f{what}\x1f{partition}".encode()).digest()
+    return np.random.default_rng(int.from_bytes(digest[:8], "little"))
 
 
 @dataclasses.dataclass
@@ -117,11 +139,11 @@ def calibrate_band(
     docs = np.array(positives.column("pair_id").to_pylist(), dtype=object)
     en, en_ok = _unit(en_vectors)
     oe, oe_ok = (None, None) if other_en_vectors is None else _unit(other_en_vectors)
-    rng = np.random.default_rng(cfg.seed)
     out: dict[str, BandResult] = {}
     for name in sorted(set(parts.tolist())):
         rows = np.nonzero((parts == name) & en_ok)[0]
         rnd = np.zeros(0)
+        rng = partition_rng(cfg.seed, "random-pairs", name)
         if len(rows) >= 2:
             i = rng.choice(rows, size=cfg.random_pairs)
             j = rng.choice(rows, size=cfg.random_pairs)

@@ -5,6 +5,12 @@ site (several shard files), concatenated and sorted by ``id`` so that the result
 on the order the files are given in. Settings come from the ``negatives`` and ``corpus`` config
 sections as JSON (Snakemake passes them); absent sections take the schema's defaults.
 
+The workflow runs them a partition at a time: `parasim fit-topics-partition` and
+`parasim select-negatives-partition` (one job per partition, reading the positives of its sites),
+then `fit-topics --from-partitions` and `select-negatives --from-partitions` gather the parts.
+Given ``--positives``, `fit-topics` and `select-negatives` do every partition in one job, through
+the same per-partition functions and the same gather: the same files.
+
 The negatives file carries, in its Parquet schema metadata (key ``parasim.selection``), the
 encoder and the cosine band used per partition; ``build-corpus`` writes them into the dataset
 card with the LDA topic count, coherence and passes of every partition.
@@ -17,6 +23,7 @@ import dataclasses
 import json
 import logging
 import time
+from collections import Counter
 from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -106,26 +113,68 @@ def encoder_label(cfg: EncoderConfig) -> str:
 
 
 def cmd_fit_topics(args: argparse.Namespace) -> None:
-    """LDA per partition over the topic counts; the most coherent model kept."""
-    from parasim.negatives.topics import fit_topics
-    from parasim.stagecli import write_stats
+    """LDA per partition over the topic counts; the most coherent model kept.
+
+    With ``--positives``: every partition in this one job. With ``--from-partitions``: only the
+    gather, from the folders ``fit-topics-partition`` wrote (the same files as one job).
+    """
+    from parasim.negatives.topics import fit_partition, gather_topics
+    from parasim.partition import partition_column
+    from parasim.stagecli import UsageError
+
+    neg, corpus = config_sections(args)
+    if bool(args.positives) == bool(args.from_partitions):
+        raise UsageError("fit-topics: give --positives (one job) or --from-partitions (gather)")
+    t0 = time.perf_counter()
+    if args.positives:
+        from parasim.negatives.topics import documents
+
+        positives = read_positives(args.positives)
+        topics_cfg = _with_threads(neg.topics, "workers", args.threads)
+        rows_in = Counter(partition_column(positives, corpus.partitions))
+        docs = documents(positives, corpus.partitions)
+        for part, pdocs in docs.items():
+            fit_partition(part, pdocs, topics_cfg, args.out, rows_in=rows_in[part])
+        parts = list(docs)
+    else:
+        parts = args.from_partitions
+    res = gather_topics(args.out, parts, neg.topics)
+    write_topics_stats(args.stats, args.out, parts, res, time.perf_counter() - t0)
+
+
+def cmd_fit_topics_partition(args: argparse.Namespace) -> None:
+    """LDA of one partition (a job of its own; ``fit-topics --from-partitions`` gathers)."""
+    from parasim.negatives.topics import documents, fit_partition
+    from parasim.partition import partition_column
 
     neg, corpus = config_sections(args)
     positives = read_positives(args.positives)
-    t0 = time.perf_counter()
     topics_cfg = _with_threads(neg.topics, "workers", args.threads)
-    res = fit_topics(positives, topics_cfg, args.out, partitions=corpus.partitions)
+    rows_in = sum(1 for p in partition_column(positives, corpus.partitions) if p == args.partition)
+    docs = documents(positives, corpus.partitions).get(args.partition, [])
+    log.info("partition %s: %d positives, %d page pairs", args.partition, rows_in, len(docs))
+    fit_partition(args.partition, docs, topics_cfg, args.out, rows_in=rows_in)
+
+
+def write_topics_stats(
+    path: str | None, out: str, parts: Sequence[str], res: Any, seconds: float
+) -> None:
+    """The topics stage's stats (rows in: the positives of the partitions gathered)."""
+    from parasim.stagecli import write_stats
+
+    recs = [json.loads((Path(out) / p / "partition.json").read_text()) for p in sorted(set(parts))]
     partitions = {
         p: {k: v.get(k) for k in ("n_documents", "num_topics", "coherence", "passes", "reason")}
         for p, v in res.partitions.items()
     }
+    fitted = sum(r["info"].get("seconds", 0.0) for r in recs)
     write_stats(
-        args.stats,
+        path,
         Stats(
             "topics",
-            rows_in=positives.num_rows,
+            rows_in=sum(r["rows_in"] for r in recs),
             rows_out=res.stats.get("documents", 0),  # page pairs, each with its dominant topic
-            seconds={"total": round(time.perf_counter() - t0, 3)},
+            seconds={"total": round(seconds, 3), "partitions": round(fitted, 3)},
             figures={"topics": partitions},
             counts={k: v for k, v in res.stats.items() if k != "documents"},
         ),
@@ -152,50 +201,201 @@ def encode_by_shard(positives: pa.Table, shard: Any, enc: EncoderConfig, cache: 
     return out if out is not None else encode([], enc, cache)
 
 
-def cmd_select_negatives(args: argparse.Namespace) -> None:
-    """Sentence vectors, the cosine band per partition, and Algorithm 1."""
+def select_partition(
+    positives: pa.Table,
+    vectors: Any,
+    part: str,
+    topics: Any,
+    neg: NegativesSettings,
+    corpus: CorpusConfig,
+    enc: EncoderConfig,
+    cache: Path | None,
+    threads: int | None,
+) -> tuple[pa.Table, dict[str, Any], dict[str, Any]]:
+    """The band (calibrated or from the config) and Algorithm 1 for one partition.
+
+    Args:
+        positives: the partition's positives (id order); vectors: their M(en_text).
+
+    Returns:
+        (its negatives, :func:`select_negatives`' stats, its calibration as a dict or {}).
+    """
     import numpy as np
 
-    from parasim.io import write_table
-    from parasim.negatives import calibrate_band, calibration_rows, encode, load_topics
-    from parasim.negatives.vectors import model_key
-    from parasim.stagecli import need, write_stats
+    from parasim.negatives import calibrate_band, calibration_rows, encode
+
+    band_info: dict[str, dict[str, Any]] = {}
+    band: Any = None
+    if neg.select.band == "auto":
+        rows = calibration_rows(positives, neg.calibrate, corpus).get(part, np.zeros(0, int))
+        voe = np.zeros_like(vectors) if vectors.size else None
+        if len(rows) and voe is not None:
+            oe = positives.column("other_en").to_pylist()
+            voe[rows] = encode([oe[i] for i in rows.tolist()], enc, cache)
+        band = calibrate_band(positives, vectors, voe, neg.calibrate, corpus)
+        band_info = {p: b.as_dict() for p, b in band.items()}
+    sel = _with_threads(neg.select, "threads", threads)
+    table, st = select_negatives_table(positives, topics, vectors, sel, corpus, band)
+    return table, st, band_info
+
+
+#: Schema-metadata key of a partition's selection counts in its negatives part.
+PART_KEY = b"parasim.select_partition"
+
+
+def _select_parts(
+    args: argparse.Namespace, only: str | None
+) -> tuple[list[tuple[str, pa.Table, dict[str, Any]]], EncoderConfig]:
+    """Vectors of the positives given (encoded a whole shard at a time, as one job does), then
+    :func:`select_partition` for every partition of them, or for ``only``: (partition, its
+    negatives, {"stats", "band_detail", "seconds", "empty"}) in partition order."""
+    import numpy as np
+
+    from parasim.negatives import load_topics
+    from parasim.partition import partition_column
+    from parasim.stagecli import need
 
     neg, corpus = config_sections(args)
     positives, shard = read_positives(args.positives, with_shards=True)
     topics_dir = need(args.topics, "topics folder")
-    need(str(topics_dir / "topics.json"), "topics summary")
-    topics = load_topics(topics_dir)
+    if only:
+        topics = load_partition_topics(topics_dir, only)
+    else:
+        need(str(topics_dir / "topics.json"), "topics summary")
+        topics = load_topics(topics_dir)
     enc = _with_threads(neg.encoder, "threads", args.threads)
     cache = Path(args.cache_dir) if args.cache_dir else None
     t0 = time.perf_counter()
     ven = encode_by_shard(positives, shard, enc, cache)
     t_vec = time.perf_counter() - t0
-    band_info: dict[str, dict[str, Any]] = {}
-    band: Any = None
-    if neg.select.band == "auto":
-        rows = calibration_rows(positives, neg.calibrate).tolist()
-        voe = np.zeros_like(ven) if ven.size else None
-        if rows and voe is not None:
-            oe = positives.column("other_en").to_pylist()
-            voe[rows] = encode([oe[i] for i in rows], enc, cache)
-        band = calibrate_band(positives, ven, voe, neg.calibrate, corpus)
-        band_info = {p: b.as_dict() for p, b in band.items()}
-    t1 = time.perf_counter()
-    sel = _with_threads(neg.select, "threads", args.threads)
-    table, st = select_negatives_table(positives, topics, ven, sel, corpus, band)
+    parts = np.array(partition_column(positives, corpus.partitions), dtype=object)
+    names = [only] if only else sorted(set(parts.tolist()))
+    out = []
+    for name in names:
+        mask = parts == name
+        sub = positives.filter(pa.array(mask)) if not mask.all() else positives
+        t1 = time.perf_counter()
+        rec: dict[str, Any] = {"empty": sub.num_rows == 0, "stats": {}, "band_detail": {}}
+        if sub.num_rows:
+            table, st, band_info = select_partition(
+                sub, ven[mask], name, topics, neg, corpus, enc, cache, args.threads
+            )
+            rec.update(stats=st, band_detail=band_info)
+        else:
+            from parasim.io import NEGATIVES_SCHEMA
+
+            table = NEGATIVES_SCHEMA.empty_table()
+            log.warning("partition %s: no positives; no negatives", name)
+        rec["seconds"] = {
+            "vectors": round(t_vec / len(names), 3),
+            "calibrate_select": round(time.perf_counter() - t1, 3),
+        }
+        out.append((name, table, rec))
+    return out, enc
+
+
+def gather_negatives(
+    parts: list[tuple[str, pa.Table, dict[str, Any]]], enc: EncoderConfig | dict[str, str]
+) -> tuple[pa.Table, dict[str, Any], dict[str, Any], dict[str, float], int]:
+    """The negatives file's table (sorted by id, the selection in its metadata), the merged
+    selection counts, the selection summary, seconds and positives in, from the partitions'."""
+    import pyarrow.compute as pc
+
+    from parasim.io import NEGATIVES_SCHEMA
+    from parasim.negatives.vectors import model_key
+
+    kept = [(n, t, r) for n, t, r in parts if not r["empty"]]
+    tables = [t.select(NEGATIVES_SCHEMA.names).cast(NEGATIVES_SCHEMA) for _, t, _ in kept]
+    table = pa.concat_tables([NEGATIVES_SCHEMA.empty_table(), *tables])
+    table = table.take(pc.sort_indices(table, sort_keys=[("id", "ascending")])).combine_chunks()
+    st: dict[str, Any] = {"partitions": {}, "method": "vectorized"}
+    counts: Counter = Counter()
+    band_detail: dict[str, Any] = {}
+    seconds: Counter = Counter()
+    for _, _, rec in kept:
+        raw = dict(rec["stats"])
+        st["partitions"].update(raw.pop("partitions"))
+        st["method"] = raw.pop("method")
+        counts.update(raw)
+        band_detail.update(rec["band_detail"])
+        seconds.update(rec["seconds"])
+    st.update(counts)
+    for k in ("negatives_kept", "seconds_prepare", "seconds_select"):
+        st.setdefault(k, 0)
+    if isinstance(enc, dict):
+        label, key = enc["encoder"], enc["encoder_key"]
+    else:
+        label, key = encoder_label(enc), model_key(enc)
     selection = {
-        "encoder": encoder_label(enc),
-        "encoder_key": model_key(enc),
+        "encoder": label,
+        "encoder_key": key,
         "band": {p: v["band"] for p, v in st["partitions"].items()},
-        "band_method": {p: band_info.get(p, {}).get("method", "config") for p in st["partitions"]},
-        "band_detail": band_info,
+        "band_method": {
+            p: band_detail.get(p, {}).get("method", "config") for p in st["partitions"]
+        },
+        "band_detail": band_detail,
     }
-    meta = dict(table.schema.metadata or {})
-    meta[SELECTION_KEY] = json.dumps(selection, sort_keys=True, default=str).encode()
+    meta = {SELECTION_KEY: json.dumps(selection, sort_keys=True, default=str).encode()}
+    n_pos = sum(v["positives"] for v in st["partitions"].values())
+    secs = {k: round(v, 3) for k, v in seconds.items()}
+    return table.replace_schema_metadata(meta), st, selection, secs, n_pos
+
+
+def cmd_select_negatives(args: argparse.Namespace) -> None:
+    """Sentence vectors, the cosine band per partition, and Algorithm 1.
+
+    With ``--positives``: every partition in this one job. With ``--from-partitions``: only the
+    gather of the parts ``select-negatives-partition`` wrote (the same file as one job).
+    """
+    from parasim.io import read_table, write_table
+    from parasim.stagecli import UsageError, need, write_stats
+
+    if bool(args.positives) == bool(args.from_partitions):
+        raise UsageError(
+            "select-negatives: give --positives (one job) or --from-partitions (gather)"
+        )
+    if args.positives:
+        if not args.topics:
+            raise UsageError("select-negatives: --topics is needed with --positives")
+        parts, enc = _select_parts(args, None)
+    else:
+        parts, enc = [], None
+        for name in args.from_partitions:
+            t = read_table(need(str(Path(args.parts) / f"{name}.parquet"), "negatives part"))
+            rec = json.loads(t.schema.metadata[PART_KEY])
+            enc = enc or rec["encoder"]
+            parts.append((name, t, rec))
+        parts.sort(key=lambda p: p[0])
+    table, st, selection, seconds, n_pos = gather_negatives(parts, enc)
+    write_table(table, args.out)
+    write_stats(args.stats, negatives_stats(st, n_pos, selection, seconds))
+
+
+def cmd_select_negatives_partition(args: argparse.Namespace) -> None:
+    """One partition's negatives (a job of its own; ``select-negatives --from-partitions``
+    gathers)."""
+    from parasim.io import write_table
+    from parasim.negatives.vectors import model_key
+
+    [(name, table, rec)], enc = _select_parts(args, args.partition)
+    rec["encoder"] = {"encoder": encoder_label(enc), "encoder_key": model_key(enc)}
+    meta = {PART_KEY: json.dumps(rec, sort_keys=True, default=str).encode()}
     write_table(table.replace_schema_metadata(meta), args.out)
-    seconds = {"vectors": round(t_vec, 3), "calibrate_select": round(time.perf_counter() - t1, 3)}
-    write_stats(args.stats, negatives_stats(st, positives.num_rows, selection, seconds))
+
+
+def load_partition_topics(topics_dir: Path, part: str) -> Any:
+    """One partition's topics, from its folder (``fit-topics-partition``), as
+    :func:`~parasim.negatives.topics.load_topics` gives them."""
+    from parasim.io import read_table
+    from parasim.negatives.topics import TopicsResult
+    from parasim.stagecli import need
+
+    rec = json.loads(need(str(topics_dir / part / "partition.json"), "topics").read_text())
+    return TopicsResult(
+        doc_topics=read_table(topics_dir / part / "doc_topics.parquet"),
+        partitions={} if rec["empty"] else {part: rec["info"]},
+        stats=rec["stats"],
+    )
 
 
 #: Why a positive got no hard negative (``sentences_<reason>`` in the selection's counts).
@@ -256,9 +456,11 @@ def select_negatives_table(
     return table, st
 
 
-def common_options(sp: argparse.ArgumentParser) -> None:
+def common_options(sp: argparse.ArgumentParser, positives_required: bool = True) -> None:
     """The options of every command over the positives of all sites (here and build-corpus)."""
-    sp.add_argument("--positives", nargs="+", required=True, help="positives shards (all sites)")
+    sp.add_argument(
+        "--positives", nargs="+", required=positives_required, help="positives shards (all sites)"
+    )
     sp.add_argument("--negatives-json", help="the `negatives` config section as JSON")
     sp.add_argument("--corpus-json", help="the `corpus` config section as JSON")
     sp.add_argument("--stats", help="write counts as JSON here")
@@ -268,16 +470,53 @@ def register(add: Callable[..., argparse.ArgumentParser], site_opts: Callable) -
     """Add the stage's commands to the `parasim` parser."""
 
     sp = add("fit-topics", cmd_fit_topics, "LDA topics per partition (most coherent model kept).")
-    common_options(sp)
+    common_options(sp, positives_required=False)
     sp.add_argument("--out", required=True, help="topics folder to write")
+    sp.add_argument(
+        "--from-partitions",
+        nargs="+",
+        help="gather these partitions' folders under --out (from fit-topics-partition) "
+        "instead of fitting",
+    )
+    sp.add_argument(
+        "--threads", type=int, help="processes across topic counts (overrides topics.workers)"
+    )
+
+    sp = add("fit-topics-partition", cmd_fit_topics_partition, "LDA topics of one partition.")
+    common_options(sp)
+    sp.add_argument("--partition", required=True, help="the partition to fit")
+    sp.add_argument("--out", required=True, help="topics folder (gets <partition>/)")
     sp.add_argument(
         "--threads", type=int, help="processes across topic counts (overrides topics.workers)"
     )
 
     sp = add("select-negatives", cmd_select_negatives, "Hard negatives (Algorithm 1).")
-    common_options(sp)
-    sp.add_argument("--topics", required=True, help="topics folder (from fit-topics)")
+    common_options(sp, positives_required=False)
+    sp.add_argument("--topics", help="topics folder (from fit-topics), with --positives")
     sp.add_argument("--out", required=True, help="negatives file to write (.parquet)")
+    sp.add_argument("--cache-dir", help="sentence-vector cache folder")
+    sp.add_argument(
+        "--from-partitions",
+        nargs="+",
+        help="gather these partitions' parts (from select-negatives-partition) from --parts "
+        "instead of selecting",
+    )
+    sp.add_argument("--parts", help="folder of the partitions' parts (<partition>.parquet)")
+    sp.add_argument(
+        "--threads",
+        type=int,
+        help="torch threads and topic blocks at once (overrides encoder.threads, select.threads)",
+    )
+
+    sp = add(
+        "select-negatives-partition",
+        cmd_select_negatives_partition,
+        "Hard negatives (Algorithm 1) of one partition.",
+    )
+    common_options(sp)
+    sp.add_argument("--partition", required=True, help="the partition to select in")
+    sp.add_argument("--topics", required=True, help="topics folder (gets <partition>/)")
+    sp.add_argument("--out", required=True, help="the partition's part to write (.parquet)")
     sp.add_argument("--cache-dir", help="sentence-vector cache folder")
     sp.add_argument(
         "--threads",

@@ -11,7 +11,28 @@ line order) and joined. Preprocessing for LDA, in this order:
 One LDA model is trained per topic count in ``num_topics`` (counts above the partition's number
 of documents / ``min_docs_per_topic`` are skipped: c_v favours one topic per document on small
 partitions, which leaves no candidates); the one with the highest coherence (``c_v`` default,
-``u_mass`` option) is kept. LDA settings default to the paper's (random_state=100, update_every=1,
+``u_mass`` option) is kept.
+
+The sweep is bounded (``sweep_documents``): on a partition of more documents than that, the
+coherence sweep runs on a seeded sample of that many documents (the lowest
+:func:`~parasim.partition.seeded_key` of their ``pair_id`` under ``random_state``, kept in
+``pair_id`` order), the counts gated by the sample's size, and only the chosen count is then
+trained on all the documents. Without the bound, the sweep costs documents x the sum of the counts
+allowed, and the counts allowed grow with the documents (12 counts, 2 to 80, from 240 documents
+at 3 per topic): its cost per document grew 3x from a quarter to all of the Python documentation
+(BENCHMARKS.md, "Global stages at scale"). With it, the sweep costs a constant and the one model
+on all documents a cost per document. A partition of at most ``sweep_documents`` documents is
+swept as before, on all of them (the same models and output). The paper (seed 001, 2.2) keeps
+"the LDA model with the maximum coherence score" from "a range" of models and reports 17 to 74
+topics; it does not say on how many documents the range is scored.
+
+Every model of the sweep logs one line when it is done (count, coherence, seconds, i/n).
+
+One partition is one job (:func:`fit_partition`: its folder ``<out>/<partition>/`` with the
+model, the coherence table and plot, its ``doc_topics.parquet`` and ``partition.json``);
+:func:`gather_topics` writes ``<out>/doc_topics.parquet`` and ``<out>/topics.json`` from the
+partitions' folders. :func:`fit_topics` runs both, so one job and a job per partition write the
+same files. LDA settings default to the paper's (random_state=100, update_every=1,
 chunksize=100, alpha="auto", per_word_topics=True) except ``passes``: the paper uses 300, the
 default here is 50 so that a small site's partition runs in minutes on 2 cores.
 
@@ -38,7 +59,7 @@ import pyarrow as pa
 
 from parasim.config import Settings, schema_default
 from parasim.io import DOC_TOPICS_SCHEMA, read_table, write_table
-from parasim.partition import partition_column
+from parasim.partition import partition_column, seeded_key
 
 log = logging.getLogger(__name__)
 
@@ -60,6 +81,7 @@ class TopicsConfig(Settings, section="negatives.topics"):
     bigrams: bool
     bigram_min_count: int
     min_docs_per_topic: float  # counts k with k * this > documents are skipped
+    sweep_documents: int  # the sweep runs on a seeded sample of this many documents (0: all)
     workers: int  # processes across topic counts
     multicore: bool  # LdaMulticore per model (needs a fixed alpha)
 
@@ -68,6 +90,10 @@ class TopicsConfig(Settings, section="negatives.topics"):
             raise ValueError(f"negatives.topics.num_topics: positive ints, got {self.num_topics}")
         if self.coherence not in ("c_v", "u_mass"):
             raise ValueError(f"negatives.topics.coherence: 'c_v' or 'u_mass', not {self.coherence}")
+        if self.sweep_documents < 0:
+            raise ValueError(
+                f"negatives.topics.sweep_documents: >= 0 (0: no bound), got {self.sweep_documents}"
+            )
         if self.multicore and self.alpha == "auto":
             raise ValueError(
                 "negatives.topics: multicore=true needs a fixed alpha ('symmetric', "
@@ -129,8 +155,9 @@ def documents(
 
 
 def _train_one(args: tuple) -> tuple[int, float, float, Any]:
-    """Train one LDA model and score its coherence (top level: runs in worker processes)."""
-    k, bow, texts, dictionary, cfg = args
+    """Train one LDA model and, with ``score``, its coherence (top level: runs in worker
+    processes); unscored, the coherence is NaN."""
+    k, bow, texts, dictionary, cfg, score = args
     from gensim.models import CoherenceModel, LdaModel, LdaMulticore
 
     t0 = time.perf_counter()
@@ -149,6 +176,8 @@ def _train_one(args: tuple) -> tuple[int, float, float, Any]:
         model = LdaMulticore(workers=max(1, cfg.workers), **common)
     else:
         model = LdaModel(update_every=cfg.update_every, **common)
+    if not score:
+        return k, math.nan, time.perf_counter() - t0, model
     if cfg.coherence == "c_v":
         cm = CoherenceModel(
             model=model, texts=texts, dictionary=dictionary, coherence="c_v", processes=1
@@ -157,6 +186,49 @@ def _train_one(args: tuple) -> tuple[int, float, float, Any]:
         cm = CoherenceModel(model=model, corpus=bow, dictionary=dictionary, coherence="u_mass")
     coh = float(cm.get_coherence())
     return k, coh, time.perf_counter() - t0, model
+
+
+def sweep_sample(pair_ids: Sequence[str], cap: int, seed: int) -> list[int]:
+    """Indexes (ascending) of the documents the coherence sweep runs on.
+
+    All of them when ``cap`` is 0 or not below their number; else the ``cap`` whose
+    ``seeded_key(seed, "topics-sweep", pair_id)`` is lowest: the same documents whatever the
+    order they come in, and a document stays in the sample when others are added unless one of
+    them hashes lower.
+    """
+    if not cap or len(pair_ids) <= cap:
+        return list(range(len(pair_ids)))
+    order = sorted(
+        range(len(pair_ids)), key=lambda i: seeded_key(seed, "topics-sweep", pair_ids[i])
+    )
+    return sorted(order[:cap])
+
+
+def _sweep(part: str, jobs: list[tuple], cfg: TopicsConfig) -> list[tuple[int, float, float, Any]]:
+    """Train and score every topic count of ``jobs``, one log line per model as it is done."""
+    results = []
+
+    def done(i: int, res: tuple[int, float, float, Any]) -> None:
+        k, coh, secs, _ = res
+        results.append(res)
+        log.info(
+            "%s: %d topics, coherence %s %.4f (%.1fs) [%d/%d]",
+            part, k, cfg.coherence, coh, secs, i, len(jobs),
+        )  # fmt: skip
+
+    if cfg.workers > 1 and not cfg.multicore and len(jobs) > 1:
+        import multiprocessing as mp
+        from concurrent.futures import ProcessPoolExecutor
+
+        with ProcessPoolExecutor(
+            max_workers=min(cfg.workers, len(jobs)), mp_context=mp.get_context("spawn")
+        ) as ex:
+            for i, res in enumerate(ex.map(_train_one, jobs), 1):  # in order, as they come
+                done(i, res)
+    else:
+        for i, job in enumerate(jobs, 1):
+            done(i, _train_one(job))
+    return results
 
 
 def plot_coherence(table: list[dict], chosen: int | None, path: Path, title: str) -> None:
@@ -201,14 +273,22 @@ def _fit_partition(
         log.warning("%s: %d document(s) have no tokens after preprocessing", part, n_empty)
     dictionary = Dictionary(texts)
     bow = [dictionary.doc2bow(t) for t in texts]
+    sample = sweep_sample([pid for pid, _ in docs], cfg.sweep_documents, cfg.random_state)
+    sampled = len(sample) < len(docs)
+    s_texts = [texts[i] for i in sample] if sampled else texts
+    # the sweep's own vocabulary: a word of no sampled document would sit in the top words of a
+    # little-used topic, and c_v is undefined (NaN) for a word the texts never show
+    s_dict = Dictionary(s_texts) if sampled else dictionary
+    s_bow = [s_dict.doc2bow(t) for t in s_texts] if sampled else bow
     wanted = sorted({int(k) for k in cfg.num_topics})
-    ks = [k for k in wanted if k * cfg.min_docs_per_topic <= len(docs)]
+    ks = [k for k in wanted if k * cfg.min_docs_per_topic <= len(sample)]
     if len(ks) < len(wanted):
         stats["topic_counts_skipped_too_few_documents"] += len(wanted) - len(ks)
     pdir = out_dir / part
     pdir.mkdir(parents=True, exist_ok=True)
     info: dict[str, Any] = {
         "n_documents": len(docs),
+        "sweep_documents": len(sample),
         "vocabulary": len(dictionary),
         "measure": cfg.coherence,
         "passes": cfg.passes,
@@ -225,7 +305,7 @@ def _fit_partition(
             f"(x {cfg.min_docs_per_topic} documents per topic): all documents share topic 0 "
             "(LDA skipped)"
         )
-    elif len(dictionary) == 0:
+    elif len(dictionary) == 0 or (sampled and len(s_dict) == 0):
         reason = "no tokens left after preprocessing: all documents share topic 0 (LDA skipped)"
     if reason:
         log.warning("partition %s: %s", part, reason)
@@ -238,22 +318,15 @@ def _fit_partition(
         info["topic_sizes"] = {"0": len(docs)}
         return rows, info
 
-    jobs = [(k, bow, texts, dictionary, cfg) for k in ks]
-    if cfg.workers > 1 and not cfg.multicore and len(ks) > 1:
-        import multiprocessing as mp
-        from concurrent.futures import ProcessPoolExecutor
-
-        with ProcessPoolExecutor(
-            max_workers=min(cfg.workers, len(ks)), mp_context=mp.get_context("spawn")
-        ) as ex:
-            results = list(ex.map(_train_one, jobs))
-    else:
-        results = [_train_one(j) for j in jobs]
+    log.info(
+        "%s: sweeping %d topic counts %s on %d of %d documents (%s coherence, %d passes)",
+        part, len(ks), ks, len(sample), len(docs), cfg.coherence, cfg.passes,
+    )  # fmt: skip
+    results = _sweep(part, [(k, s_bow, s_texts, s_dict, cfg, True) for k in ks], cfg)
     table = []
     best = None
     for k, coh, secs, model in results:
         table.append({"num_topics": k, "coherence": coh, "seconds": round(secs, 3)})
-        log.info("%s: %d topics, coherence %s %.4f (%.1fs)", part, k, cfg.coherence, coh, secs)
         if math.isnan(coh):
             stats["coherence_nan"] += 1
             continue
@@ -264,6 +337,11 @@ def _fit_partition(
         best = (k, coh, model)
         info["reason"] = "coherence undefined (NaN) for every topic count; kept the smallest"
     k, coh, model = best
+    if sampled:  # the chosen count on every document (its coherence: the sample's)
+        log.info("%s: training %d topics on all %d documents", part, k, len(docs))
+        _, _, secs, model = _train_one((k, bow, texts, dictionary, cfg, False))
+        info["final_seconds"] = round(secs, 3)
+        log.info("%s: %d topics on all %d documents in %.1fs", part, k, len(docs), secs)
     model_path = pdir / "lda.model"
     model.save(str(model_path))
     with open(pdir / ".coherence.tsv.tmp", "w", encoding="utf-8") as fh:
@@ -301,19 +379,103 @@ def _fit_partition(
     return rows, info
 
 
+def _write_json(path: Path, obj: Any) -> None:
+    tmp = path.with_name(f".{path.name}.tmp")
+    tmp.write_text(json.dumps(obj, indent=2, sort_keys=True, default=list), encoding="utf-8")
+    os.replace(tmp, path)
+
+
+def fit_partition(
+    part: str,
+    docs: list[tuple[str, str]],
+    cfg: TopicsConfig | Mapping[str, Any] | None,
+    out_dir: str | os.PathLike,
+    rows_in: int = 0,
+) -> dict[str, Any]:
+    """Topics of one partition (one job), written to ``<out_dir>/<part>/``.
+
+    Args:
+        part: the partition's name.
+        docs: its documents, from :func:`documents` (none: the partition is in the config but
+            has no positives; its folder says so and :func:`gather_topics` leaves it out).
+        cfg: the ``negatives.topics`` section.
+        out_dir: the topics folder; gets ``<part>/`` with the model, ``coherence.tsv``,
+            ``coherence.png``, ``doc_topics.parquet`` (its page pairs) and ``partition.json``.
+        rows_in: the partition's positives (for the stage's stats).
+
+    Returns:
+        what ``partition.json`` holds: ``info`` (as :attr:`TopicsResult.partitions`), ``stats``
+        (counts by reason), ``rows_in``, ``empty``.
+    """
+    cfg = TopicsConfig.from_config(cfg)
+    pdir = Path(out_dir) / part
+    pdir.mkdir(parents=True, exist_ok=True)
+    stats: Counter = Counter()
+    rec: dict[str, Any] = {"partition": part, "rows_in": rows_in, "empty": not docs}
+    if docs:
+        t0 = time.perf_counter()
+        rows, info = _fit_partition(part, docs, cfg, pdir.parent, stats)
+        info["seconds"] = round(time.perf_counter() - t0, 3)
+        log.info(
+            "%s: %d documents -> %d topics (coherence %s) in %.1fs",
+            part, len(docs), info["num_topics"], info["coherence"], info["seconds"],
+        )  # fmt: skip
+    else:
+        rows, info = [], {}
+        log.warning("partition %s: no positives; nothing to fit", part)
+    write_table(pa.Table.from_pylist(rows, schema=DOC_TOPICS_SCHEMA), pdir / "doc_topics.parquet")
+    rec.update(info=info, stats=dict(stats))
+    _write_json(pdir / "partition.json", rec)
+    return rec
+
+
+def gather_topics(
+    out_dir: str | os.PathLike,
+    partitions: Sequence[str],
+    cfg: TopicsConfig | Mapping[str, Any] | None = None,
+) -> TopicsResult:
+    """``<out_dir>/doc_topics.parquet`` and ``topics.json`` from the partitions' folders.
+
+    Args:
+        out_dir: the topics folder :func:`fit_partition` wrote each partition's folder in.
+        partitions: the partitions to gather (in any order; a folder marked empty is left out).
+        cfg: the ``negatives.topics`` section (recorded in ``topics.json``).
+    """
+    cfg = TopicsConfig.from_config(cfg)
+    out_dir = Path(out_dir)
+    stats: Counter = Counter()
+    infos: dict[str, dict[str, Any]] = {}
+    tables = []
+    for part in sorted(set(partitions)):
+        rec = json.loads((out_dir / part / "partition.json").read_text(encoding="utf-8"))
+        if rec["empty"]:
+            continue
+        stats.update(rec["stats"])
+        infos[part] = rec["info"]
+        tables.append(read_table(out_dir / part / "doc_topics.parquet"))
+    table = pa.concat_tables(tables).combine_chunks() if tables else DOC_TOPICS_SCHEMA.empty_table()
+    stats["partitions"] = len(infos)
+    stats["documents"] = table.num_rows
+    write_table(table, out_dir / "doc_topics.parquet")
+    summary = {"partitions": infos, "stats": dict(stats), "config": dataclasses.asdict(cfg)}
+    _write_json(out_dir / "topics.json", summary)
+    return TopicsResult(doc_topics=table, partitions=infos, stats=dict(stats))
+
+
 def fit_topics(
     positives: pa.Table,
     cfg: TopicsConfig | Mapping[str, Any] | None,
     out_dir: str | os.PathLike,
     partitions: Mapping[str, Mapping[str, Any]] | None = None,
 ) -> TopicsResult:
-    """Train LDA per partition over the topic counts, keep the most coherent model.
+    """Train LDA per partition over the topic counts, keep the most coherent model (one job:
+    :func:`fit_partition` for each partition, then :func:`gather_topics`).
 
     Args:
         positives: rows of ``POSITIVES_SCHEMA`` (all shards of the sites concerned).
         cfg: the ``negatives.topics`` section.
-        out_dir: gets ``<partition>/lda.model``, ``<partition>/coherence.tsv``,
-            ``<partition>/coherence.png``, ``doc_topics.parquet`` and ``topics.json``.
+        out_dir: gets ``<partition>/`` (:func:`fit_partition`), ``doc_topics.parquet`` and
+            ``topics.json``.
         partitions: the ``corpus.partitions`` mapping (default: the paper's three).
 
     Returns:
@@ -322,32 +484,13 @@ def fit_topics(
     cfg = TopicsConfig.from_config(cfg)
     out_dir = Path(out_dir)
     out_dir.mkdir(parents=True, exist_ok=True)
-    stats: Counter = Counter()
-    rows: list[dict] = []
-    infos: dict[str, dict[str, Any]] = {}
-    for part, docs in documents(positives, partitions).items():
-        t0 = time.perf_counter()
-        prow, info = _fit_partition(part, docs, cfg, out_dir, stats)
-        info["seconds"] = round(time.perf_counter() - t0, 3)
-        rows += prow
-        infos[part] = info
-        log.info(
-            "%s: %d documents -> %d topics (coherence %s) in %.1fs",
-            part,
-            len(docs),
-            info["num_topics"],
-            info["coherence"],
-            info["seconds"],
-        )
-    stats["partitions"] = len(infos)
-    stats["documents"] = len(rows)
-    table = pa.Table.from_pylist(rows, schema=DOC_TOPICS_SCHEMA)
-    write_table(table, out_dir / "doc_topics.parquet")
-    summary = {"partitions": infos, "stats": dict(stats), "config": dataclasses.asdict(cfg)}
-    tmp = out_dir / ".topics.json.tmp"
-    tmp.write_text(json.dumps(summary, indent=2, sort_keys=True, default=list), encoding="utf-8")
-    os.replace(tmp, out_dir / "topics.json")
-    return TopicsResult(doc_topics=table, partitions=infos, stats=dict(stats))
+    rows_in = Counter(
+        partition_column(positives, partitions or schema_default("corpus.partitions"))
+    )
+    docs = documents(positives, partitions)
+    for part, pdocs in docs.items():
+        fit_partition(part, pdocs, cfg, out_dir, rows_in=rows_in[part])
+    return gather_topics(out_dir, list(docs), cfg)
 
 
 def load_topics(out_dir: str | os.PathLike) -> TopicsResult:

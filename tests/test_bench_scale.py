@@ -3,8 +3,8 @@
 from __future__ import annotations
 
 import csv
-import json
 import hashlib
+import json
 import re
 from pathlib import Path
 from urllib.parse import urlsplit
@@ -289,19 +289,21 @@ def test_job_and_row_figures_are_summed_per_stage(tmp_path):
     stats = tmp_path / "results" / "stats" / "clean_positives"
     stats.mkdir(parents=True)
     for site, (i, o) in {"a": (10, 7), "b": (5, 4)}.items():
-        (stats / f"{site}.json").write_text(json.dumps({"stage": "clean", "rows_in": i, "rows_out": o}))
+        (stats / f"{site}.json").write_text(
+            json.dumps({"stage": "clean", "rows_in": i, "rows_out": o})
+        )
     (stats / "old.json").write_text(json.dumps({"kept": 3}))  # not a typed Stats: skipped
     assert scale.row_figures(tmp_path) == {"clean": {"rows_in": 15, "rows_out": 11}}
 
 
 def test_the_table_shows_cost_per_pair_and_its_growth():
+    big = {"cpu_s": 40.0, "cpu_s_per_1k_positives": 10.0, "peak_rss_mb": 700, "jobs": 1}
+    small = {"cpu_s": 5.0, "cpu_s_per_1k_positives": 5.0, "peak_rss_mb": 500, "jobs": 1}
+    small |= {"rows_in": 1000, "rows_out": 10}
     runs = [
-        {"size": 1, "positives": 4000, "wall_s": 100, "cpu_s": 150, "stages": {
-            "topics": {"cpu_s": 40.0, "cpu_s_per_1k_positives": 10.0, "peak_rss_mb": 700, "jobs": 1}}},
-        {"size": 0.25, "positives": 1000, "wall_s": 30, "cpu_s": 40, "stages": {
-            "topics": {"cpu_s": 5.0, "cpu_s_per_1k_positives": 5.0, "peak_rss_mb": 500, "jobs": 1,
-                       "rows_in": 1000, "rows_out": 10}}},
-    ]  # fmt: skip
+        {"size": 1, "positives": 4000, "wall_s": 100, "cpu_s": 150, "stages": {"topics": big}},
+        {"size": 0.25, "positives": 1000, "wall_s": 30, "cpu_s": 40, "stages": {"topics": small}},
+    ]
     table = scale.render_table(runs)
     head, _, positives, wall, cpu, topics = table.splitlines()
     assert head == "| stage | ×0.25 | ×1 | growth |"
@@ -323,9 +325,20 @@ def test_gpu_inputs_round_trip_and_batches():
 
 
 def test_the_projection_scales_work_per_pair_by_the_measured_rate():
-    meta = {"positives_sampled": 100, "distinct_english": 90, "lm_sequences": 500, "e5_sentences": 200}
+    meta = {
+        "positives_sampled": 100,
+        "distinct_english": 90,
+        "lm_sequences": 500,
+        "e5_sentences": 200,
+    }
     rate = {"items_per_s": 1000.0}
-    measured = {"device": "GPU", "vectors": rate, "lm_ranking": rate, "e5_encode": rate, "e5_train": rate}
+    measured = {
+        "device": "GPU",
+        "vectors": rate,
+        "lm_ranking": rate,
+        "e5_encode": rate,
+        "e5_train": rate,
+    }
     table = project(meta, measured, pairs=400_000, gpus=[1, 8]).splitlines()
     # 5 lm sequences a pair x 400k pairs / 1,000 per s = 2,000 s on one GPU, 250 s on 8
     lm = next(ln for ln in table if ln.startswith("| divergences"))

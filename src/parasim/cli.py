@@ -152,7 +152,10 @@ def _account(command: str, t0: float) -> None:
     import json
     import resource
 
-    me, kids = resource.getrusage(resource.RUSAGE_SELF), resource.getrusage(resource.RUSAGE_CHILDREN)
+    me, kids = (
+        resource.getrusage(resource.RUSAGE_SELF),
+        resource.getrusage(resource.RUSAGE_CHILDREN),
+    )
     record = {
         "command": command,
         "argv": sys.argv[1:],

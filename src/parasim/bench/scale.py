@@ -103,7 +103,9 @@ def copy_site(site: Mapping, c: int) -> dict:
     return s
 
 
-def scale_config(base: Mapping, site_dir: Path, copies: int, light: bool, sets: Iterable[str]) -> dict:
+def scale_config(
+    base: Mapping, site_dir: Path, copies: int, light: bool, sets: Iterable[str]
+) -> dict:
     """The run's config: ``base`` served from ``site_dir``, every site ``copies`` times."""
     from parasim.bench.workflow import _set
 
@@ -126,7 +128,7 @@ def scale_config(base: Mapping, site_dir: Path, copies: int, light: bool, sets: 
 
 
 def _rule_of(tsv: Path, bench_root: Path) -> str:
-    """The rule a benchmark file belongs to: ``benchmarks/<rule>.tsv`` or ``benchmarks/<rule>/…``."""
+    """The rule of a benchmark file: ``benchmarks/<rule>.tsv`` or ``benchmarks/<rule>/…``."""
     rel = tsv.relative_to(bench_root)
     return rel.parts[0] if len(rel.parts) > 1 else rel.stem
 
@@ -176,7 +178,7 @@ def accounted_figures(work: Path) -> dict[str, dict]:
 
 
 def job_figures(work: Path) -> dict[str, dict]:
-    """Per stage: jobs, wall and CPU seconds (summed), the largest job's max RSS, from ``benchmarks/``.
+    """Per stage: jobs, wall and CPU seconds (summed), the largest job's max RSS (``benchmarks/``).
 
     Snakemake samples a job every 0.5 s for 15 s, then every 30 s: CPU after the last sample is
     missed (use :func:`accounted_figures` where the run was accounted)."""
@@ -189,7 +191,8 @@ def job_figures(work: Path) -> dict[str, dict]:
             continue
         row = rows[-1]
         fig = out.setdefault(
-            _stage_of(_rule_of(tsv, root)), {"jobs": 0, "wall_s": 0.0, "cpu_s": 0.0, "peak_rss_mb": 0.0}
+            _stage_of(_rule_of(tsv, root)),
+            {"jobs": 0, "wall_s": 0.0, "cpu_s": 0.0, "peak_rss_mb": 0.0},
         )
         fig["jobs"] += 1
         fig["wall_s"] += _num(row.get("s"))
@@ -219,7 +222,9 @@ def row_figures(work: Path) -> dict[str, dict]:
             continue
         if not isinstance(data, dict) or "rows_in" not in data:
             continue
-        stage = data.get("stage") or _stage_of(path.relative_to(work / "results" / "stats").parts[0])
+        stage = data.get("stage") or _stage_of(
+            path.relative_to(work / "results" / "stats").parts[0]
+        )
         fig = out.setdefault(stage, {"rows_in": 0, "rows_out": 0})
         fig["rows_in"] += int(data.get("rows_in") or 0)
         fig["rows_out"] += int(data.get("rows_out") or 0)
@@ -279,7 +284,9 @@ def cmd_run(args: argparse.Namespace) -> int:
         share = min(size, 1.0)
         site_dir = work / f"site-{share:g}"
         if not (site_dir / "build.json").exists():
-            figures = build_site(site_dir, langs, subset=share if share < 1 else None, data_dir=args.data)
+            figures = build_site(
+                site_dir, langs, subset=share if share < 1 else None, data_dir=args.data
+            )
             print(json.dumps({"built": str(site_dir), "languages": figures}), flush=True)
         stages_wanted = [
             st for st in args.stages if not (st == "scores" and size > args.scores_up_to)
@@ -311,7 +318,10 @@ def render_table(runs: list[dict]) -> str:
 
     runs = sorted(runs, key=lambda r: r["size"])
     order = [s.name for s in stages.STAGES]
-    names = sorted({n for r in runs for n in r["stages"]}, key=lambda n: (n not in order, order.index(n) if n in order else 0, n))
+    names = sorted(
+        {n for r in runs for n in r["stages"]},
+        key=lambda n: (n not in order, order.index(n) if n in order else 0, n),
+    )
     head = ["stage"] + [f"×{r['size']:g}" for r in runs] + ["growth"]
     lines = [
         "| " + " | ".join(head) + " |",
@@ -392,25 +402,37 @@ def parser() -> argparse.ArgumentParser:
     run = steps.add_parser("run", help="the scaling run: the chain at several sizes, per stage")
     run.add_argument("--work", required=True, help="folder of the runs (x<size>/, site-<share>/)")
     run.add_argument(
-        "--sizes", type=float, nargs="+", default=[0.25, 0.5, 1, 2, 4],
-        help="shares of the pages (≤ 1) and whole copies of the site (2, 4); default 0.25 0.5 1 2 4",
-    )  # fmt: skip
+        "--sizes",
+        type=float,
+        nargs="+",
+        default=[0.25, 0.5, 1, 2, 4],
+        help="shares of the pages (≤ 1) and whole copies of the site (2, 4); default: all five",
+    )
     run.add_argument(
-        "--stages", nargs="+", choices=sorted(STAGE_TARGETS), default=["corpus", "divergences", "scores"],
+        "--stages",
+        nargs="+",
+        choices=sorted(STAGE_TARGETS),
+        default=["corpus", "divergences", "scores"],
         help="what each run goes to (default: corpus, divergences, scores and the yield report)",
-    )  # fmt: skip
+    )
     run.add_argument(
         "--scores-up-to", type=float, default=1,
         help="run the scores stage at sizes up to this one only (the slowest stage; default 1)",
     )  # fmt: skip
-    run.add_argument("--shipped", action="store_true", help="the shipped model settings, not the light ones")
-    run.add_argument("--config", default=str(CONFIG), help=f"the site's config (default {CONFIG.name})")
+    run.add_argument(
+        "--shipped", action="store_true", help="the shipped model settings, not the light ones"
+    )
+    run.add_argument(
+        "--config", default=str(CONFIG), help=f"the site's config (default {CONFIG.name})"
+    )
     run.add_argument("--cores", type=int, default=2)
     run.add_argument("--set", action="append", default=[], help="key.path=value (YAML value)")
     run.add_argument("--data", type=Path, default=DATA_DIR, help="folder of the archives")
     run.set_defaults(run=cmd_run)
 
-    gin = steps.add_parser("gpu-inputs", help="sample positives, tokenized, for the GPU measurement")
+    gin = steps.add_parser(
+        "gpu-inputs", help="sample positives, tokenized, for the GPU measurement"
+    )
     gin.add_argument("--positives", nargs="+", required=True, help="positives folders (searched)")
     gin.add_argument("--sample", type=int, default=3000, help="positives drawn at random")
     gin.add_argument("--seed", type=int, default=0)

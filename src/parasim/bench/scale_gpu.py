@@ -184,10 +184,17 @@ def measure(inputs: Path, budget_s: float = 45.0, device: str = "cuda") -> dict:
     meta = json.loads((inputs / "meta.json").read_text())
     z = np.load(inputs / "inputs.npz")
     cfgs = meta["configs"]
-    out = {"device": torch.cuda.get_device_name(0) if dev == "cuda" else "cpu", "torch": torch.__version__,
-           "transformers": tf.__version__, "dtype": "bfloat16", "weights": "random"}  # fmt: skip
+    out = {
+        "device": torch.cuda.get_device_name(0) if dev == "cuda" else "cpu",
+        "torch": torch.__version__,
+        "transformers": tf.__version__,
+        "dtype": "bfloat16",
+        "weights": "random",
+    }
 
-    lm_cfg = tf.LlamaConfig(**{k: v for k, v in cfgs["smollm2"].items() if k != "transformers_version"})
+    lm_cfg = tf.LlamaConfig(
+        **{k: v for k, v in cfgs["smollm2"].items() if k != "transformers_version"}
+    )
     lm = tf.AutoModelForCausalLM.from_config(lm_cfg).to(dev, dt).eval()
     vec = _unpack(z, "vectors")
     seqs_lm = _unpack(z, "lm")
@@ -208,7 +215,7 @@ def measure(inputs: Path, budget_s: float = 45.0, device: str = "cuda") -> dict:
 
     out["vectors"] = _timed(vectors, _batches(vec, size=256), vec, budget_s)
     out["lm_ranking"] = _timed(ranking, _batches(seqs_lm, tokens=32768), seqs_lm, budget_s)
-    del lm
+    lm = None  # frees its GPU memory before e5 (the closures above are done)
     if dev == "cuda":
         torch.cuda.empty_cache()
 
@@ -255,11 +262,17 @@ def project(meta: dict, measured: dict, pairs: int, gpus: list[int]) -> str:
     """Markdown: each model stage's GPU hours for ``pairs`` positives on 1 and N GPUs."""
     n = meta["positives_sampled"]
     per_pair = {
-        "negatives: SmolLM2 vectors (distinct English sentences)": (meta["distinct_english"] / n, "vectors"),
-        "divergences: SmolLM2 ranking of the lexical candidates": (meta["lm_sequences"] / n, "lm_ranking"),
+        "negatives: SmolLM2 vectors (distinct English sentences)": (
+            meta["distinct_english"] / n,
+            "vectors",
+        ),
+        "divergences: SmolLM2 ranking of the lexical candidates": (
+            meta["lm_sequences"] / n,
+            "lm_ranking",
+        ),
         "scores: e5 embeddings of both sides": (meta["e5_sentences"] / n, "e5_encode"),
         "training: one epoch of an e5 model over the pairs (2 sequences a pair)": (2.0, "e5_train"),
-    }  # fmt: skip
+    }
     head = ["stage", "work per positive", f"{measured['device']} rate"] + [
         f"{pairs:,} pairs, {g} GPU{'s' if g > 1 else ''}" for g in gpus
     ]
@@ -268,7 +281,9 @@ def project(meta: dict, measured: dict, pairs: int, gpus: list[int]) -> str:
         rate = measured[key]["items_per_s"]
         secs = units * pairs / rate
         cells = [f"{_hms(secs / g)}" for g in gpus]
-        lines.append(f"| {name} | {units:.2f} sequences | {rate:,.0f}/s | " + " | ".join(cells) + " |")
+        lines.append(
+            f"| {name} | {units:.2f} sequences | {rate:,.0f}/s | " + " | ".join(cells) + " |"
+        )
     return "\n".join(lines)
 
 

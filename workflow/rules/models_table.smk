@@ -4,13 +4,18 @@
 MODEL_METRICS = [
     f"{RANKER_DIR}/metrics.json",
     f"{S3BERT_DIR}/metrics.json",
-    *expand(f"{SIM_MODELS}/metrics.json", encoder=SIM_ENCODERS, partition=SIM_PARTITIONS),
+    *expand(
+        f"{SIM_MODELS}/metrics.json", encoder=SIM_ENCODERS, partition=SIM_PARTITIONS
+    ),
     f"{ENTITY_DIR}/metrics.json",
 ]
+
+
 rule models_table:
     """One table of every trained model of the run (issue 34): training data size, headline
     figure, untrained baseline, bootstrap 95 % interval of the difference, verdict. Printed in
-    its log and at the end of the run; prunes the weight store the model folders share."""
+    its log and at the end of the run; prunes the weight store the model folders share.
+    """
     input:
         metrics=MODEL_METRICS,
         aligned=ALIGNED_DIR,

@@ -107,4 +107,3 @@ rule train_s3bert:
     shell:
         "parasim train-s3bert --scores {input.scores} {params.sts}"
         " --settings-json {params.train:q} --out $(dirname {output.metrics}) > {log} 2>&1"
-

@@ -355,14 +355,8 @@ def test_threshold_rule_is_a_validated_option(tmp_path, tiny_model):
         assert info["threshold_rule"] == rule and info["threshold"] == m["threshold"]
 
 
-def test_eval_ranker_writes_the_refresd_measures(tmp_path, tiny_model):
-    from parasim.cli import main
-
-    shard = write_toy(tmp_path / "000.parquet", toy_rows(20))
-    cfg = json.dumps(settings(tiny_model, ranker={"epochs": 1}))
-    assert main(["train-divergence-ranker", "--divergences", str(shard),
-                 "--out", str(tmp_path / "m"), "--settings-json", cfg]) == 0  # fmt: skip
-    ref = tmp_path / "data" / "refresd"
+def write_refresd(ref: Path) -> Path:
+    """A three-pair REFreSD dev folder (sentence labels and rationales, the real files' layout)."""
     ref.mkdir(parents=True)
     lines = [
         ("equivalent", "no_meaning_difference", "w1 w2 w3", "fw1 fw2 fw3", "0 0 0", "0 0 0"),
@@ -376,6 +370,17 @@ def test_eval_ranker_writes_the_refresd_measures(tmp_path, tiny_model):
     (ref / "rationale.dev.tsv").write_text(
         "\n".join([head + "\t#en_r\t#fr_r"] + ["\t".join(r) for r in lines]) + "\n"
     )
+    return ref
+
+
+def test_eval_ranker_writes_the_refresd_measures(tmp_path, tiny_model):
+    from parasim.cli import main
+
+    shard = write_toy(tmp_path / "000.parquet", toy_rows(20))
+    cfg = json.dumps(settings(tiny_model, ranker={"epochs": 1}))
+    assert main(["train-divergence-ranker", "--divergences", str(shard),
+                 "--out", str(tmp_path / "m"), "--settings-json", cfg]) == 0  # fmt: skip
+    ref = write_refresd(tmp_path / "data" / "refresd")
     out = tmp_path / "eval" / "refresd.json"
     assert main(["eval-divergence-ranker", "--model", str(tmp_path / "m/model"),
                  "--refresd", str(ref), "--out", str(out)]) == 0  # fmt: skip
@@ -388,6 +393,36 @@ def test_eval_ranker_writes_the_refresd_measures(tmp_path, tiny_model):
     tok = res["tokens_some_meaning_difference"]
     assert tok["pairs"] == 1 and tok["words"] == 6
     assert tok["union"]["gold_div_share"] == pytest.approx(2 / 6)
+
+
+def test_the_verdict_is_taken_on_refresd_when_it_is_there(tmp_path, tiny_model):
+    from parasim.cli import main
+
+    shard = write_toy(tmp_path / "000.parquet", toy_rows(20))
+    cfg = json.dumps(settings(tiny_model, ranker={"epochs": 1}))
+    ref = write_refresd(tmp_path / "data" / "refresd")
+    args = ["train-divergence-ranker", "--divergences", str(shard), "--settings-json", cfg]
+    assert main([*args, "--out", str(tmp_path / "m"), "--refresd", str(ref)]) == 0
+    metrics = json.loads((tmp_path / "m" / "metrics.json").read_text())
+    v = metrics["verdict"]
+    assert v["measure"] == "REFreSD dev weighted F1" and v["n"] == 3
+    assert v["verdict"] == "too little data to tell"  # 3 pairs: under the cut-off
+    assert metrics["verdict_synthetic_dev"]["measure"] == "synthetic dev macro F1"
+    # the figures are eval-divergence-ranker's on the same model
+    out = tmp_path / "eval.json"
+    assert main(["eval-divergence-ranker", "--model", str(tmp_path / "m/model"),
+                 "--refresd", str(ref), "--out", str(out)]) == 0  # fmt: skip
+    res = json.loads(out.read_text())
+    assert v["model"] == pytest.approx(res["weighted_f1"])
+    assert v["baseline"] == pytest.approx(
+        res["baselines"]["untrained_encoder_cosine"]["weighted"]["f1"]
+    )
+    assert "REFreSD" in (tmp_path / "m" / "README.md").read_text()
+    # no REFreSD where it was said to be: the synthetic dev split's verdict, said in the log
+    assert main([*args, "--out", str(tmp_path / "n"), "--refresd", str(tmp_path / "none")]) == 0
+    metrics = json.loads((tmp_path / "n" / "metrics.json").read_text())
+    assert metrics["verdict"]["measure"] == "synthetic dev macro F1"
+    assert "verdict_synthetic_dev" not in metrics
 
 
 # --- issue 14 follow-up: skips, frozen embeddings, the best model's dev results, offline names ---

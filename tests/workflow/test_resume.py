@@ -24,10 +24,20 @@ BYTE_IDENTICAL = (
 
 
 def _hashes(work: Path, stages=BYTE_IDENTICAL) -> dict[str, str]:
+    """sha256 of every shard; a per-partition negatives part (``negatives/parts/``) by its rows
+    only: its metadata carries the job's timings to the gather's stats, and the gathered
+    ``negatives.parquet`` is compared byte for byte."""
+    import pyarrow.parquet as pq
+
     out = {}
     for stage in stages:
         for p in sorted((work / "results" / stage).rglob("*.parquet")):
-            out[str(p.relative_to(work))] = hashlib.sha256(p.read_bytes()).hexdigest()
+            if p.parent.name == "parts" and stage == "negatives":
+                rows = pq.read_table(p).replace_schema_metadata(None)
+                digest = hashlib.sha256(repr(rows.to_pylist()).encode()).hexdigest()
+            else:
+                digest = hashlib.sha256(p.read_bytes()).hexdigest()
+            out[str(p.relative_to(work))] = digest
     return out
 
 
@@ -39,10 +49,13 @@ def _ranker(work: Path) -> tuple[dict, dict]:
     same pairs."""
     from safetensors.torch import load_file
 
+    from parasim.train.core.storage import load_weights
+
     folder = work / "results" / "models" / "divergence-ranker"
-    weights = {}
-    for name in ("model.safetensors", "ranker_heads.safetensors"):
-        weights |= {f"{name}:{k}": v for k, v in load_file(str(folder / "model" / name)).items()}
+    # the encoder in the sharded layout the model folders share weights in, the heads apart
+    weights = {f"encoder:{k}": v for k, v in load_weights(folder / "model").items()}
+    heads = load_file(str(folder / "model" / "ranker_heads.safetensors"))
+    weights |= {f"heads:{k}": v for k, v in heads.items()}
     metrics = json.loads((folder / "metrics.json").read_text())
     return weights, {"data": metrics["data"], "steps": metrics["train"]["step"]}
 

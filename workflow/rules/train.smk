@@ -7,6 +7,8 @@ rule train_divergence_ranker:
     The corpus test split's page pairs (from the positives, `corpus:` settings) stay out of
     training. A rerun after a crash resumes from the last checkpoint in RANKER_DIR/checkpoints.
     Several GPUs: run the command under `accelerate launch --multi_gpu` (README).
+    With REFreSD dev present (`train.refresd`, or the real-data folder beside the checkout) the
+    verdict in metrics and card is the model's against the untrained cosine there.
     """
     input:
         divergences=expand(
@@ -15,7 +17,7 @@ rule train_divergence_ranker:
         positives=expand(
             "results/positives/{site}/{shard}.parquet", site=SITES, shard=SHARDS
         ),
-        code=code("train/core", "train/ranker"),
+        code=code("train/core", "train/ranker", "train/eval/refresd"),
     output:
         model=directory(f"{RANKER_DIR}/model"),
         card=f"{RANKER_DIR}/README.md",
@@ -39,10 +41,11 @@ rule train_divergence_ranker:
     params:
         train=section_json("train"),
         corpus=section_json("corpus"),
+        refresd=refresd_dir(),
     shell:
         "parasim train-divergence-ranker --divergences {input.divergences} --positives {input.positives}"
         " --corpus-json {params.corpus:q} --settings-json {params.train:q}"
-        " --out $(dirname {output.metrics}) > {log} 2>&1"
+        " --refresd {params.refresd:q} --out $(dirname {output.metrics}) > {log} 2>&1"
 
 
 rule eval_divergence_ranker:

@@ -14,6 +14,7 @@ import argparse
 import json
 import logging
 from collections.abc import Callable
+from pathlib import Path
 
 log = logging.getLogger("parasim.train")
 
@@ -34,7 +35,12 @@ def cmd_train_divergence_ranker(args: argparse.Namespace) -> None:
         test = test_split_pairs([need(p, "positives shard") for p in args.positives], corpus)
         log.info("corpus test split: %d page pairs left out of training", len(test))
     try:
-        metrics = train_divergence_ranker(shards, args.out, section, test)
+        refresd = args.refresd if args.refresd and Path(args.refresd).is_dir() else None
+        if args.refresd and refresd is None:
+            log.info(
+                "REFreSD not found at %s: the verdict is the synthetic dev split's", args.refresd
+            )
+        metrics = train_divergence_ranker(shards, args.out, section, test, refresd=refresd)
     except ValueError as exc:
         raise UsageError(str(exc)) from None
     if metrics and "dev" in metrics:
@@ -66,6 +72,10 @@ def register(add: Callable[..., argparse.ArgumentParser], site_opts: Callable) -
     sp.add_argument("--settings-json", help="the train: config section as JSON")
     sp.add_argument("--config", help="config file (instead of --settings-json)")
     sp.add_argument("--out", required=True, help="model folder, results/models/<model>")
+    sp.add_argument(
+        "--refresd",
+        help="REFreSD folder: the verdict is taken there when it exists (else the synthetic dev's)",
+    )
 
     sp = add(
         "eval-divergence-ranker",

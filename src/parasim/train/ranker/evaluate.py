@@ -31,6 +31,46 @@ from .data import Item
 from .model import encoder_cosines, load_ranker, predict
 
 
+def refresd_verdict(
+    model_dir: str | os.PathLike, refresd: str | os.PathLike, device: str = "auto"
+) -> dict[str, Any] | None:
+    """The ranker in ``model_dir`` against its untrained encoder's cosine on REFreSD dev.
+
+    Weighted F1 of the sentence decision (Table 3's headline), each at the threshold its model
+    folder carries (both picked on the synthetic dev split: no REFreSD label is used), compared on
+    the same 312 pairs with a paired bootstrap (:func:`parasim.train.core.verdict.compare`).
+    None when the folder holds no untrained threshold (an older model).
+    """
+    from parasim.accel import resolve_device
+    from parasim.train.core.encoder import load_training_encoder
+    from parasim.train.core.verdict import compare
+
+    model, tokenizer, info = load_ranker(model_dir, resolve_device(device, "device"))
+    if not info.get("base_model") or "untrained_cosine_threshold" not in info:
+        return None
+    max_length = int(info.get("max_length", 128))
+    ref = read_refresd(Path(refresd).parent)
+    items = [Item(tuple(r["en"].split()), tuple(r["fr"].split()), (), (), 0) for r in ref]
+    scores, _, _ = predict(model, tokenizer, items, max_length)
+    base, base_tok = load_training_encoder(info["base_model"], key=f"{model_dir}: base_model")
+    cos = encoder_cosines(base.to(next(model.parameters()).device), base_tok, items, max_length)
+    gold = [r["binary"] for r in ref]
+    t_model, t_base = float(info["threshold"]), float(info["untrained_cosine_threshold"])
+
+    def stat(values: list[float], threshold: float):
+        def weighted_f1(idx: list[int]) -> float:
+            res = sentence_results([values[i] for i in idx], [gold[i] for i in idx], threshold)
+            return res["weighted"]["f1"]
+
+        return weighted_f1
+
+    return compare(
+        stat(list(scores), t_model), stat(list(cos), t_base), len(ref),
+        measure="REFreSD dev weighted F1", baseline_name="untrained encoder's cosine",
+        evaluated_on="REFreSD dev (real EN-FR sentence pairs labelled by hand)",
+    )  # fmt: skip
+
+
 def evaluate_refresd(
     model_dir: str | os.PathLike, refresd: str | os.PathLike, device: str = "auto"
 ) -> dict[str, Any]:

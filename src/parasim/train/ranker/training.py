@@ -175,6 +175,7 @@ def train_divergence_ranker(
     section: Mapping[str, Any] | None = None,
     test_pairs: Iterable[str] = (),
     accelerator: Any = None,
+    refresd: str | os.PathLike | None = None,
 ) -> dict[str, Any]:
     """Train the ranker; write ``model/``, ``README.md``, ``metrics.json``, ``training_curve.png``.
 
@@ -188,6 +189,9 @@ def train_divergence_ranker(
         section: the ``train:`` config section.
         test_pairs: page-pair ids of the corpus test split (left out of training and dev).
         accelerator: an ``accelerate.Accelerator`` (default: one for ``train.device``/``dtype``).
+        refresd: REFreSD's folder, or None: when given, the verdict is the trained model's
+            against the untrained cosine on REFreSD dev (:func:`.evaluate.refresd_verdict`), the
+            synthetic dev split's kept as ``verdict_synthetic_dev``.
 
     Returns:
         The metrics written to ``metrics.json``.
@@ -285,6 +289,15 @@ def train_divergence_ranker(
     save_ranker(best, tokenizer, final, meta)
     share_weights(final, out.parent / ".weights")
     shutil.rmtree(result.best_dir, ignore_errors=True)
+    if refresd:
+        # The real set the seed reports decides the verdict when it is there; the synthetic dev
+        # split's stays beside it (on a small corpus it is too few rows to tell).
+        from .evaluate import refresd_verdict
+
+        on_refresd = refresd_verdict(final, refresd, device=str(acc.device))
+        if on_refresd is not None:
+            metrics["verdict_synthetic_dev"] = verdict
+            metrics["verdict"] = verdict = on_refresd
     write_run(out, result.history, metrics, f"divergence ranker ({cfg.model})")
     write_model_card(
         out / "README.md",

@@ -168,5 +168,5 @@ def test_parameter_change_reruns_its_stage_and_dependants_only(reference, tmp_pa
     assert rules == {
         "make_divergences", "divergences_done", "score_pairs", "scores_done", "yield_report",
         "train_divergence_ranker", "train_s3bert", "train_entity_siamese",
-        "align_encoder_wordpairs", "train_align_encoder", "all"
+        "align_encoder_wordpairs", "train_align_encoder", "models_table", "all"
     }, out  # fmt: skip

@@ -31,6 +31,24 @@ from .data import Item
 from .model import encoder_cosines, load_ranker, predict
 
 
+def _sentence_scores(model, tokenizer, info: dict, model_dir, refresd) -> tuple:
+    """REFreSD dev's rows, the ranker's scores F and the untrained encoder's cosines (None when
+    the model folder holds no untrained threshold: an older model)."""
+    max_length = int(info.get("max_length", 128))
+    ref = read_refresd(Path(refresd).parent)  # reads <data>/refresd/sentence_labels.dev.tsv
+    items = [Item(tuple(r["en"].split()), tuple(r["fr"].split()), (), (), 0) for r in ref]
+    scores, _, _ = predict(model, tokenizer, items, max_length)
+    cos = None
+    if info.get("base_model") and "untrained_cosine_threshold" in info:
+        from parasim.train.core.encoder import load_training_encoder
+
+        base, base_tok = load_training_encoder(info["base_model"], key=f"{model_dir}: base_model")
+        base = base.to(next(model.parameters()).device)
+        cos = encoder_cosines(base, base_tok, items, max_length)
+        del base
+    return ref, list(scores), cos
+
+
 def refresd_verdict(
     model_dir: str | os.PathLike, refresd: str | os.PathLike, device: str = "auto"
 ) -> dict[str, Any] | None:
@@ -42,18 +60,12 @@ def refresd_verdict(
     None when the folder holds no untrained threshold (an older model).
     """
     from parasim.accel import resolve_device
-    from parasim.train.core.encoder import load_training_encoder
     from parasim.train.core.verdict import compare
 
     model, tokenizer, info = load_ranker(model_dir, resolve_device(device, "device"))
-    if not info.get("base_model") or "untrained_cosine_threshold" not in info:
+    ref, scores, cos = _sentence_scores(model, tokenizer, info, model_dir, refresd)
+    if cos is None:
         return None
-    max_length = int(info.get("max_length", 128))
-    ref = read_refresd(Path(refresd).parent)
-    items = [Item(tuple(r["en"].split()), tuple(r["fr"].split()), (), (), 0) for r in ref]
-    scores, _, _ = predict(model, tokenizer, items, max_length)
-    base, base_tok = load_training_encoder(info["base_model"], key=f"{model_dir}: base_model")
-    cos = encoder_cosines(base.to(next(model.parameters()).device), base_tok, items, max_length)
     gold = [r["binary"] for r in ref]
     t_model, t_base = float(info["threshold"]), float(info["untrained_cosine_threshold"])
 
@@ -65,7 +77,7 @@ def refresd_verdict(
         return weighted_f1
 
     return compare(
-        stat(list(scores), t_model), stat(list(cos), t_base), len(ref),
+        stat(scores, t_model), stat(list(cos), t_base), len(ref),
         measure="REFreSD dev weighted F1", baseline_name="untrained encoder's cosine",
         evaluated_on="REFreSD dev (real EN-FR sentence pairs labelled by hand)",
     )  # fmt: skip
@@ -79,22 +91,14 @@ def evaluate_refresd(
 
     model, tokenizer, info = load_ranker(model_dir, resolve_device(device, "device"))
     max_length = int(info.get("max_length", 128))
-    ref = read_refresd(Path(refresd).parent)  # reads <data>/refresd/sentence_labels.dev.tsv
-    items = [Item(tuple(r["en"].split()), tuple(r["fr"].split()), (), (), 0) for r in ref]
-    scores, _, _ = predict(model, tokenizer, items, max_length)
+    ref, scores, cos = _sentence_scores(model, tokenizer, info, model_dir, refresd)
     gold = [r["binary"] for r in ref]
     sentence = sentence_results(scores, gold, float(info["threshold"]))
     rule = info.get("threshold_rule", "macro_f1")  # models saved before the option: macro F1
     all_div = class_report(gold, ["divergent"] * len(gold), ["equivalent", "divergent"])
     untrained = None
-    if info.get("base_model") and "untrained_cosine_threshold" in info:
-        from parasim.train.core.encoder import load_training_encoder
-
-        base, base_tok = load_training_encoder(info["base_model"], key=f"{model_dir}: base_model")
-        base = base.to(next(model.parameters()).device)
-        cos = encoder_cosines(base, base_tok, items, max_length)
+    if cos is not None:
         untrained = sentence_results(cos, gold, float(info["untrained_cosine_threshold"]))
-        del base
     rats = [r for r in read_rationales(refresd) if r["label"] == SOME]
     titems = [Item(tuple(r["en"]), tuple(r["fr"]), (), (), 0) for r in rats]
     _, en_p, fr_p = predict(model, tokenizer, titems, max_length)

@@ -331,9 +331,15 @@ do_start() {
     log "already running (state $STATE)"
     return
   fi
+  # An earlier start that did not stop (its daemons killed with the shell that ran it) leaves
+  # its state folder: its slurmctld state would bring back that run's jobs as running on this
+  # node, which then never goes idle. Stop what is left of it and start from an empty folder.
   if any_running; then
-    log "some daemons of an earlier start are running: stopping them first"
-    do_stop
+    log "some daemons of an earlier start are running: stopping them, removing $STATE"
+    PARASIM_SLURM_KEEP=0 do_stop
+  elif [ -d "$STATE" ]; then
+    log "the state of an earlier start that did not stop is left in $STATE: removing it"
+    PARASIM_SLURM_KEEP=0 do_stop
   fi
   local p
   for p in "$PORT" $((PORT + 1)) $((PORT + 2)) $((PORT + 3)); do

@@ -25,6 +25,7 @@ from parasim.train.entity_siamese.model import EntitySiamese  # noqa: E402
 from parasim.train.entity_siamese.settings import ENTITY_FEATURES  # noqa: E402
 from parasim.train.entity_siamese.training import (  # noqa: E402
     _share_identical_files,
+    encoder_dev_split,
     train_entity_siamese,
 )
 
@@ -48,7 +49,7 @@ def toy(n_train: int = 48, n_test: int = 16, seed: int = 0, one_class: bool = Fa
                     "site": "toy", "source": "aligned" if label else "lda-negative",
                     "pair_id": f"p{i // 4}", "pair_id2": f"p{i // 4}", "url1": "u", "url2": "u",
                     "idx1": [0], "idx2": [0], "split": split,
-                    "fold": i % 2 if split == "train" else None,
+                    "fold": i // 4 % 5 if split == "train" else None,
                 }
             )  # fmt: skip
             ent = [round(rng.uniform(0.6, 1.0) if label else rng.uniform(0.0, 0.4), 3)
@@ -79,9 +80,9 @@ def write_toy(root: Path, rows, scores, drop: tuple[str, ...] = (), unscored: in
 
 
 def section(model: str, **own) -> dict:
-    es = {"model": model, "prefix": "", "max_length": 16, "max_steps": 4, "batch_size": 8,
-          "learning_rate": 1e-3, "mlp_epochs": 15, "mlp_batch_size": 8, "eval_batch_size": 16,
-          **own}  # fmt: skip
+    es = {"model": model, "prefix": "", "max_length": 16, "max_steps": 4, "epochs": 2,
+          "batch_size": 8, "learning_rate": 1e-3, "mlp_epochs": 15, "mlp_batch_size": 8,
+          "eval_batch_size": 16, **own}  # fmt: skip
     return {"seed": 3, "checkpoint_every": 2, "log_every": 1, "dtype": "float32",
             "device": "cpu", "entity_siamese": es}  # fmt: skip
 
@@ -126,6 +127,10 @@ def test_trains_evaluates_and_saves(tmp_path, toy_data, tiny_model):
     assert (ev / "table.html").read_text().count("<tr>") >= 5
     assert json.loads((ev / "sts.json").read_text())["skipped"]
     assert m["rounds"]["round_1"]["encoder_steps"] == 4
+    # folds 0 and 1 of the training rows were the encoder's dev split, step 0 evaluated too
+    assert m["rounds"]["round_1"]["encoder_dev_rows"] == 24
+    assert m["rounds"]["round_1"]["encoder_best_step"] in (0, 4)
+    assert m["shipped_start"] == (m["rounds"]["round_1"]["encoder_best_step"] == 0)
     # the entity features separate the toy classes (3 test rows have none): the MLP learns it
     assert test["all"]["entity_siamese"]["accuracy"] >= 0.8
     assert test["all"]["majority"]["accuracy"] == pytest.approx(0.5)
@@ -135,6 +140,55 @@ def test_trains_evaluates_and_saves(tmp_path, toy_data, tiny_model):
     probs = model.predict(pairs.s1, pairs.s2, pairs.ents)
     acc = sum(int(p >= 0.5) == int(g) for p, g in zip(probs, pairs.label, strict=True)) / len(probs)
     assert acc == pytest.approx(test["all"]["entity_siamese"]["accuracy"])
+
+
+def test_encoder_dev_split_takes_the_first_folds_or_says_why_not():
+    def pairs(folds, labels):
+        n = len(folds)
+        return Pairs(["a"] * n, ["b"] * n, [None] * n, [[None]] * n, labels, ["en-fr"] * n,
+                     ["P"] * n, folds)  # fmt: skip
+
+    p = pairs([0, 1, 2, 3, None, 0], [1.0, 0.0, 1.0, 0.0, 0.5, 0.0])
+    assert encoder_dev_split(p, 2) == ([0, 1, 5], "")  # silver rows (fold None) never dev
+    assert encoder_dev_split(p, 0)[0] == [] and "0" in encoder_dev_split(p, 0)[1]
+    assert "one class" in encoder_dev_split(pairs([0, 0, 3], [1.0, 1.0, 0.0]), 2)[1]
+    assert "no training row" in encoder_dev_split(pairs([5, 6], [1.0, 0.0]), 2)[1]
+    assert "every training row" in encoder_dev_split(pairs([0, 1], [1.0, 0.0]), 2)[1]
+
+
+def test_a_fine_tuning_that_only_hurts_ships_the_untrained_encoder(
+    tmp_path, toy_data, tiny_model, monkeypatch
+):
+    """Step 0 competes on the dev folds: an encoder trained the wrong way (the loss negated)
+    loses to its start, which ships, and the card and metrics say so."""
+    import torch
+    from safetensors.torch import load_file
+
+    from parasim.train.entity_siamese import training
+
+    real = training.cosine_loss
+
+    def wrong_way(*a, **k):
+        f = real(*a, **k)
+        return lambda m, batch: {n: (-s, c) for n, (s, c) in f(m, batch).items()}
+
+    monkeypatch.setattr(training, "cosine_loss", wrong_way)
+    corpus, shards = toy_data
+    out = tmp_path / "m"
+    m = train_entity_siamese(corpus, shards, out, tmp_path / "e",
+                             section(tiny_model, learning_rate=5e-3))  # fmt: skip
+    r1 = m["rounds"]["round_1"]
+    assert r1["encoder_dev_rows"] == 24  # folds 0 and 1 of the 48 training rows
+    assert r1["encoder_steps"] == 4 and r1["encoder_best_step"] == 0
+    assert m["shipped_start"] is True
+    card = (out / "README.md").read_text()
+    assert "untrained encoder (step 0)" in card.split("\n\n")[1]
+    base = load_file(str(Path(tiny_model) / "model.safetensors"))
+    shipped = {}
+    for f in sorted((out / "model" / "encoder").glob("*.safetensors")):
+        shipped.update(load_file(str(f)))
+    common = [k for k in base if k in shipped]
+    assert common and all(torch.equal(base[k], shipped[k]) for k in common)
 
 
 def test_same_seed_same_figures_and_rerun_keeps_the_encoder(tmp_path, toy_data, tiny_model,
@@ -214,7 +268,7 @@ def test_bm25_silver_pairs_are_new_and_capped():
     train = Pairs(
         [r["sentence1"] for r in rows], [r["sentence2"] for r in rows],
         [oe[r["id"]] for r in rows], [[0.5] * 4 for _ in rows], [float(r["label"]) for r in rows],
-        ["en-fr"] * len(rows), ["EN-FR-G"] * len(rows),
+        ["en-fr"] * len(rows), ["EN-FR-G"] * len(rows), [0] * len(rows),
     )  # fmt: skip
     silver, counts = bm25_silver_pairs(train, per_query=2, max_pairs=None, seed=1)
     assert len(silver) > 0

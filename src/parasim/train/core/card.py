@@ -99,7 +99,7 @@ def write_model_card(
     metrics: Mapping[str, Any],
     verdict: Mapping[str, Any] | None = None,
     needs: str = "",
-    shipped_start: bool = False,
+    shipped_start: bool | str = False,
 ) -> None:
     """A ``README.md`` model card: what it is, the data, the settings, the metrics, the version.
 

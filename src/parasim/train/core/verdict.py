@@ -165,9 +165,10 @@ def fmt(x: float | None) -> str:
     return "n/a" if x is None else f"{x:.3f}"
 
 
-def headline(v: dict[str, Any], needs: str = "", shipped_start: bool = False) -> str:
+def headline(v: dict[str, Any], needs: str = "", shipped_start: bool | str = False) -> str:
     """The first line of a model card: the verdict and the figures (and, below the baseline,
-    what the model would need)."""
+    what the model would need). ``shipped_start``: the folder holds the untrained start (a
+    sentence saying so is added; a string is that sentence, for a model of several parts)."""
     ci = v.get("ci95")
     ci_s = f" [{fmt(ci[0])}, {fmt(ci[1])}]" if ci else ""
     diff = v.get("difference")
@@ -184,7 +185,9 @@ def headline(v: dict[str, Any], needs: str = "", shipped_start: bool = False) ->
         text = f"**No better than its untrained baseline** ({v['why']}): {figures}."
     else:
         text = f"**Too little data to tell** ({v['why']}): {figures}."
-    if shipped_start:
+    if isinstance(shipped_start, str):
+        text += f" {shipped_start}"
+    elif shipped_start:
         text += (
             " Training only made it worse on its dev split: this folder holds its untrained "
             "start (step 0)."

@@ -18,7 +18,8 @@ from .settings import ENTITY_FEATURES, MISSING_VALUE
 @dataclasses.dataclass
 class Pairs:
     """Sentence pairs with their entity features (``ents``: one row of ``features`` values,
-    None where the scores stage has none) and labels (0/1 gold, or a probability for silver)."""
+    None where the scores stage has none), labels (0/1 gold, or a probability for silver) and
+    corpus folds (None: not a corpus training row)."""
 
     s1: list[str]
     s2: list[str]
@@ -27,13 +28,14 @@ class Pairs:
     label: list[float]
     lang_pair: list[str]
     partition: list[str]
+    fold: list[int | None]
 
     def __len__(self) -> int:
         return len(self.label)
 
     @staticmethod
     def empty() -> Pairs:
-        return Pairs([], [], [], [], [], [], [])
+        return Pairs([], [], [], [], [], [], [], [])
 
     def take(self, idx: Sequence[int]) -> Pairs:
         return Pairs(*([getattr(self, f.name)[i] for i in idx] for f in dataclasses.fields(self)))
@@ -80,7 +82,7 @@ def read_pairs(
             "scores stage are missing (scores.entities)"
         )
     cols = ds.select_columns(
-        ["sentence1", "sentence2", "label", "lang_pair", "other_en", *features]
+        ["sentence1", "sentence2", "label", "lang_pair", "other_en", "fold", *features]
     ).to_dict()
     ents = [list(r) for r in zip(*(cols[f] for f in features), strict=True)]
     for e in ents:
@@ -90,6 +92,7 @@ def read_pairs(
         Pairs(
             cols["sentence1"], cols["sentence2"], cols["other_en"], ents,
             [float(x) for x in cols["label"]], cols["lang_pair"], [partition] * len(ents),
+            [None if f is None else int(f) for f in cols["fold"]],
         ),
         counts,
     )  # fmt: skip
@@ -158,7 +161,7 @@ def bm25_silver_pairs(
                 if s2 == train.s2[i] or (train.s1[i], s2) in known:
                     continue
                 known.add((train.s1[i], s2))
-                for k, v in zip(cols, (train.s1[i], s2, oe, [None], math.nan, lp, part),
+                for k, v in zip(cols, (train.s1[i], s2, oe, [None], math.nan, lp, part, None),
                                 strict=True):  # fmt: skip
                     cols[k].append(v)
                 kept += 1
@@ -200,4 +203,4 @@ def read_sts_pairs(sts_dir: str | os.PathLike, lang: str, max_pairs: int | None)
         en, other = en[:max_pairs], other[:max_pairs]
     return Pairs([r[0] for r in en], [r[1] for r in other], [r[1] for r in en],
                  [[None]] * len(en), [r[2] for r in en], [f"en-{lang}"] * len(en),
-                 ["stsb"] * len(en))  # fmt: skip
+                 ["stsb"] * len(en), [None] * len(en))  # fmt: skip

@@ -154,7 +154,8 @@ class EntitySiamese:
 
     def predict(self, s1: Sequence[str], s2: Sequence[str], ents) -> list[float]:
         """P(similar) of each pair; ``ents``: one row of ``features`` values (None: missing)."""
-        pairs = Pairs(list(s1), list(s2), [None] * len(s1), [list(e) for e in ents],
-                      [0.0] * len(s1), [""] * len(s1), [""] * len(s1))  # fmt: skip
+        n = len(s1)
+        pairs = Pairs(list(s1), list(s2), [None] * n, [list(e) for e in ents], [0.0] * n,
+                      [""] * n, [""] * n, [None] * n)  # fmt: skip
         cos = cosines(self.encoder, self.tokenizer, pairs.s1, pairs.s2, self.cfg)
         return mlp_probs(self.mlp, feature_matrix(cos, pairs, len(self.cfg.features)))

@@ -36,6 +36,10 @@ class EntitySiameseConfig(PartialSettings, section="train.entity_siamese"):
         silver_per_query: BM25 hits kept per English query.
         silver_max_pairs: silver pairs at most (a seeded sample; None: all).
         max_train_pairs: training pairs at most (a seeded sample; None: all).
+        dev_folds: corpus folds ``0 .. dev_folds - 1`` of the training rows (grouped by page
+            pair) are the encoder's dev split, left out of its training: the cosine's ROC AUC
+            there picks the best encoder, the untrained start (step 0) included (0: no dev
+            split, the last step ships).
         eval_batch_size: sentences per forward pass when encoding.
         sts_max_pairs: STSb dev pairs evaluated at most (the first ones; None: all 1,500).
         spacy: spaCy pipelines for the NER of silver and STS pairs (first loadable wins).
@@ -56,6 +60,7 @@ class EntitySiameseConfig(PartialSettings, section="train.entity_siamese"):
     silver_per_query: int
     silver_max_pairs: int | None
     max_train_pairs: int | None
+    dev_folds: int
     eval_batch_size: int
     sts_max_pairs: int | None
     spacy: tuple[str, ...]

@@ -29,7 +29,7 @@ from .data import (
     read_pairs,
     read_sts_pairs,
 )
-from .evaluate import binary_table, sts_row
+from .evaluate import binary_table, roc_auc, sts_row
 from .model import (
     bce_loss,
     build_mlp,
@@ -335,7 +335,11 @@ def train_round(run: _Run, rnd: int, pairs: Pairs):
     pair_cos = cos["train"] + cosines(enc, run.tokenizer, extra.s1, extra.s2, cfg)
     mlp, res = _mlp_part(run, rnd, pairs, pair_cos, fp)
     run.history.extend({**h, "part": f"mlp round {rnd}"} for h in res.history)
-    return enc, mlp, cos, {"encoder_steps": enc_state["step"], "mlp_steps": res.state["step"]}
+    steps = {"encoder_steps": enc_state["step"], "mlp_steps": res.state["step"]}
+    for k in ("dev_rows", "dev_skipped", "best_step", "best_metric"):
+        if enc_state.get(k) is not None:
+            steps[f"encoder_{k}"] = enc_state[k]
+    return enc, mlp, cos, steps
 
 
 def _encoder_part(run: _Run, rnd: int, pairs: Pairs, fp: str):
@@ -361,16 +365,55 @@ def _encoder_part(run: _Run, rnd: int, pairs: Pairs, fp: str):
         return TransformerMean(e).to(run.accelerator.device), prev["history"], prev["state"]
     set_seed(args.seed + rnd)
     enc, _ = build_siamese(cfg.model, cfg.freeze_embeddings)
+    dev, why = encoder_dev_split(pairs, cfg.dev_folds)
+    evaluate = None
+    if dev:
+        dev_pairs, dev_gold = pairs.take(dev), [int(pairs.label[i]) for i in dev]
+
+        def evaluate(m):
+            """The cosine's ROC AUC on the dev rows (does it rank similar pairs first)."""
+            return {"dev_auc": roc_auc(cosines(m, tokenizer, dev_pairs.s1, dev_pairs.s2, cfg),
+                                       dev_gold)}  # fmt: skip
+    else:
+        log.warning("round %d: the encoder has no dev split (%s): the last step ships", rnd, why)
+    held = set(dev)
     res = fit(
-        enc, list(range(len(pairs))), cosine_loss(tokenizer, pairs, cfg), args,
-        stage / "siamese", fingerprint_extra=[run.data_fp, rnd, fp], accelerator=run.accelerator,
+        enc, [i for i in range(len(pairs)) if i not in held], cosine_loss(tokenizer, pairs, cfg),
+        args, stage / "siamese", evaluate=evaluate, eval_at_start=True,
+        fingerprint_extra=[run.data_fp, rnd, fp], accelerator=run.accelerator,
     )  # fmt: skip
     enc = res.model
+    res.state["dev_rows"] = len(dev)
+    if not dev:
+        res.state["dev_skipped"] = why
+    elif res.state.get("best_step") == 0:
+        log.warning(
+            "round %d: fine-tuning did not beat the untrained encoder on dev (ROC AUC "
+            "%.4f at step 0): the untrained encoder ships",
+            rnd,
+            res.state["best_metric"],
+        )
     write_dir(enc_dir, lambda d: (enc.encoder.save_pretrained(d),
                                  tokenizer.save_pretrained(d)))  # fmt: skip
     share_weights(enc_dir, run.out.parent / ".weights")
     write_metrics(done, {"fingerprint": fp, "history": res.history, "state": res.state})
     return enc, res.history, res.state
+
+
+def encoder_dev_split(pairs: Pairs, dev_folds: int) -> tuple[list[int], str]:
+    """Indices of ``pairs`` in corpus folds below ``dev_folds`` (the encoder's dev split), or
+    ``([], why)`` when there is none: ``dev_folds`` 0, no row in those folds, one class only
+    (no ROC AUC), or every row (nothing left to train on)."""
+    if dev_folds <= 0:
+        return [], "train.entity_siamese.dev_folds is 0"
+    idx = [i for i, f in enumerate(pairs.fold) if f is not None and f < dev_folds]
+    if not idx:
+        return [], f"no training row in corpus folds 0-{dev_folds - 1}"
+    if len({int(pairs.label[i]) for i in idx}) < 2:
+        return [], f"the {len(idx)} rows of corpus folds 0-{dev_folds - 1} hold one class only"
+    if len(idx) == len(pairs):
+        return [], f"every training row is in corpus folds 0-{dev_folds - 1}"
+    return idx, ""
 
 
 def _mlp_part(run: _Run, rnd: int, pairs: Pairs, pair_cos: Sequence[float], fp: str):
@@ -517,9 +560,13 @@ def write_metrics_and_card(
     )  # fmt: skip
     a = test_json["all"]
     scored = list(test_json["thresholds"])  # the models, in the order they were scored
+    last = rounds[max(rounds)]
+    # the dev split chose the untrained encoder over every fine-tuned step
+    shipped_start = cfg.train_encoder and last.get("encoder_best_step") == 0
     metrics = {
         "model": MODEL_NAME, **base, "data": dict(counts), "rounds": dict(rounds),
         "silver": cfg.silver, "encoder_trained": cfg.train_encoder,
+        "shipped_start": shipped_start,
         "test": {k: a[k] for k in (*scored, "majority")},
         "sts": {k: v for k, v in sts_json.items() if k != "model"},
         "train_s": timing["train_s"], "wall_s": timing["wall_s"],
@@ -550,6 +597,11 @@ def write_metrics_and_card(
         "Load `model/` with `parasim.train.entity_siamese.model.EntitySiamese`.",
         dict(counts), metrics["settings"], summary,
         verdict=metrics["verdict"],
+        shipped_start=shipped_start and (
+            "Fine-tuning only made the encoder worse on its dev split (the cosine's ROC AUC on "
+            f"{last.get('encoder_dev_rows')} training rows of the held-out corpus folds): "
+            "this folder holds the untrained encoder (step 0) under the trained MLP."
+        ),
         needs=(
             f"more corpus pairs than these {counts.get('train_rows', 0)} training rows and the "
             "GPU recipe `configs/train-gpu.yaml`"

@@ -155,26 +155,35 @@ def _stage_of_command(command: str) -> str:
     return command  # summarize, yield-report, ...: under their own names
 
 
-def accounted_figures(work: Path) -> dict[str, dict]:
-    """Per stage: jobs, wall and CPU seconds (summed), the largest job's max RSS, from the jobs'
-    own accounting (``PARASIM_ACCOUNTING``, :func:`parasim.cli._account`): exact CPU, children
-    included."""
+def _sum_jobs(jobs: Iterable[tuple[str, float, float, float]]) -> dict[str, dict]:
+    """Per stage, from ``(stage, wall_s, cpu_s, max_rss_mb)`` of each job: jobs, wall and CPU
+    seconds (summed), the largest job's max RSS."""
     out: dict[str, dict] = {}
-    for path in sorted((work / "accounting").glob("*.json")):
-        rec = json.loads(path.read_text())
-        fig = out.setdefault(
-            _stage_of_command(rec["command"]),
-            {"jobs": 0, "wall_s": 0.0, "cpu_s": 0.0, "peak_rss_mb": 0.0},
-        )
+    for stage, wall, cpu, rss in jobs:
+        fig = out.setdefault(stage, {"jobs": 0, "wall_s": 0.0, "cpu_s": 0.0, "peak_rss_mb": 0.0})
         fig["jobs"] += 1
-        fig["wall_s"] += rec["wall_s"]
-        fig["cpu_s"] += rec["cpu_s"]
-        fig["peak_rss_mb"] = max(fig["peak_rss_mb"], rec["max_rss_mb"])
+        fig["wall_s"] += wall
+        fig["cpu_s"] += cpu
+        fig["peak_rss_mb"] = max(fig["peak_rss_mb"], rss)
     for fig in out.values():
         fig["wall_s"] = round(fig["wall_s"], 1)
         fig["cpu_s"] = round(fig["cpu_s"], 1)
         fig["peak_rss_mb"] = round(fig["peak_rss_mb"])
     return out
+
+
+def accounted_figures(work: Path) -> dict[str, dict]:
+    """Per stage: jobs, wall and CPU seconds (summed), the largest job's max RSS, from the jobs'
+    own accounting (``PARASIM_ACCOUNTING``, :func:`parasim.cli._account`): exact CPU, children
+    included."""
+
+    def jobs():
+        for path in sorted((work / "accounting").glob("*.json")):
+            rec = json.loads(path.read_text())
+            yield (_stage_of_command(rec["command"]), rec["wall_s"], rec["cpu_s"],
+                   rec["max_rss_mb"])  # fmt: skip
+
+    return _sum_jobs(jobs())
 
 
 def job_figures(work: Path) -> dict[str, dict]:
@@ -182,27 +191,18 @@ def job_figures(work: Path) -> dict[str, dict]:
 
     Snakemake samples a job every 0.5 s for 15 s, then every 30 s: CPU after the last sample is
     missed (use :func:`accounted_figures` where the run was accounted)."""
-    out: dict[str, dict] = {}
     root = work / "benchmarks"
-    for tsv in sorted(root.rglob("*.tsv")):
-        with tsv.open() as fh:
-            rows = list(csv.DictReader(fh, delimiter="\t"))
-        if not rows:
-            continue
-        row = rows[-1]
-        fig = out.setdefault(
-            _stage_of(_rule_of(tsv, root)),
-            {"jobs": 0, "wall_s": 0.0, "cpu_s": 0.0, "peak_rss_mb": 0.0},
-        )
-        fig["jobs"] += 1
-        fig["wall_s"] += _num(row.get("s"))
-        fig["cpu_s"] += _num(row.get("cpu_time"))
-        fig["peak_rss_mb"] = max(fig["peak_rss_mb"], _num(row.get("max_rss")))
-    for fig in out.values():
-        fig["wall_s"] = round(fig["wall_s"], 1)
-        fig["cpu_s"] = round(fig["cpu_s"], 1)
-        fig["peak_rss_mb"] = round(fig["peak_rss_mb"])
-    return out
+
+    def jobs():
+        for tsv in sorted(root.rglob("*.tsv")):
+            with tsv.open() as fh:
+                rows = list(csv.DictReader(fh, delimiter="\t"))
+            if rows:
+                row = rows[-1]
+                yield (_stage_of(_rule_of(tsv, root)), _num(row.get("s")),
+                       _num(row.get("cpu_time")), _num(row.get("max_rss")))  # fmt: skip
+
+    return _sum_jobs(jobs())
 
 
 def _num(value: str | None) -> float:

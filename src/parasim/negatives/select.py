@@ -32,8 +32,9 @@ import logging
 import math
 import re
 import time
+from array import array
 from collections import Counter, defaultdict
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
@@ -162,7 +163,13 @@ def pair_hash_np(ui: np.ndarray, uj: np.ndarray) -> np.ndarray:
 
 @dataclasses.dataclass
 class _Prepared:
-    """Per-row arrays both implementations read (built once, outside the timed selection)."""
+    """Per-row arrays both implementations read (built once, outside the timed selection).
+
+    Only arrays (a few bytes a row, the word counts as CSR rows): no column of the positives as
+    Python objects, no per-row Counter, no float64 copy of all the vectors (a topic block's rows
+    are normalized when the block is selected, :func:`_unit_rows`), so that a partition of
+    100,000s of positives fits in a few GB.
+    """
 
     n: int
     part: np.ndarray  # int codes
@@ -174,14 +181,11 @@ class _Prepared:
     other_code: np.ndarray
     has_oe: np.ndarray
     ukey: np.ndarray  # uint64
-    vn: np.ndarray  # float64, L2-normalized
-    wc_en: list[Counter]  # word counts of en_text
-    wc_oe: list[Counter | None]  # word counts of other_en (None: no translation)
-    w_en: Any  # the same as CSR rows of counts over one vocabulary
-    w_oe: Any
+    vectors: np.ndarray  # the input vectors (not copied); L2-normalized in float64 per block
+    w_en: Any  # word counts of en_text as CSR rows over one vocabulary
+    w_oe: Any  # word counts of other_en (zero rows: no translation)
     sq_en: np.ndarray  # squared norms of the counts (exact integers)
     sq_oe: np.ndarray
-    d: dict[str, list]  # the positives' columns
     stats: Counter
     # word counts summed per hash bucket (dense, float32): an upper bound of the exact dots,
     # set by the vectorized version (before its guards run) to skip most exact checks
@@ -195,26 +199,68 @@ def _codes(values: Sequence[Any]) -> tuple[np.ndarray, list]:
     return out, list(uniq)
 
 
-def _sparse_words(counts: Sequence[Counter | None], vocab: dict[str, int]) -> tuple[Any, Any]:
-    """(CSR rows of word counts over ``vocab``, squared norms); None / empty give zero rows."""
-    from scipy import sparse
+class _WordRows:
+    """CSR rows of word counts, appended one row at a time over a shared vocabulary."""
 
-    indptr = [0]
-    indices: list[int] = []
-    data: list[float] = []
-    sq = np.zeros(len(counts), dtype=np.float64)
-    for k, c in enumerate(counts):
+    def __init__(self, vocab: dict[str, int]) -> None:
+        self.vocab = vocab
+        self.indptr = array("q", [0])
+        self.indices = array("q")
+        self.data = array("d")
+        self.sq: list[int] = []
+
+    def add(self, c: Counter | None) -> None:
+        """One row (None / empty: a zero row)."""
+        sq = 0
         if c:
-            sq[k] = sum(v * v for v in c.values())
+            sq = sum(v * v for v in c.values())
+            vocab = self.vocab
             for w, v in c.items():
-                indices.append(vocab[w])
-                data.append(v)
-        indptr.append(len(indices))
-    mat = sparse.csr_matrix(
-        (np.array(data, dtype=np.float64), np.array(indices, dtype=np.int64), np.array(indptr)),
-        shape=(len(counts), max(1, len(vocab))),
+                self.indices.append(vocab.setdefault(w, len(vocab)))
+                self.data.append(v)
+        self.sq.append(sq)
+        self.indptr.append(len(self.indices))
+
+    def matrix(self, n_cols: int) -> tuple[Any, np.ndarray]:
+        """(CSR matrix, squared norms as float64)."""
+        from scipy import sparse
+
+        mat = sparse.csr_matrix(
+            (
+                np.array(self.data, dtype=np.float64),
+                np.array(self.indices, dtype=np.int64),
+                np.array(self.indptr, dtype=np.int64),
+            ),
+            shape=(len(self.sq), max(1, n_cols)),
+        )
+        return mat, np.array(self.sq, dtype=np.float64)
+
+
+def _strings(positives: pa.Table, name: str, batch: int = 65_536) -> Iterator[str | None]:
+    """The values of a string column, a batch at a time (never the whole column as objects)."""
+    col = positives.column(name)
+    for start in range(0, len(col), batch):
+        yield from col.slice(start, batch).to_pylist()
+
+
+def _unit_rows(vectors: np.ndarray, rows: np.ndarray | None = None) -> np.ndarray:
+    """Rows of ``vectors`` (all: None) as float64, L2-normalized (zero rows stay zero).
+
+    Row by row the same numbers whichever rows are asked for: each row's norm and division only
+    read that row.
+    """
+    v = np.array(vectors, dtype=np.float64) if rows is None else vectors[rows].astype(np.float64)
+    norms = np.linalg.norm(v, axis=1, keepdims=True)
+    v /= np.where(norms == 0, 1.0, norms)
+    return v
+
+
+def _zero_rows(vectors: np.ndarray, chunk: int = 65_536) -> int:
+    """Rows of ``vectors`` whose (float64) norm is 0, counted a chunk of rows at a time."""
+    return sum(
+        int((np.linalg.norm(np.asarray(vectors[a : a + chunk], np.float64), axis=1) == 0).sum())
+        for a in range(0, len(vectors), chunk)
     )
-    return mat, sq
 
 
 def _prepare(
@@ -226,44 +272,47 @@ def _prepare(
     groups: Mapping[str, str] | None,
 ) -> _Prepared:
     n = positives.num_rows
+    vectors = np.asarray(vectors)
     if vectors.shape[0] != n:
         raise ValueError(f"vectors: {vectors.shape[0]} rows for {n} positives (one per row needed)")
-    d = positives.to_pydict()
     parts = partition_column(positives, partitions)
     part, part_names = _codes(parts)
-    doc, _ = _codes(d["pair_id"])
+    pair_ids = positives.column("pair_id").to_pylist()
+    doc, _ = _codes(pair_ids)
     stats: Counter = Counter()
     topic = np.full(n, -1, dtype=np.int64)
-    for i, (p, q) in enumerate(zip(parts, d["pair_id"], strict=True)):
+    for i, (p, q) in enumerate(zip(parts, pair_ids, strict=True)):
         t = topic_of.get((p, q))
         if t is None:
             stats["sentences_without_topic"] += 1
         else:
             topic[i] = t
-    group, _ = _codes([(groups or {}).get(q, "") for q in d["pair_id"]])
+    group, _ = _codes([(groups or {}).get(q, "") for q in pair_ids])
+    del parts, pair_ids
+    # one pass per text column: normalized-text codes, and word counts straight into CSR rows
     norm_codes: dict[str, int] = {}
-    en_code = np.array(
-        [norm_codes.setdefault(normalize_text(t), len(norm_codes)) for t in d["en_text"]],
-        dtype=np.int64,
-    )
-    other_code = np.array(
-        [norm_codes.setdefault(normalize_text(t), len(norm_codes)) for t in d["other_text"]],
-        dtype=np.int64,
-    )
-    has_oe = np.array([bool(t) for t in d["other_en"]], dtype=bool)
-    ukey = np.array([row_key(cfg.seed, i) for i in d["id"]], dtype=np.uint64)
-    v = np.asarray(vectors, dtype=np.float64)
-    norms = np.linalg.norm(v, axis=1, keepdims=True)
-    stats["zero_vectors"] += int((norms[:, 0] == 0).sum())
-    vn = v / np.where(norms == 0, 1.0, norms)
-    wc_en = [word_counts(t) for t in d["en_text"]]
-    wc_oe = [word_counts(t) if t else None for t in d["other_en"]]
     vocab: dict[str, int] = {}
-    for c in (*wc_en, *wc_oe):
-        for w in c or ():
-            vocab.setdefault(w, len(vocab))
-    w_en, sq_en = _sparse_words(wc_en, vocab)
-    w_oe, sq_oe = _sparse_words(wc_oe, vocab)
+    rows_en, rows_oe = _WordRows(vocab), _WordRows(vocab)
+    en_code = np.zeros(n, dtype=np.int64)
+    for i, t in enumerate(_strings(positives, "en_text")):
+        words = _WORD.findall((t or "").casefold())
+        en_code[i] = norm_codes.setdefault(" ".join(words), len(norm_codes))
+        rows_en.add(Counter(words))
+    other_code = np.fromiter(
+        (norm_codes.setdefault(normalize_text(t), len(norm_codes))
+         for t in _strings(positives, "other_text")),
+        np.int64, n,
+    )  # fmt: skip
+    has_oe = np.zeros(n, dtype=bool)
+    for i, t in enumerate(_strings(positives, "other_en")):
+        has_oe[i] = bool(t)
+        rows_oe.add(word_counts(t) if t else None)
+    del norm_codes
+    w_en, sq_en = rows_en.matrix(len(vocab))
+    w_oe, sq_oe = rows_oe.matrix(len(vocab))
+    del rows_en, rows_oe, vocab
+    ukey = np.fromiter((row_key(cfg.seed, i) for i in _strings(positives, "id")), np.uint64, n)
+    stats["zero_vectors"] += _zero_rows(vectors)
     return _Prepared(
         n=n,
         part=part,
@@ -275,14 +324,11 @@ def _prepare(
         other_code=other_code,
         has_oe=has_oe,
         ukey=ukey,
-        vn=vn,
-        wc_en=wc_en,
-        wc_oe=wc_oe,
+        vectors=vectors,
         w_en=w_en,
         w_oe=w_oe,
         sq_en=sq_en,
         sq_oe=sq_oe,
-        d=d,
         stats=stats,
     )
 
@@ -342,9 +388,33 @@ def _bucket_counts(w: Any) -> np.ndarray:
     return flat.reshape(w.shape[0], _BUCKETS).astype(np.float32)  # small integers: exact
 
 
-#: Up to this many pairs, exact dots come from the word Counters (a sparse row product costs
-#: about 0.3 ms a call whatever its size).
+#: Up to this many pairs, exact dots come from the CSR arrays directly (:func:`_csr_dots`; a
+#: sparse row product costs about 0.3 ms a call whatever its size).
 _FEW_PAIRS = 512
+
+
+def _csr_dots(wa: Any, wb: Any, a: np.ndarray, b: np.ndarray) -> np.ndarray:
+    """Exact dots of CSR rows ``a`` of ``wa`` and ``b`` of ``wb`` (word counts: one entry per
+    word in a row), matched by (pair, word) on sorted keys; float64 sums of integer products."""
+    k = len(a)
+    if k == 0:
+        return np.zeros(0)
+
+    def entries(w: Any, r: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        lo = w.indptr[r].astype(np.int64)
+        ln = w.indptr[r + 1].astype(np.int64) - lo
+        pair = np.repeat(np.arange(k, dtype=np.int64), ln)
+        pos = np.repeat(lo - np.cumsum(ln) + ln, ln) + np.arange(int(ln.sum()), dtype=np.int64)
+        return pair, pair * w.shape[1] + w.indices[pos], w.data[pos]
+
+    pair_a, key_a, val_a = entries(wa, a)
+    _, key_b, val_b = entries(wb, b)
+    order = np.argsort(key_b, kind="stable")
+    key_b, val_b = key_b[order], val_b[order]
+    at = np.searchsorted(key_b, key_a)
+    hit = at < len(key_b)
+    hit[hit] = key_b[at[hit]] == key_a[hit]
+    return np.bincount(pair_a[hit], weights=val_a[hit] * val_b[at[hit]], minlength=k)
 
 
 def _near_dup_pairs(
@@ -352,24 +422,16 @@ def _near_dup_pairs(
 ) -> np.ndarray:
     """:func:`_near_dup` of pairs (English of row a, English (or ``other_en``) of row b).
 
-    The folded-count bound first; exact dots only for the pairs it lets through, from the word
-    Counters when they are few, else from the sparse rows.
+    The folded-count bound first; exact dots only for the pairs it lets through, from the CSR
+    arrays when they are few, else from a sparse row product.
     """
-    w_b, b_b, c_b, sq_b = (
-        (pr.w_oe, pr.b_oe, pr.wc_oe, pr.sq_oe)
-        if b_is_oe
-        else (pr.w_en, pr.b_en, pr.wc_en, pr.sq_en)
-    )
+    w_b, b_b, sq_b = (pr.w_oe, pr.b_oe, pr.sq_oe) if b_is_oe else (pr.w_en, pr.b_en, pr.sq_en)
     sa, sb = pr.sq_en[a], sq_b[b]
     maybe = _near_dup(np.einsum("ij,ij->i", pr.b_en[a], b_b[b]), sa, sb, t)
     out = np.zeros(len(a), dtype=bool)
     k = np.nonzero(maybe)[0]
     if len(k) <= _FEW_PAIRS:
-        dots = [
-            _dot(pr.wc_en[i] or Counter(), c_b[j] or Counter())
-            for i, j in zip(a[k].tolist(), b[k].tolist(), strict=True)
-        ]
-        out[k] = _near_dup(np.array(dots, dtype=np.float64), sa[k], sb[k], t)
+        out[k] = _near_dup(_csr_dots(pr.w_en, w_b, a[k], b[k]), sa[k], sb[k], t)
     else:
         out[k] = _near_dup(_rowdot(pr.w_en, w_b, a[k], b[k]), sa[k], sb[k], t)
     return out
@@ -419,7 +481,7 @@ def _select_block(
     m = len(rows)
     n = cfg.n_per_sentence
     window = min(m, n + max(4, n // 2))
-    vb = pr.vn[rows]
+    vb = _unit_rows(pr.vectors, rows)  # float64, as the reference's
     docb, ub = pr.doc[rows], pr.ukey[rows]
     step = max(1, cfg.block_elems // max(m, 1))
     parts: list[tuple[np.ndarray, ...]] = []
@@ -565,6 +627,12 @@ def _run_vectorized(
 # ------------------------------------------------------------------ reference loop
 
 
+def _row_counts(w: Any, i: int) -> Counter:
+    """Row ``i`` of CSR word counts as a Counter (word ids for words: the same dots)."""
+    lo, hi = int(w.indptr[i]), int(w.indptr[i + 1])
+    return Counter(dict(zip(w.indices[lo:hi].tolist(), map(int, w.data[lo:hi]), strict=True)))
+
+
 def _run_reference(
     pr: _Prepared, bands: dict[int, tuple[float, float]], cfg: SelectConfig
 ) -> list[tuple[int, int, float, int]]:
@@ -574,7 +642,9 @@ def _run_reference(
         if pr.topic[i] >= 0:
             key = (int(pr.part[i]), int(pr.topic[i]), int(pr.group[i]))
             docs[key][int(pr.doc[i])].append(i)
-    wc_en, wc_oe = pr.wc_en, pr.wc_oe
+    vn = _unit_rows(pr.vectors)
+    wc_en = [_row_counts(pr.w_en, i) for i in range(pr.n)]
+    wc_oe = [_row_counts(pr.w_oe, i) if pr.has_oe[i] else None for i in range(pr.n)]
     out = []
     for i in range(pr.n):
         if pr.topic[i] < 0:
@@ -586,7 +656,7 @@ def _run_reference(
             if d_id == pr.doc[i]:
                 continue
             for j in sentences:
-                c = float(np.dot(pr.vn[i], pr.vn[j]))
+                c = float(np.dot(vn[i], vn[j]))
                 if not lo < c < hi:
                     continue
                 pr.stats["candidates_in_band"] += 1
@@ -611,6 +681,72 @@ def _run_reference(
 
 
 # ------------------------------------------------------------------ entry point
+
+
+def _negative_ids(positives: pa.Table, gi: np.ndarray, gj: np.ndarray) -> np.ndarray:
+    """``stable_id("neg", id of S, id of the candidate)`` of every (S row, candidate row), as
+    ASCII bytes (numpy ``S`` array: a few bytes each, sorted as the strings are)."""
+    ids = positives.column("id").to_pylist()
+    out = [np.zeros(0, dtype="S1")]
+    for a in range(0, len(gi), 65_536):
+        i, j = gi[a : a + 65_536].tolist(), gj[a : a + 65_536].tolist()
+        chunk = [
+            stable_id("neg", ids[x], ids[y]).encode("ascii") for x, y in zip(i, j, strict=True)
+        ]
+        out.append(np.array(chunk, dtype=bytes))
+    return np.concatenate(out)
+
+
+#: Columns of the negatives taken from S's row (i) or the candidate's (j): (name, positives').
+_FROM_ROWS = {
+    "pair_id": ("i", "pair_id"),
+    "cand_pair_id": ("j", "pair_id"),
+    "site": ("i", "site"),
+    "domain": ("i", "domain"),
+    "lang_pair": ("i", "lang_pair"),
+    "other_lang": ("j", "other_lang"),
+    "en_text": ("i", "en_text"),
+    "other_text": ("j", "other_text"),
+    "other_en": ("j", "other_en"),
+    "cand_en_text": ("j", "en_text"),
+    "source_id": ("i", "id"),
+    "cand_id": ("j", "id"),
+    "en_url": ("i", "en_url"),
+    "other_url": ("j", "other_url"),
+    "en_idx": ("i", "en_idx"),
+    "other_idx": ("j", "other_idx"),
+}
+
+
+def _negatives_table(
+    positives: pa.Table,
+    pr: _Prepared,
+    neg_ids: np.ndarray,
+    gi: np.ndarray,
+    gj: np.ndarray,
+    cos: np.ndarray,
+    rank: np.ndarray,
+) -> pa.Table:
+    """The negatives' rows (in the order given): the positives' columns taken at S's row or the
+    candidate's (Arrow ``take``: no row as Python objects), ids, partition, cosine, topic, rank."""
+    take = {"i": pa.array(gi, type=pa.int64()), "j": pa.array(gj, type=pa.int64())}
+    names = np.array(pr.part_names, dtype=object)
+    computed = {
+        "id": pa.array([x.decode("ascii") for x in neg_ids.tolist()], type=pa.string()),
+        "partition": pa.array(names[pr.part[gi]].tolist(), type=pa.string()),
+        "cosine": pa.array(cos.astype(np.float32)),
+        "topic": pa.array(pr.topic[gi].astype(np.int32)),
+        "rank": pa.array(rank.astype(np.int32)),
+    }
+    cols = []
+    for field in NEGATIVES_SCHEMA:
+        if field.name in computed:
+            col = computed[field.name]
+        else:
+            side, name = _FROM_ROWS[field.name]
+            col = positives.column(name).take(take[side])
+        cols.append(col if col.type == field.type else col.cast(field.type))
+    return pa.Table.from_arrays(cols, schema=NEGATIVES_SCHEMA).combine_chunks()
 
 
 def select_negatives(
@@ -648,74 +784,49 @@ def select_negatives(
     bands = {p: _band_of(band, name, cfg) for p, name in enumerate(pr.part_names)}
     t1 = time.perf_counter()
     if method == "vectorized":
-        cols = _run_vectorized(pr, bands, cfg)
+        gi, gj, cos, rank = _run_vectorized(pr, bands, cfg)
         t2 = time.perf_counter()
-        # rows are built in Python below either way; both methods hand over the same tuples
-        chosen = list(zip(*(c.tolist() for c in cols), strict=True))
     elif method == "reference":
         chosen = _run_reference(pr, bands, cfg)
         t2 = time.perf_counter()
+        # both methods hand over the same (i, j, cosine, rank) rows, here as arrays
+        gi, gj, cos, rank = (
+            np.array([c[k] for c in chosen], dtype=np.float64 if k == 2 else np.int64)
+            for k in range(4)
+        )
+        del chosen
     else:
         raise ValueError(f"method: 'vectorized' or 'reference', not {method!r}")
-    d = pr.d
     stats = pr.stats
-    stats["negatives_selected"] = len(chosen)
+    stats["negatives_selected"] = len(gi)
     # balance first (on ids), build rows only for what is kept
-    neg_ids = [stable_id("neg", d["id"][i], d["id"][j]) for i, j, _, _ in chosen]
-    n_pos = Counter(pr.part_names[p] for p in pr.part)
-    by_part: dict[int, list[int]] = defaultdict(list)
-    for k, (i, _, _, _) in enumerate(chosen):
-        by_part[int(pr.part[i])].append(k)
+    neg_ids = _negative_ids(positives, gi, gj)
+    n_pos = np.bincount(pr.part, minlength=len(pr.part_names))
+    sel_part = pr.part[gi]
     per_part: dict[str, dict[str, Any]] = {}
-    kept: list[int] = []
+    kept: list[np.ndarray] = []
     for p, name in enumerate(pr.part_names):
-        ks = by_part.get(p, [])
-        info = {"positives": n_pos[name], "selected": len(ks), "band": list(bands[p])}
-        if cfg.balance and len(ks) > n_pos[name]:
-            ks = sorted(ks, key=lambda k: row_key(cfg.seed, "bal\x1f" + neg_ids[k]))
-            ks = ks[: n_pos[name]]
-        elif cfg.balance and len(ks) < n_pos[name]:
+        ks = np.nonzero(sel_part == p)[0]
+        n_p = int(n_pos[p])
+        info = {"positives": n_p, "selected": len(ks), "band": list(bands[p])}
+        if cfg.balance and len(ks) > n_p:
+            bal = (row_key(cfg.seed, "bal\x1f" + neg_ids[k].decode()) for k in ks.tolist())
+            ks = ks[np.argsort(np.fromiter(bal, np.uint64, len(ks)), kind="stable")][:n_p]
+        elif cfg.balance and len(ks) < n_p:
             log.warning(
                 "%s: %d negatives for %d positives (fewer than the balance asks for)",
                 name,
                 len(ks),
-                n_pos[name],
+                n_p,
             )
             stats["partitions_short_of_negatives"] += 1
         info["kept"] = len(ks)
         per_part[name] = info
-        kept += ks
-    kept.sort(key=lambda k: neg_ids[k])
-    final = []
-    for k in kept:
-        i, j, c, r = chosen[k]
-        final.append(
-            {
-                "id": neg_ids[k],
-                "partition": pr.part_names[pr.part[i]],
-                "pair_id": d["pair_id"][i],
-                "cand_pair_id": d["pair_id"][j],
-                "site": d["site"][i],
-                "domain": d["domain"][i],
-                "lang_pair": d["lang_pair"][i],
-                "other_lang": d["other_lang"][j],
-                "en_text": d["en_text"][i],
-                "other_text": d["other_text"][j],
-                "other_en": d["other_en"][j],
-                "cand_en_text": d["en_text"][j],
-                "source_id": d["id"][i],
-                "cand_id": d["id"][j],
-                "cosine": c,
-                "topic": int(pr.topic[i]),
-                "rank": r,
-                "en_url": d["en_url"][i],
-                "other_url": d["other_url"][j],
-                "en_idx": d["en_idx"][i],
-                "other_idx": d["other_idx"][j],
-            }
-        )
-    stats["negatives_kept"] = len(final)
-    table = pa.Table.from_pylist(final, schema=NEGATIVES_SCHEMA)
+        kept.append(ks)
+    ks = np.concatenate([np.zeros(0, np.int64), *kept])
+    ks = ks[np.argsort(neg_ids[ks], kind="stable")]
+    stats["negatives_kept"] = len(ks)
+    table = _negatives_table(positives, pr, neg_ids[ks], gi[ks], gj[ks], cos[ks], rank[ks])
     out = {
         **dict(stats),
         "partitions": per_part,
@@ -726,8 +837,8 @@ def select_negatives(
     log.info(
         "negatives (%s): %d selected, %d kept after balance, in %.2fs; %s",
         method,
-        len(chosen),
-        len(final),
+        len(gi),
+        len(ks),
         t2 - t1,
         {k: v for k, v in stats.items() if k.startswith(("sentences", "rejected"))},
     )

@@ -28,6 +28,7 @@ from typing import Any
 
 import numpy as np
 import pyarrow as pa
+import pyarrow.compute as pc
 
 from parasim.config import Settings
 from parasim.partition import CorpusConfig, partition_column
@@ -65,7 +66,11 @@ def calibration_rows(
     cfg = CalibrateConfig.from_config(cfg)
     ccfg = CorpusConfig.from_config(corpus_cfg)
     parts = np.array(partition_column(positives, ccfg.partitions), dtype=object)
-    has = np.array([bool(t) for t in positives.column("other_en").to_pylist()], dtype=bool)
+    oe = positives.column("other_en")  # bool(t): neither null nor empty
+    has = np.asarray(
+        pc.fill_null(pc.greater(pc.utf8_length(oe), 0), False).to_numpy(zero_copy_only=False),
+        dtype=bool,
+    )
     out = {}
     for name in sorted(set(parts.tolist())):
         rows = np.nonzero(has & (parts == name))[0]
@@ -100,10 +105,21 @@ class BandResult:
         return dataclasses.asdict(self)
 
 
-def _unit(v: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    v = np.asarray(v, dtype=np.float64)
+def _unit(v: np.ndarray) -> np.ndarray:
+    """Rows as float64, L2-normalized (zero rows stay zero); row by row, so the rows of a sample
+    get the numbers they would get among all rows."""
+    v = np.array(v, dtype=np.float64)
     n = np.linalg.norm(v, axis=1, keepdims=True)
-    return v / np.where(n == 0, 1.0, n), n[:, 0] > 0
+    v /= np.where(n == 0, 1.0, n)
+    return v
+
+
+def _nonzero(v: np.ndarray, chunk: int = 4096) -> np.ndarray:
+    """Whether each row's (float64) norm is above 0, a chunk of rows at a time."""
+    out = np.zeros(len(v), dtype=bool)
+    for a in range(0, len(v), chunk):
+        out[a : a + chunk] = np.linalg.norm(np.asarray(v[a : a + chunk], np.float64), axis=1) > 0
+    return out
 
 
 def _q(x: np.ndarray) -> dict[str, float]:
@@ -136,9 +152,13 @@ def calibrate_band(
     cfg = CalibrateConfig.from_config(cfg)
     ccfg = CorpusConfig.from_config(corpus_cfg)
     parts = np.array(partition_column(positives, ccfg.partitions), dtype=object)
-    docs = np.array(positives.column("pair_id").to_pylist(), dtype=object)
-    en, en_ok = _unit(en_vectors)
-    oe, oe_ok = (None, None) if other_en_vectors is None else _unit(other_en_vectors)
+    docs = np.unique(
+        positives.column("pair_id").to_numpy(zero_copy_only=False), return_inverse=True
+    )[1]
+    # float64 unit vectors of the sampled rows only (not a float64 copy of every row)
+    en_vectors = np.asarray(en_vectors)
+    en_ok = _nonzero(en_vectors)
+    oe_ok = None if other_en_vectors is None else _nonzero(other_en_vectors)
     out: dict[str, BandResult] = {}
     for name in sorted(set(parts.tolist())):
         rows = np.nonzero((parts == name) & en_ok)[0]
@@ -149,11 +169,12 @@ def calibrate_band(
             j = rng.choice(rows, size=cfg.random_pairs)
             keep = docs[i] != docs[j]
             i, j = i[keep], j[keep]
-            rnd = np.einsum("ij,ij->i", en[i], en[j])
+            rnd = np.einsum("ij,ij->i", _unit(en_vectors[i]), _unit(en_vectors[j]))
         pos = np.zeros(0)
-        if oe is not None:
+        if oe_ok is not None:
             prow = rows[oe_ok[rows]]
-            pos = np.einsum("ij,ij->i", en[prow], oe[prow])
+            oe_rows = np.asarray(other_en_vectors)[prow]
+            pos = np.einsum("ij,ij->i", _unit(en_vectors[prow]), _unit(oe_rows))
         reason = None
         if len(rnd) == 0:
             lo, hi = 0.80, 0.90

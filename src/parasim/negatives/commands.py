@@ -220,23 +220,42 @@ def select_partition(
     Returns:
         (its negatives, :func:`select_negatives`' stats, its calibration as a dict or {}).
     """
-    import numpy as np
-
-    from parasim.negatives import calibrate_band, calibration_rows, encode
-
     band_info: dict[str, dict[str, Any]] = {}
     band: Any = None
     if neg.select.band == "auto":
-        rows = calibration_rows(positives, neg.calibrate, corpus).get(part, np.zeros(0, int))
-        voe = np.zeros_like(vectors) if vectors.size else None
-        if len(rows) and voe is not None:
-            oe = positives.column("other_en").to_pylist()
-            voe[rows] = encode([oe[i] for i in rows.tolist()], enc, cache)
-        band = calibrate_band(positives, vectors, voe, neg.calibrate, corpus)
+        band = calibrate_partition(positives, vectors, part, neg, corpus, enc, cache)
         band_info = {p: b.as_dict() for p, b in band.items()}
     sel = _with_threads(neg.select, "threads", threads)
     table, st = select_negatives_table(positives, topics, vectors, sel, corpus, band)
     return table, st, band_info
+
+
+def calibrate_partition(
+    positives: pa.Table,
+    vectors: Any,
+    part: str,
+    neg: NegativesSettings,
+    corpus: CorpusConfig,
+    enc: EncoderConfig,
+    cache: Path | None,
+) -> dict[str, Any]:
+    """:func:`~parasim.negatives.calibrate_band` of one partition, with M(other_en) encoded for
+    its calibration sample only (:func:`~parasim.negatives.calibration_rows`).
+
+    The other_en vectors are a zero array of the shape of ``vectors`` with the sample's rows
+    set; ``np.zeros`` leaves the pages of the other rows unwritten (no memory), and the array
+    is gone when the band is (before the selection).
+    """
+    import numpy as np
+
+    from parasim.negatives import calibrate_band, calibration_rows, encode
+
+    rows = calibration_rows(positives, neg.calibrate, corpus).get(part, np.zeros(0, int))
+    voe = np.zeros(vectors.shape, dtype=vectors.dtype) if vectors.size else None
+    if len(rows) and voe is not None:
+        oe = positives.column("other_en").take(pa.array(rows, type=pa.int64())).to_pylist()
+        voe[rows] = encode(oe, enc, cache)
+    return calibrate_band(positives, vectors, voe, neg.calibrate, corpus)
 
 
 #: Schema-metadata key of a partition's selection counts in its negatives part.
@@ -273,12 +292,14 @@ def _select_parts(
     out = []
     for name in names:
         mask = parts == name
-        sub = positives.filter(pa.array(mask)) if not mask.all() else positives
+        all_rows = bool(mask.all())  # one partition: its rows and vectors as they are
+        sub = positives if all_rows else positives.filter(pa.array(mask))
         t1 = time.perf_counter()
         rec: dict[str, Any] = {"empty": sub.num_rows == 0, "stats": {}, "band_detail": {}}
         if sub.num_rows:
+            vec = ven if all_rows else ven[mask]
             table, st, band_info = select_partition(
-                sub, ven[mask], name, topics, neg, corpus, enc, cache, args.threads
+                sub, vec, name, topics, neg, corpus, enc, cache, args.threads
             )
             rec.update(stats=st, band_detail=band_info)
         else:

@@ -255,7 +255,7 @@ def _unit_rows(vectors: np.ndarray, rows: np.ndarray | None = None) -> np.ndarra
     return v
 
 
-def _zero_rows(vectors: np.ndarray, chunk: int = 65_536) -> int:
+def _zero_rows(vectors: np.ndarray, chunk: int = 4096) -> int:
     """Rows of ``vectors`` whose (float64) norm is 0, counted a chunk of rows at a time."""
     return sum(
         int((np.linalg.norm(np.asarray(vectors[a : a + chunk], np.float64), axis=1) == 0).sum())
@@ -810,8 +810,12 @@ def select_negatives(
         n_p = int(n_pos[p])
         info = {"positives": n_p, "selected": len(ks), "band": list(bands[p])}
         if cfg.balance and len(ks) > n_p:
-            bal = (row_key(cfg.seed, "bal\x1f" + neg_ids[k].decode()) for k in ks.tolist())
-            ks = ks[np.argsort(np.fromiter(bal, np.uint64, len(ks)), kind="stable")][:n_p]
+            bal = np.fromiter(
+                (row_key(cfg.seed, "bal\x1f" + neg_ids[k].decode()) for k in ks.tolist()),
+                np.uint64,
+                len(ks),
+            )
+            ks = ks[np.argsort(bal, kind="stable")][:n_p]
         elif cfg.balance and len(ks) < n_p:
             log.warning(
                 "%s: %d negatives for %d positives (fewer than the balance asks for)",

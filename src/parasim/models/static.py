@@ -70,7 +70,7 @@ TUNE_PAIRS = ("none", "python-docs")
 class TuneSpec:
     """Contrastive tuning of the static token vectors (the ``align.static.tune`` settings).
 
-    Args:
+    Attributes:
         pairs: ``none`` (no tuning) or ``python-docs``.
         langs: the catalogues' languages trained on (English against each).
         epochs, learning_rate, batch_size, seed: the training loop (SparseAdam over the token

@@ -23,7 +23,7 @@ from pathlib import Path
 
 import numpy as np
 
-from parasim.bench.scale_site import DATA_DIR, translation_pairs
+from parasim.catalogues import DATA_DIR, translation_pairs
 from parasim.models.static import TuneSpec, load_static, tune_static
 
 #: A sentence end followed by a capital (or an opening quote / Spanish mark).

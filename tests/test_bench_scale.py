@@ -13,9 +13,10 @@ import lxml.html
 import pytest
 import yaml
 
-from parasim.bench import scale_site
+from parasim import catalogues
 from parasim.bench.scale import main
-from parasim.bench.scale_site import collapse, reduce_inline, render_text, select_docs
+from parasim.bench.scale_site import select_docs
+from parasim.catalogues import collapse, reduce_inline, render_text
 from parasim.config import validate_config
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -81,8 +82,8 @@ def test_a_literal_block_marker_is_shown_as_docutils_shows_it(rst, text):
 
 
 def test_doctest_entries_are_literal_blocks():
-    assert scale_site.is_literal_block(">>> print(1)\n1")
-    assert not scale_site.is_literal_block("Use ``>>>`` prompts")
+    assert catalogues.is_literal_block(">>> print(1)\n1")
+    assert not catalogues.is_literal_block("Use ``>>>`` prompts")
     assert render_text(">>> f(*a)\n1", literal=True) == ">>> f(*a)\n1"
 
 
@@ -119,7 +120,7 @@ msgstr ">>> f(1)\n2"
 
 
 def test_a_catalogue_becomes_paragraphs_with_their_status():
-    paras = scale_site.read_catalogue(PO)
+    paras = catalogues.read_catalogue(PO)
     assert [(p.entry, p.status, p.literal) for p in paras] == [
         (0, "translated", False),
         (1, "untranslated", False),

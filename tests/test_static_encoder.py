@@ -242,7 +242,7 @@ def test_untuned_key_is_unchanged_by_the_tune_option():
 
 
 def test_catalogue_pairs_are_the_translated_paragraphs(tmp_path):
-    from parasim.bench.scale_site import translation_pairs
+    from parasim.catalogues import translation_pairs
 
     assert translation_pairs("fr", make_catalogues(tmp_path / "data")) == TUNE_PAIRS
 

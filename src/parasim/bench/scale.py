@@ -41,7 +41,8 @@ from urllib.parse import urlsplit, urlunsplit
 
 import yaml
 
-from parasim.bench.scale_site import DATA_DIR, TRANSLATIONS, build_site
+from parasim.bench.scale_site import build_site
+from parasim.catalogues import DATA_DIR, TRANSLATIONS
 
 ROOT = Path(__file__).resolve().parents[3]
 #: The workflow config of the site (relative ``serve_dir`` under the repository root).

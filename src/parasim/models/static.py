@@ -21,7 +21,7 @@ cache_root`):
 3. optionally (``align.static.tune``), :func:`tune_static`: the token vectors of step 2 trained
    contrastively (in-batch negatives, MultipleNegativesRankingLoss) on real translations that no
    alignment benchmark evaluates on: the Python documentation's French and Spanish catalogues
-   (``../shared/data/sites/python-docs``, read by :func:`parasim.bench.scale_site.
+   (``../shared/data/sites/python-docs``, read by :func:`parasim.catalogues.
    translation_pairs`). The sentence vector stays the mean of the line's token vectors (the same
    tokenizer, the same pooling), so a tuned folder loads and pools as an untuned one. Where the
    catalogues are absent the step is skipped with a logged reason and the untuned model (its own
@@ -295,7 +295,7 @@ def tune_data_dir(tune: TuneSpec) -> Path:
     """The folder of the tuning pairs' archives (``tune.data``, else the shared one)."""
     if tune.data:
         return Path(tune.data)
-    from parasim.bench.scale_site import DATA_DIR
+    from parasim.catalogues import DATA_DIR
 
     return DATA_DIR
 
@@ -305,7 +305,7 @@ def resolve_tune(spec: StaticSpec) -> StaticSpec:
     the data is absent: the build never fails for want of the optional shared data."""
     if spec.tune is None:
         return spec
-    from parasim.bench.scale_site import TRANSLATIONS
+    from parasim.catalogues import TRANSLATIONS
 
     folder = tune_data_dir(spec.tune)
     unknown = sorted(set(spec.tune.langs) - set(TRANSLATIONS))
@@ -332,7 +332,7 @@ def resolve_tune(spec: StaticSpec) -> StaticSpec:
 
 def tune_pairs(tune: TuneSpec) -> list[tuple[str, str]]:
     """The (English, translation) pairs ``tune`` trains on, languages in sorted order."""
-    from parasim.bench.scale_site import translation_pairs
+    from parasim.catalogues import translation_pairs
 
     folder = tune_data_dir(tune)
     return [p for lang in sorted(set(tune.langs)) for p in translation_pairs(lang, folder)]

@@ -364,3 +364,17 @@ def test_jobs_account_their_cpu_children_included(tmp_path, monkeypatch):
     assert rec["cpu_s"] >= 0.1 and rec["wall_s"] > 0 and rec["max_rss_mb"] > 0
     figures = scale.accounted_figures(tmp_path)
     assert list(figures) == ["align"] and figures["align"]["jobs"] == 1
+
+
+def test_a_reused_pid_does_not_replace_an_earlier_jobs_record(tmp_path, monkeypatch):
+    """A long run wraps the pids (apertium's processes): two jobs with one pid, two records."""
+    import time
+
+    from parasim import cli
+
+    monkeypatch.setenv("PARASIM_ACCOUNTING", str(tmp_path / "accounting"))
+    monkeypatch.setattr(cli.os, "getpid", lambda: 4242)
+    for command in ("parse-pages", "align-lines"):
+        cli._account(command, time.perf_counter())
+    figures = scale.accounted_figures(tmp_path)
+    assert figures["parse"]["jobs"] == 1 and figures["align"]["jobs"] == 1

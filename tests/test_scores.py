@@ -242,6 +242,34 @@ def test_edited_other_sides_are_translated_through_the_cache(tmp_path, nlp, sett
     assert calls == ["Le bureau est fermé."]  # the second run read the translation cache
 
 
+def test_edited_other_sides_are_translated_without_a_cache_file():
+    """``translate.cache: ""`` (the scaling benchmark's setting) translates in memory, as the
+    translate stage does, instead of failing to open a database named ""."""
+    from parasim.scores.stage import translate_edits
+    from parasim.translate.base import TranslateSettings, Translator, register_backend
+
+    calls = []
+
+    class Fake(Translator):
+        name = "fake-scores-nocache"
+
+        def translate_batch(self, lines, src_lang):
+            calls.extend(lines)
+            return ["The office is closed." for _ in lines]
+
+    register_backend("fake-scores-nocache", Fake)
+    translate = TranslateSettings.from_config({"cache": ""})
+    translate = dataclasses.replace(translate, backend="fake-scores-nocache")
+    for _ in range(2):
+        rows = [
+            {"edited_other": True, "other_en": None, "other_text": "Le bureau est fermé.",
+             "other_lang": "fr"},
+        ]  # fmt: skip
+        assert translate_edits(rows, translate)["edits_translated"] == 1
+        assert rows[0]["other_en"] == "The office is closed."
+    assert calls == ["Le bureau est fermé."] * 2  # nothing persisted between the runs
+
+
 def test_entity_cosines_are_cached(tmp_path, nlp):
     cache = ParseCache(tmp_path / "c.sqlite")
     a, b = ["Paris is in France."], ["Paris is in Italy."]

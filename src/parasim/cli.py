@@ -140,7 +140,9 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 
 def _account(command: str, t0: float) -> None:
-    """With ``PARASIM_ACCOUNTING=DIR``: this job's wall, CPU and peak RSS as ``DIR/<pid>.json``.
+    """With ``PARASIM_ACCOUNTING=DIR``: this job's wall, CPU and peak RSS as
+    ``DIR/<pid>-<ns>.json`` (the pid alone is reused within a long run: apertium's processes
+    wrap the pids, and a later job's record replaced an earlier one's at ×4, issue 32).
 
     CPU is the process's own and that of every child it waited for (apertium, eflomal, worker
     pools), exactly, where a sampler such as Snakemake's ``benchmark:`` misses what a job spends
@@ -164,7 +166,7 @@ def _account(command: str, t0: float) -> None:
         "max_rss_mb": round(max(me.ru_maxrss, kids.ru_maxrss) / 1024, 1),
     }
     os.makedirs(folder, exist_ok=True)
-    with open(os.path.join(folder, f"{os.getpid()}.json"), "w") as fh:
+    with open(os.path.join(folder, f"{os.getpid()}-{time.time_ns()}.json"), "x") as fh:
         json.dump(record, fh)
 
 

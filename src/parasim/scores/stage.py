@@ -452,7 +452,8 @@ def translate_edits(
     settings = TranslateSettings.from_config(translate)
     backend = make_translator(settings)
     try:
-        with TranslationCache(settings.cache) as cache:
+        # "" (no cache file, as the scaling benchmark runs): an in-memory cache, as translate_lines
+        with TranslationCache(settings.cache or None) as cache:
             for lang, idx in sorted(todo.items()):
                 out, _ = translate_texts([rows[k]["other_text"] for k in idx], lang, backend, cache)
                 for k, text in zip(idx, out, strict=True):

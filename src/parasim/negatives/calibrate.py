@@ -31,6 +31,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from parasim.config import Settings
+from parasim.negatives.vectors import row_norms, unit_rows
 from parasim.partition import CorpusConfig, partition_column
 
 log = logging.getLogger(__name__)
@@ -105,23 +106,6 @@ class BandResult:
         return dataclasses.asdict(self)
 
 
-def _unit(v: np.ndarray) -> np.ndarray:
-    """Rows as float64, L2-normalized (zero rows stay zero); row by row, so the rows of a sample
-    get the numbers they would get among all rows."""
-    v = np.array(v, dtype=np.float64)
-    n = np.linalg.norm(v, axis=1, keepdims=True)
-    v /= np.where(n == 0, 1.0, n)
-    return v
-
-
-def _nonzero(v: np.ndarray, chunk: int = 4096) -> np.ndarray:
-    """Whether each row's (float64) norm is above 0, a chunk of rows at a time."""
-    out = np.zeros(len(v), dtype=bool)
-    for a in range(0, len(v), chunk):
-        out[a : a + chunk] = np.linalg.norm(np.asarray(v[a : a + chunk], np.float64), axis=1) > 0
-    return out
-
-
 def _q(x: np.ndarray) -> dict[str, float]:
     if len(x) == 0:
         return {}
@@ -157,8 +141,8 @@ def calibrate_band(
     )[1]
     # float64 unit vectors of the sampled rows only (not a float64 copy of every row)
     en_vectors = np.asarray(en_vectors)
-    en_ok = _nonzero(en_vectors)
-    oe_ok = None if other_en_vectors is None else _nonzero(other_en_vectors)
+    en_ok = row_norms(en_vectors) > 0
+    oe_ok = None if other_en_vectors is None else row_norms(other_en_vectors) > 0
     out: dict[str, BandResult] = {}
     for name in sorted(set(parts.tolist())):
         rows = np.nonzero((parts == name) & en_ok)[0]
@@ -169,12 +153,12 @@ def calibrate_band(
             j = rng.choice(rows, size=cfg.random_pairs)
             keep = docs[i] != docs[j]
             i, j = i[keep], j[keep]
-            rnd = np.einsum("ij,ij->i", _unit(en_vectors[i]), _unit(en_vectors[j]))
+            rnd = np.einsum("ij,ij->i", unit_rows(en_vectors, i), unit_rows(en_vectors, j))
         pos = np.zeros(0)
         if oe_ok is not None:
             prow = rows[oe_ok[rows]]
-            oe_rows = np.asarray(other_en_vectors)[prow]
-            pos = np.einsum("ij,ij->i", _unit(en_vectors[prow]), _unit(oe_rows))
+            oe = np.asarray(other_en_vectors)
+            pos = np.einsum("ij,ij->i", unit_rows(en_vectors, prow), unit_rows(oe, prow))
         reason = None
         if len(rnd) == 0:
             lo, hi = 0.80, 0.90

@@ -43,6 +43,7 @@ import pyarrow as pa
 
 from parasim.config import Settings
 from parasim.io import NEGATIVES_SCHEMA, stable_id
+from parasim.negatives.vectors import row_norms, unit_rows
 from parasim.partition import CorpusConfig, partition_column, split_groups
 
 log = logging.getLogger(__name__)
@@ -97,14 +98,19 @@ class SelectConfig(Settings, section="negatives.select"):
 # ------------------------------------------------------------------ shared pieces
 
 
+def _words(text: str | None) -> list[str]:
+    """Case-folded ``\\w+`` tokens (what both functions below read)."""
+    return _WORD.findall((text or "").casefold())
+
+
 def normalize_text(text: str | None) -> str:
     """Case-folded words joined by one space (punctuation and spacing differences vanish)."""
-    return " ".join(_WORD.findall((text or "").casefold()))
+    return " ".join(_words(text))
 
 
 def word_counts(text: str | None) -> Counter:
     """Case-folded ``\\w+`` token counts."""
-    return Counter(_WORD.findall((text or "").casefold()))
+    return Counter(_words(text))
 
 
 def word_cosine(a: Counter, b: Counter) -> float:
@@ -167,7 +173,8 @@ class _Prepared:
 
     Only arrays (a few bytes a row, the word counts as CSR rows): no column of the positives as
     Python objects, no per-row Counter, no float64 copy of all the vectors (a topic block's rows
-    are normalized when the block is selected, :func:`_unit_rows`), so that a partition of
+    are normalized when the block is selected,
+    :func:`~parasim.negatives.vectors.unit_rows`), so that a partition of
     100,000s of positives fits in a few GB.
     """
 
@@ -243,26 +250,6 @@ def _strings(positives: pa.Table, name: str, batch: int = 65_536) -> Iterator[st
         yield from col.slice(start, batch).to_pylist()
 
 
-def _unit_rows(vectors: np.ndarray, rows: np.ndarray | None = None) -> np.ndarray:
-    """Rows of ``vectors`` (all: None) as float64, L2-normalized (zero rows stay zero).
-
-    Row by row the same numbers whichever rows are asked for: each row's norm and division only
-    read that row.
-    """
-    v = np.array(vectors, dtype=np.float64) if rows is None else vectors[rows].astype(np.float64)
-    norms = np.linalg.norm(v, axis=1, keepdims=True)
-    v /= np.where(norms == 0, 1.0, norms)
-    return v
-
-
-def _zero_rows(vectors: np.ndarray, chunk: int = 4096) -> int:
-    """Rows of ``vectors`` whose (float64) norm is 0, counted a chunk of rows at a time."""
-    return sum(
-        int((np.linalg.norm(np.asarray(vectors[a : a + chunk], np.float64), axis=1) == 0).sum())
-        for a in range(0, len(vectors), chunk)
-    )
-
-
 def _prepare(
     positives: pa.Table,
     topic_of: Mapping[tuple[str, str], int],
@@ -295,7 +282,7 @@ def _prepare(
     rows_en, rows_oe = _WordRows(vocab), _WordRows(vocab)
     en_code = np.zeros(n, dtype=np.int64)
     for i, t in enumerate(_strings(positives, "en_text")):
-        words = _WORD.findall((t or "").casefold())
+        words = _words(t)  # normalize_text and word_counts of t, one tokenization
         en_code[i] = norm_codes.setdefault(" ".join(words), len(norm_codes))
         rows_en.add(Counter(words))
     other_code = np.fromiter(
@@ -312,7 +299,7 @@ def _prepare(
     w_oe, sq_oe = rows_oe.matrix(len(vocab))
     del rows_en, rows_oe, vocab
     ukey = np.fromiter((row_key(cfg.seed, i) for i in _strings(positives, "id")), np.uint64, n)
-    stats["zero_vectors"] += _zero_rows(vectors)
+    stats["zero_vectors"] += int((row_norms(vectors) == 0).sum())
     return _Prepared(
         n=n,
         part=part,
@@ -481,7 +468,7 @@ def _select_block(
     m = len(rows)
     n = cfg.n_per_sentence
     window = min(m, n + max(4, n // 2))
-    vb = _unit_rows(pr.vectors, rows)  # float64, as the reference's
+    vb = unit_rows(pr.vectors, rows)  # float64, as the reference's
     docb, ub = pr.doc[rows], pr.ukey[rows]
     step = max(1, cfg.block_elems // max(m, 1))
     parts: list[tuple[np.ndarray, ...]] = []
@@ -642,7 +629,7 @@ def _run_reference(
         if pr.topic[i] >= 0:
             key = (int(pr.part[i]), int(pr.topic[i]), int(pr.group[i]))
             docs[key][int(pr.doc[i])].append(i)
-    vn = _unit_rows(pr.vectors)
+    vn = unit_rows(pr.vectors)
     wc_en = [_row_counts(pr.w_en, i) for i in range(pr.n)]
     wc_oe = [_row_counts(pr.w_oe, i) if pr.has_oe[i] else None for i in range(pr.n)]
     out = []

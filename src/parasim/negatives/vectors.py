@@ -291,3 +291,24 @@ def encode(
         np.save(tmp, vec)
         os.replace(tmp, cache)
     return vec
+
+
+def unit_rows(vectors: np.ndarray, rows: np.ndarray | None = None) -> np.ndarray:
+    """Rows of ``vectors`` (all: None) as float64, L2-normalized (zero rows stay zero).
+
+    Row by row the same numbers whichever rows are asked for (each row's norm and division only
+    read that row): a calibration sample or a topic block gets what it would get among all rows,
+    without a float64 copy of every row.
+    """
+    v = np.array(vectors, dtype=np.float64) if rows is None else vectors[rows].astype(np.float64)
+    norms = np.linalg.norm(v, axis=1, keepdims=True)
+    v /= np.where(norms == 0, 1.0, norms)
+    return v
+
+
+def row_norms(vectors: np.ndarray, chunk: int = 4096) -> np.ndarray:
+    """The float64 L2 norm of every row, a chunk of rows at a time (no float64 copy of all)."""
+    out = np.zeros(len(vectors), dtype=np.float64)
+    for a in range(0, len(vectors), chunk):
+        out[a : a + chunk] = np.linalg.norm(np.asarray(vectors[a : a + chunk], np.float64), axis=1)
+    return out

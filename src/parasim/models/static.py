@@ -161,17 +161,23 @@ def _source_dir(source: str) -> Path:
     return p
 
 
-def _fingerprint(model_dir: Path) -> str:
-    """Hash of a model folder's weights and tokenizer (what the raw vectors depend on)."""
+def _hash_files(files: Sequence[Path]) -> str:
+    """Hash of the files that exist among ``files``: each one's name, then its bytes."""
     h = hashlib.sha1()
-    for name in ("config.json", "model.safetensors", "tokenizer.json"):
-        f = model_dir / name
+    for f in files:
         if f.is_file():
-            h.update(name.encode())
+            h.update(f.name.encode())
             with f.open("rb") as fh:
                 for chunk in iter(lambda: fh.read(1 << 20), b""):
                     h.update(chunk)
     return h.hexdigest()[:16]
+
+
+def _fingerprint(model_dir: Path) -> str:
+    """Hash of a model folder's weights and tokenizer (what the raw vectors depend on)."""
+    return _hash_files(
+        [model_dir / n for n in ("config.json", "model.safetensors", "tokenizer.json")]
+    )
 
 
 def distill_raw(model_dir: Path, device: str = "cpu"):
@@ -302,8 +308,10 @@ def tune_data_dir(tune: TuneSpec) -> Path:
 
 def resolve_tune(spec: StaticSpec) -> StaticSpec:
     """``spec`` with its tuning data's fingerprint filled in, or untuned (a logged warning) where
-    the data is absent: the build never fails for want of the optional shared data."""
-    if spec.tune is None:
+    the data is absent: the build never fails for want of the optional shared data. A spec
+    resolved already (its fingerprint filled in) is returned as it is: the archives are hashed
+    once (``parasim static-encoder`` resolves, then :func:`ensure_static_model`)."""
+    if spec.tune is None or spec.tune.fingerprint:
         return spec
     from parasim.catalogues import TRANSLATIONS
 
@@ -321,13 +329,7 @@ def resolve_tune(spec: StaticSpec) -> StaticSpec:
             ", ".join(missing) or "no language",
         )
         return replace(spec, tune=None)
-    h = hashlib.sha1()
-    for a in archives:
-        h.update(a.name.encode())
-        with a.open("rb") as fh:
-            for chunk in iter(lambda: fh.read(1 << 20), b""):
-                h.update(chunk)
-    return replace(spec, tune=replace(spec.tune, fingerprint=h.hexdigest()[:16]))
+    return replace(spec, tune=replace(spec.tune, fingerprint=_hash_files(archives)))
 
 
 def tune_pairs(tune: TuneSpec) -> list[tuple[str, str]]:

@@ -212,22 +212,27 @@ def test_rerun_parses_nothing_and_is_identical(scored):
     assert t1.equals(t2)
 
 
-def test_edited_other_sides_are_translated_through_the_cache(tmp_path, nlp, settings):
+def fake_translator(name: str, cache: str):
+    """Translate settings whose backend ``name`` answers "The office is closed." to every line,
+    and the list of the lines it was asked (a backend the schema does not know: the settings
+    are built, then the backend replaced)."""
     from parasim.translate.base import TranslateSettings, Translator, register_backend
 
     calls = []
 
     class Fake(Translator):
-        name = "fake-scores"
-
         def translate_batch(self, lines, src_lang):
             calls.extend(lines)
             return ["The office is closed." for _ in lines]
 
-    register_backend("fake-scores", Fake)
-    # a backend the schema does not know: settings built, then the backend replaced
-    translate = TranslateSettings.from_config({"cache": str(tmp_path / "tr.sqlite")})
-    translate = dataclasses.replace(translate, backend="fake-scores")
+    Fake.name = name
+    register_backend(name, Fake)
+    translate = TranslateSettings.from_config({"cache": cache})
+    return dataclasses.replace(translate, backend=name), calls
+
+
+def test_edited_other_sides_are_translated_through_the_cache(tmp_path, nlp, settings):
+    translate, calls = fake_translator("fake-scores", str(tmp_path / "tr.sqlite"))
     parser = Parser()
     parser._nlp = nlp
     for _ in range(2):
@@ -246,20 +251,8 @@ def test_edited_other_sides_are_translated_without_a_cache_file():
     """``translate.cache: ""`` (the scaling benchmark's setting) translates in memory, as the
     translate stage does, instead of failing to open a database named ""."""
     from parasim.scores.stage import translate_edits
-    from parasim.translate.base import TranslateSettings, Translator, register_backend
 
-    calls = []
-
-    class Fake(Translator):
-        name = "fake-scores-nocache"
-
-        def translate_batch(self, lines, src_lang):
-            calls.extend(lines)
-            return ["The office is closed." for _ in lines]
-
-    register_backend("fake-scores-nocache", Fake)
-    translate = TranslateSettings.from_config({"cache": ""})
-    translate = dataclasses.replace(translate, backend="fake-scores-nocache")
+    translate, calls = fake_translator("fake-scores-nocache", "")
     for _ in range(2):
         rows = [
             {"edited_other": True, "other_en": None, "other_text": "Le bureau est fermé.",

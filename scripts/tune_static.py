@@ -23,8 +23,8 @@ from pathlib import Path
 
 import numpy as np
 
-from parasim.catalogues import DATA_DIR, translation_pairs
-from parasim.models.static import TuneSpec, load_static, tune_static
+from parasim.catalogues import DATA_DIR
+from parasim.models.static import TuneSpec, load_static, tune_pairs, tune_static
 
 #: A sentence end followed by a capital (or an opening quote / Spanish mark).
 SENTENCE_END = re.compile(r"(?<=[.!?])\s+(?=[A-ZÀ-ÝÉ«\"¿¡])")
@@ -64,7 +64,7 @@ def main() -> None:
         symmetric=a.symmetric, data=a.data,
     )  # fmt: skip
     model = load_static(a.base)
-    pairs = [p for lang in sorted(set(a.langs)) for p in translation_pairs(lang, Path(a.data))]
+    pairs = tune_pairs(tune)  # the workflow's pairs: languages in sorted order
     if a.sentences:
         pairs = split_sentences(pairs)
     vecs, figures = tune_static(model, pairs, tune)

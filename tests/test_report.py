@@ -2,8 +2,11 @@
 
 import json
 
+from parasim.io import LINES_SCHEMA, rows_to_table
 from parasim.report import write_report, yield_table
 from parasim.stats import Stats
+from parasim.translate import TranslationCache, Translator, translate_lines
+from parasim.translate.commands import translate_stats
 
 
 def _put(root, rel, stats: Stats):
@@ -44,7 +47,7 @@ def test_yield_table_sums_shards_and_orders_the_funnel(tmp_path):
 
 
 def test_a_headline_from_the_counts_sums_its_breakdown(tmp_path):
-    translate = Stats("translate", 4, 4, counts={"translated": 30, "lines": 40})
+    translate = Stats("translate", 4, 4, counts={"lines_translated": 30, "lines": 40})
     _put(tmp_path, "translate_lines/s/000.json", translate)
     _put(tmp_path, "translate_lines/s/001.json", translate)
     rows = yield_table(tmp_path, ["s"])
@@ -54,3 +57,66 @@ def test_a_headline_from_the_counts_sums_its_breakdown(tmp_path):
         "metric": "funnel: lines translated",
         "value": 60,
     }
+
+
+class _Upper(Translator):
+    name = "upper"
+
+    def supports(self, src_lang: str) -> bool:
+        return True
+
+    def model_id(self, src_lang: str) -> str:
+        return "v1"
+
+    def translate_batch(self, lines, src_lang):
+        return [line.upper() for line in lines]
+
+
+def _translated_stats(cache: TranslationCache) -> Stats:
+    row = {
+        "pair_id": "p1", "site": "s", "domain": "d", "lang_pair": "en-fr", "en_url": "https://x/e",
+        "other_url": "https://x/f", "other_lang": "fr", "en_lines": ["a", "b", "c"],
+        "other_lines": ["Bonjour", "Menu", "Menu"], "n_en": 3, "n_other": 3,
+        "equal_lines": True, "selector_used": False,
+    }  # fmt: skip
+    _, raw = translate_lines(rows_to_table([row], LINES_SCHEMA), _Upper(), cache)
+    return translate_stats(raw)
+
+
+def _scores(parsed: int, cached: int) -> Stats:
+    return Stats(
+        "scores", 10, 10,
+        counts={"pairs_scored": 10, "sentences_parsed": parsed, "sentences_cached": cached,
+                "sentences_failed": 1},
+    )  # fmt: skip
+
+
+def test_counts_of_what_a_shared_cache_saved_stay_out_of_the_report(tmp_path):
+    """Two runs of one input, one on a cold cache and one on a warm cache (or with its jobs in
+    another order: which score shard parses a shared sentence first), give the same report; the
+    translate headline counts the lines that came out translated, not the calls to the backend."""
+    reports = []
+    with TranslationCache(tmp_path / "c.sqlite") as cache:
+        for k, (parsed, cached) in enumerate([(20, 0), (12, 8)]):
+            root = tmp_path / f"run{k}"
+            st = _translated_stats(cache)
+            assert (st.counts["translated"], st.counts["cache_hits"]) == [(2, 0), (0, 2)][k]
+            _put(root, "translate_lines/s/000.json", st)
+            _put(root, "score_pairs/s/000.json", _scores(parsed, cached))
+            reports.append(yield_table(root, ["s"]))
+    assert reports[0] == reports[1]
+    metrics = {(r["stage"], r["metric"]): r["value"] for r in reports[0]}
+    assert metrics[("translate", "funnel: lines translated")] == 3
+    assert metrics[("translate", "lines_translated")] == 3
+    assert metrics[("scores", "sentences_failed")] == 1
+    left_out = {"cache_hits", "translated", "backend_calls", "retries", "resplits"}
+    left_out |= {"sentences_parsed", "sentences_cached"}
+    assert not left_out & {m for _, m in metrics}
+
+
+def test_stats_of_an_older_translate_stage_leave_its_headline_out(tmp_path):
+    """Stats written before ``lines_translated`` existed: no funnel row, rather than a 0."""
+    _put(tmp_path, "translate_lines/s/000.json", Stats("translate", 4, 4, counts={"lines": 9}))
+    rows = yield_table(tmp_path, ["s"])
+    assert not [r for r in rows if r["metric"].startswith("funnel")]
+    assert {"site": "s", "stage": "translate", "metric": "lines", "value": 9} in rows

@@ -268,6 +268,7 @@ def test_translate_lines_table(tmp_path, sleeps):
     assert st["untranslated_by_reason"]["unsupported_lang"] == 1
     assert st["untranslated_by_reason"]["backend_error"] == 1
     assert st["units_unique"] == 4  # Bonjour, Menu, BOOM ici, Au revoir
+    assert st["lines_translated"] == 4  # Bonjour, Menu, Menu, Au revoir (3 units translated)
     # the stage's stats: rows pass through; untranslated lines are counted, not dropped
     typed = translate_stats(st)
     assert (typed.rows_in, typed.rows_out, typed.n_dropped) == (5, 5, 0)
@@ -280,11 +281,13 @@ def test_translate_lines_table(tmp_path, sleeps):
         out2, st2 = translate_lines(table, be2, cache)
     assert be2.calls == [["BOOM ici"]]
     assert st2["cache_hits"] == 3 and st2["translated"] == 1
+    assert st2["lines_translated"] == 5  # what came out translated, wherever it came from
     assert out2.column("n_untranslated").to_pylist() == [0, 0, 0, 0, 1]
     # And a third run translates nothing at all.
     with TranslationCache(tmp_path / "c.sqlite") as cache:
         _, st3 = translate_lines(table, FakeMT(), cache)
     assert st3["translated"] == 0 and st3["cache_hit_rate"] == 1.0
+    assert st3["lines_translated"] == 5
 
 
 def test_translate_lines_empty_table_and_bad_input():

@@ -137,6 +137,9 @@ def parse(site: str, s: Stats) -> str:
 def translate_is_empty(s: Stats) -> bool:
     """Rows pass through translation: it is empty when no line of any row got a translation."""
     c = s.counts
+    if "lines_translated" in c:
+        return not s.rows_out or bool(_n(c, "untranslated") and not _n(c, "lines_translated"))
+    # stats written before ``lines_translated``: what the backend and the cache gave
     return not s.rows_out or bool(
         _n(c, "untranslated") and not _n(c, "translated") and not _n(c, "cache_hits")
     )

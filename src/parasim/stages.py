@@ -56,6 +56,11 @@ class Stage:
         commands_module: the module whose ``register(add, site_opts)`` adds its commands
             (None: ``<module>.commands``).
         aliases: command -> the older names it still answers to.
+        cache_counts: its counts that say what a cache shared between jobs and runs saved, not
+            what came through (translations served from the cache, sentences parsed or found
+            parsed): they depend on the order jobs ran in and on what earlier runs left, so the
+            yield report leaves them out, as it leaves out timings (the stats files and the
+            `.done` summaries keep them).
     """
 
     name: str
@@ -74,6 +79,7 @@ class Stage:
     one_to_one: bool = False
     commands_module: str | None = None
     aliases: Mapping[str, tuple[str, ...]] = field(default_factory=dict)
+    cache_counts: tuple[str, ...] = ()
 
     @property
     def commands(self) -> tuple[str, ...]:
@@ -165,12 +171,15 @@ STAGES: tuple[Stage, ...] = (
         upstream="parse",
         per="shard",
         done="translated",
-        metric="translated",
+        metric="lines_translated",
         label="lines translated",
         explain=explain.translate,
         is_empty=explain.translate_is_empty,
         one_to_one=True,
         aliases={"translate-lines": ("translate",)},
+        # sent to the backend or read from the shared translation cache: which job translated a
+        # line first, and what earlier runs cached, decide (``lines_translated`` does not)
+        cache_counts=("cache_hits", "translated", "retries", "backend_calls", "resplits"),
     ),
     Stage(
         "align",
@@ -249,6 +258,17 @@ STAGES: tuple[Stage, ...] = (
         label="pairs scored",
         explain=explain.scores,
         input_from_upstream=False,
+        # the AMR parse cache, the entity cache and the vector cache are shared by a site's
+        # shards (and kept between runs): which shard parsed a shared sentence first decides
+        cache_counts=(
+            "sentences_parsed",
+            "sentences_cached",
+            "entity_texts_parse",
+            "entity_texts_cached",
+            "entity_texts_ner",
+            "embedding_texts_encoded",
+            "embedding_texts_cached",
+        ),  # fmt: skip
     ),
     Stage(
         "report",

@@ -4,7 +4,10 @@ Reads the stats every job of a funnel stage writes (:data:`parasim.stages.FUNNEL
 stage's ``stats`` pattern), adds up the shards (:meth:`parasim.stats.Stats.total`), and writes a
 long table (TSV and JSON: site, stage, metric, value) and a funnel plot. Per stage: the headline
 (``funnel: <label>``), ``rows_in``, ``rows_out``, ``dropped`` and ``dropped.<reason>`` (which add
-up to it), then the stage's other counts; timings and figures stay out.
+up to it), then the stage's other counts. Timings and figures stay out, and so do the counts of
+what a shared cache saved (:attr:`parasim.stages.Stage.cache_counts`: they depend on the order the
+jobs ran in and on earlier runs, not on the data), so two runs of one config on one input give the
+same report, whatever their caches held and wherever their jobs ran.
 """
 
 from __future__ import annotations
@@ -36,17 +39,23 @@ def _flatten(d: Mapping[str, Any], prefix: str = "") -> dict[str, int]:
     return out
 
 
-def yield_metrics(stats: Stats) -> dict[str, int]:
-    """A stage's figures in the report: rows in and out, drops (total, then by reason), counts."""
+def yield_metrics(stats: Stats, leave_out: Sequence[str] = ()) -> dict[str, int]:
+    """A stage's figures in the report: rows in and out, drops (total, then by reason), counts
+    (but those named in ``leave_out``, a stage's ``cache_counts``)."""
     out = {"rows_in": stats.rows_in, "rows_out": stats.rows_out, "dropped": stats.n_dropped}
     out |= {f"dropped.{r}": n for r, n in sorted(stats.dropped.items())}
-    return out | dict(sorted(_flatten(stats.counts).items()))
+    counts = {k: v for k, v in stats.counts.items() if k not in set(leave_out)}
+    return out | dict(sorted(_flatten(counts).items()))
 
 
-def _headline(stats: Stats, metric: str) -> int:
+def _headline(stats: Stats, metric: str) -> int | None:
+    """The stage's headline figure; None when its stats lack the count (written by an older
+    version of the stage: the funnel leaves the stage out rather than show 0)."""
     if metric == "rows_out":
         return stats.rows_out
-    v = stats.counts.get(metric, 0)
+    if metric not in stats.counts:
+        return None
+    v = stats.counts[metric]
     return sum(_flatten(v).values()) if isinstance(v, Mapping) else v
 
 
@@ -72,13 +81,17 @@ def yield_table(stats_root: str | os.PathLike, sites: Sequence[str]) -> list[dic
         for stage in FUNNEL:
             if stage.name in per_stage and stage.metric:
                 value = _headline(per_stage[stage.name], stage.metric)
+                if value is None:
+                    continue
                 rows.append(
                     {"site": site, "stage": stage.name, "metric": f"funnel: {stage.label}",
                      "value": value}
                 )  # fmt: skip
         for stage in FUNNEL:
             if stage.name in per_stage:
-                for metric, value in yield_metrics(per_stage[stage.name]).items():
+                for metric, value in yield_metrics(
+                    per_stage[stage.name], stage.cache_counts
+                ).items():
                     rows.append(
                         {"site": site, "stage": stage.name, "metric": metric, "value": value}
                     )

@@ -230,6 +230,7 @@ class _Run:
                 out[i] = " ".join(results[u] for u in chunks)
             else:
                 fail[i] = bad
+        c["lines_translated"] += len(plans) - sum(i in fail for i, _ in plans)
         for reason in fail.values():
             self.reasons[reason] += 1
         return out
@@ -273,8 +274,8 @@ class _Run:
     def stats(self, seconds: float) -> dict[str, Any]:
         c = self.counts
         keys = ("rows", "rows_identity", "lines", "lines_identity", "lines_empty",
-                "lines_passthrough", "lines_chunked", "units_unique", "cache_hits", "translated",
-                "retries", "backend_calls")  # fmt: skip
+                "lines_passthrough", "lines_chunked", "lines_translated", "units_unique",
+                "cache_hits", "translated", "retries", "backend_calls")  # fmt: skip
         stats: dict[str, Any] = {k: int(c[k]) for k in keys}
         stats["untranslated"] = int(sum(self.reasons.values()))
         stats["untranslated_by_reason"] = {r: int(self.reasons[r]) for r in REASONS}
@@ -349,10 +350,11 @@ def translate_lines(
     Returns:
         The table in :data:`parasim.io.TRANSLATED_SCHEMA` (same rows, same order) and the stats:
         rows, lines, lines_empty, lines_passthrough (no letter: copied), lines_chunked,
-        units_unique (distinct lines or chunks sent to MT or cache), cache_hits, translated (new
-        translations; 0 on a rerun), cache_hit_rate, untranslated and untranslated_by_reason,
-        retries, backend_calls, seconds, mt_seconds, lines_per_s (new translations per second
-        of backend time), mt_backend.
+        lines_translated (lines given a translation, by the backend or from the cache: the same
+        on a rerun), units_unique (distinct lines or chunks sent to MT or cache), cache_hits,
+        translated (new translations, units sent to the backend; 0 on a rerun), cache_hit_rate,
+        untranslated and untranslated_by_reason, retries, backend_calls, seconds, mt_seconds,
+        lines_per_s (new translations per second of backend time), mt_backend.
 
     Raises:
         ValueError: ``lines`` lacks columns of LINES_SCHEMA.

@@ -160,3 +160,36 @@ def test_the_effective_size_interval_is_not_degenerate():
     # unequal weights shrink the effective size: a wider interval than 15 equal ones
     units = [{"w": 100.0 if i < 3 else 1.0, "real": True} for i in range(15)]
     assert cl._wilson_eff(units, "real")[0] < lo
+
+
+def test_a_change_is_judged_on_what_it_gained_and_lost(tmp_path):
+    """Two runs: the units kept only after (gained) and only before (lost) are drawn, seeded;
+    a unit dropped as a duplicate of a kept one counts as kept on either side."""
+    before = _run(tmp_path / "before", KEPT, DROPPED)
+    gained_rows = [_row(20, "Numbers", "Les nombres"), _row(21, "Jane", "Jane Doe")]
+    after_kept = [r for r in KEPT if r["en_text"] != "filler 9"] + gained_rows
+    after_dropped = [*DROPPED, _row(9, "filler 9", "remplissage 9", "duplicate")]
+    after = _run(tmp_path / "after", after_kept, [*after_dropped, _row(1, "x", "y", "identical")])
+    base_units, after_units = cl.pool(before, ["s"]), cl.pool(after, ["s"])
+    gained, lost = cl.changed_units(base_units, after_units)
+    assert sorted(after_units[k]["en_text"] for k in gained) == ["Jane", "Numbers"]
+    assert lost == []  # filler 9 is dropped as a duplicate: kept elsewhere
+    after2 = _run(tmp_path / "after2", KEPT[2:] + gained_rows, DROPPED)
+    gained, lost = cl.changed_units(base_units, cl.pool(after2, ["s"]))
+    assert sorted(base_units[k]["en_text"] for k in lost) == ["Date modified:", "Search"]
+    rows, strata = cl.draw_changes(base_units, cl.pool(after2, ["s"]), n=1, seed=34)
+    assert [r["stratum"] for r in rows] == ["gained", "lost"]
+    assert strata == [
+        {"site": "s", "stratum": "gained", "pool": 2, "drawn": 1},
+        {"site": "s", "stratum": "lost", "pool": 2, "drawn": 1},
+    ]
+    assert rows == cl.draw_changes(base_units, cl.pool(after2, ["s"]), n=1, seed=34)[0]
+    # labelled: the gained one real, the lost one real -> net 2 - 2 real, noise 0 - 0
+    for r in rows:
+        r["label"], r["sub_reason"] = "translation", "short"
+    cl.write_tsv(tmp_path / "ch.tsv", rows, cl.COLUMNS)
+    cl.write_tsv(tmp_path / "ch-strata.tsv", strata, ("site", "stratum", "pool", "drawn"))
+    res = cl.score_changes(tmp_path / "ch.tsv")
+    assert res["gained"]["real_units"] == 2 and res["lost"]["real_units"] == 2
+    assert res["net"]["real"] == 0 and res["net"]["noise"] == 0
+    assert res["gained"]["real_units_ci95"][0] < 2 <= res["gained"]["real_units_ci95"][1]

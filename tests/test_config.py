@@ -49,7 +49,7 @@ def test_defaults_fill_nested_sections():
     assert s["pairing"]["evidence"] == ["hreflang", "toggle", "rewrite"]
     assert s["limits"]["max_pages"] == 5000
     assert s["main_selector"] is None
-    assert cfg["parse"] == {"strict": False, "min_words": 2}
+    assert cfg["parse"] == {"strict": False, "min_words": 1}
     assert SiteConfig.from_dict(s).allowed_domains == ("example.org",)
 
 

@@ -37,6 +37,21 @@ the labels keep their strata and weights from the run they were drawn from) and 
 ``unsure`` labels are left out (their stratum's weight goes to the other labelled units);
 ``--exclude SUB`` leaves out the units of a sub-reason (e.g. ``same_form``: identical sides
 that are right translations) from every figure.
+
+A settings change (two finished runs of the same sites, ``--base`` before and ``--results``
+after) is judged on what it changed::
+
+    parasim bench clean_labels changes draw --base RUN1/results --results RUN2/results \
+        --sites wet-boew --n 60 --seed 34 --out eval/clean_labels/min_words.tsv
+    parasim bench clean_labels changes score --labels eval/clean_labels/min_words.tsv
+
+``changes draw`` finds the units kept after and not before (``gained``: not kept, nor dropped as
+a duplicate of a kept one, by the base run) and those kept before and not after (``lost``), draws
+``--n`` of each at random (``random.Random(seed)`` for gained, ``seed + 1`` for lost, from the
+sorted keys) and writes them to label, with ``<out stem>-strata.tsv`` beside them (the sizes);
+``changes score`` prints the share of real translations in each, with Wilson's 95 % interval,
+the real translations and the noise each holds in all (share × size, the interval's bounds
+likewise) and the change's net: real translations gained minus lost, noise gained minus lost.
 """
 
 from __future__ import annotations
@@ -53,7 +68,10 @@ from pathlib import Path
 
 import pyarrow.parquet as pq
 
-__all__ = ["allocate", "draw", "load_labels", "pool", "score", "unit_key", "wilson"]
+__all__ = [
+    "allocate", "changed_units", "draw", "draw_changes", "load_labels", "pool", "score",
+    "score_changes", "unit_key", "wilson",
+]  # fmt: skip
 
 #: Decisions whose pair is kept (once, elsewhere) for recall.
 KEPT_ELSEWHERE = ("duplicate", "furniture")
@@ -355,6 +373,78 @@ def score(
     return out
 
 
+def changed_units(base: dict[str, dict], after: dict[str, dict]) -> tuple[list[str], list[str]]:
+    """The keys kept after and not before (``gained``), and kept before and not after (``lost``);
+    a unit dropped as a duplicate of a kept one counts as kept."""
+
+    def kept(units: dict[str, dict], elsewhere: bool) -> set[str]:
+        ok = ("kept", *KEPT_ELSEWHERE) if elsewhere else ("kept",)
+        return {k for k, u in units.items() if u["decision"] in ok}
+
+    gained = sorted(kept(after, False) - kept(base, True))
+    lost = sorted(kept(base, False) - kept(after, True))
+    return gained, lost
+
+
+def draw_changes(
+    base: dict[str, dict], after: dict[str, dict], n: int, seed: int
+) -> tuple[list[dict], list[dict]]:
+    """``n`` gained and ``n`` lost units at random (:func:`changed_units`): rows, strata."""
+    rows, strata = [], []
+    changed = zip(("gained", "lost"), changed_units(base, after), strict=True)
+    for k_seed, (stratum, keys) in enumerate(changed):
+        units = after if stratum == "gained" else base
+        drawn = random.Random(seed + k_seed).sample(keys, min(n, len(keys)))
+        for site in sorted({units[k]["site"] for k in keys}):
+            strata.append(
+                {"site": site, "stratum": stratum,
+                 "pool": sum(units[k]["site"] == site for k in keys),
+                 "drawn": sum(units[k]["site"] == site for k in drawn)}
+            )  # fmt: skip
+        for k in drawn:
+            rows.append({**units[k], "key": k, "stratum": stratum, "label": "", "sub_reason": ""})
+    return rows, strata
+
+
+def score_changes(labels: Path, strata: Path | None = None) -> dict:
+    """The labelled gained and lost units of :func:`draw_changes`: shares, totals, the net."""
+    labels = Path(labels)
+    rows, sizes = load_labels(labels, strata or labels.with_name(labels.stem + "-strata.tsv"))
+    out: dict = {"labels": str(labels), "unsure": sum(r["label"] == "unsure" for r in rows)}
+    for stratum in ("gained", "lost"):
+        rs = [r for r in rows if r["stratum"] == stratum and r["label"] != "unsure"]
+        size = sum(n for (_, h), n in sizes.items() if h == stratum)
+        k = sum(r["label"] == "translation" for r in rs)
+        lo, hi = wilson(k, len(rs)) or (0.0, 1.0)
+        out[stratum] = {
+            "units": size,
+            "labelled": len(rs),
+            "real": k,
+            "share_real": round(k / len(rs), 4) if rs else None,
+            "share_real_ci95": [round(lo, 4), round(hi, 4)],
+            "real_units": round(size * k / len(rs)) if rs else None,
+            "real_units_ci95": [round(size * lo), round(size * hi)],
+            "noise_units": round(size * (1 - k / len(rs))) if rs else None,
+            "noise_units_ci95": [round(size * (1 - hi)), round(size * (1 - lo))],
+            "sub_reasons": dict(Counter(f"{r['label']}/{r['sub_reason']}" for r in rs)),
+        }
+    g, lo_ = out["gained"], out["lost"]
+    if g["labelled"] and lo_["labelled"]:
+        out["net"] = {
+            "real": g["real_units"] - lo_["real_units"],
+            "real_range": [
+                g["real_units_ci95"][0] - lo_["real_units_ci95"][1],
+                g["real_units_ci95"][1] - lo_["real_units_ci95"][0],
+            ],
+            "noise": g["noise_units"] - lo_["noise_units"],
+            "noise_range": [
+                g["noise_units_ci95"][0] - lo_["noise_units_ci95"][1],
+                g["noise_units_ci95"][1] - lo_["noise_units_ci95"][0],
+            ],
+        }
+    return out
+
+
 def main(argv: list[str] | None = None) -> None:
     """``parasim bench clean_labels``: see the module docstring."""
     ap = argparse.ArgumentParser(
@@ -375,8 +465,37 @@ def main(argv: list[str] | None = None) -> None:
     s.add_argument("--exclude", nargs="*", default=[], help="sub-reasons to leave out")
     s.add_argument("--reps", type=int, default=2000, help="bootstrap resamples")
     s.add_argument("--seed", type=int, default=0)
+    c = sub.add_parser("changes", help="what a settings change gained and lost, to label")
+    csub = c.add_subparsers(dest="step", required=True)
+    cd = csub.add_parser("draw", help="gained and lost units of two runs, drawn to label")
+    cd.add_argument("--base", required=True, help="the results folder before the change")
+    cd.add_argument("--results", required=True, help="the results folder after it")
+    cd.add_argument("--sites", nargs="+", required=True)
+    cd.add_argument("--n", type=int, default=60, help="units drawn of each (gained, lost)")
+    cd.add_argument("--seed", type=int, default=34)
+    cd.add_argument("--out", required=True, help="the TSV to label (strata.tsv goes beside it)")
+    cs = csub.add_parser("score", help="shares of real translations gained and lost, the net")
+    cs.add_argument("--labels", required=True)
+    cs.add_argument("--strata", help="default: strata.tsv beside the labels")
     args = ap.parse_args(argv)
-    if args.cmd == "draw":
+    if args.cmd == "changes" and args.step == "draw":
+        rows, strata = draw_changes(
+            pool(Path(args.base), args.sites), pool(Path(args.results), args.sites),
+            args.n, args.seed,
+        )  # fmt: skip
+        out = Path(args.out)
+        header = (
+            f"parasim bench clean_labels changes draw --sites {' '.join(args.sites)} --n {args.n} "
+            f"--seed {args.seed}\nlabels: translation | not_translation | unsure, with a "
+            "sub_reason (eval/clean_labels/RULES.md)"
+        )
+        write_tsv(out, rows, COLUMNS, header)
+        write_tsv(out.with_name(out.stem + "-strata.tsv"), strata,
+                  ("site", "stratum", "pool", "drawn"), header)  # fmt: skip
+        print(json.dumps({"drawn": len(rows), "strata": strata}, indent=1))
+    elif args.cmd == "changes":
+        print(json.dumps(score_changes(Path(args.labels), args.strata), indent=1))
+    elif args.cmd == "draw":
         units = pool(Path(args.results), args.sites)
         rows, strata = draw(units, args.n, args.floor, args.seed)
         out = Path(args.out)

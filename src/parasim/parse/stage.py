@@ -2,9 +2,10 @@
 
 Text comes from inscriptis (no link targets, no image alt texts). It is split into lines; each line
 has its whitespace runs collapsed to one space and inscriptis's ``*`` list bullet removed; blank
-lines are skipped, and, as in the paper, lines without an alphabetic character and lines with fewer
-than ``min_words`` words (default 2: one-word lines) are dropped; an ordered-list number ("3.") is
-kept in the line but not counted as a word. Every dropped line is counted by reason and side.
+lines are skipped, and, as in the paper, lines without an alphabetic character are dropped, and so
+are lines with fewer than ``min_words`` words (default 1: none; the paper's rule, 2, drops one-word
+lines, which loses real translations such as "Numbers" | "Les nombres"); an ordered-list number
+("3.") is kept in the line but not counted as a word. Every dropped line is counted by reason and side.
 
 Main content: when the site has a ``main_selector`` (CSS, e.g. ``main`` or ``div.content``) and it
 matches on BOTH pages of a pair, only the matched elements are read (all outermost matches, in

@@ -445,6 +445,19 @@ def score_changes(labels: Path, strata: Path | None = None) -> dict:
     return out
 
 
+def _write_draw(
+    out: Path, strata_path: Path, rows: list[dict], strata: list[dict], command: str, **extra
+) -> None:
+    """A drawn sample to label and its strata, headed by the command that drew them."""
+    header = (
+        f"parasim bench clean_labels {command}\nlabels: translation | not_translation | unsure, "
+        "with a sub_reason (eval/clean_labels/RULES.md)"
+    )
+    write_tsv(out, rows, COLUMNS, header)
+    write_tsv(strata_path, strata, ("site", "stratum", "pool", "drawn"), header)
+    print(json.dumps({**extra, "drawn": len(rows), "strata": strata}, indent=1))
+
+
 def main(argv: list[str] | None = None) -> None:
     """``parasim bench clean_labels``: see the module docstring."""
     ap = argparse.ArgumentParser(
@@ -484,29 +497,17 @@ def main(argv: list[str] | None = None) -> None:
             args.n, args.seed,
         )  # fmt: skip
         out = Path(args.out)
-        header = (
-            f"parasim bench clean_labels changes draw --sites {' '.join(args.sites)} --n {args.n} "
-            f"--seed {args.seed}\nlabels: translation | not_translation | unsure, with a "
-            "sub_reason (eval/clean_labels/RULES.md)"
-        )
-        write_tsv(out, rows, COLUMNS, header)
-        write_tsv(out.with_name(out.stem + "-strata.tsv"), strata,
-                  ("site", "stratum", "pool", "drawn"), header)  # fmt: skip
-        print(json.dumps({"drawn": len(rows), "strata": strata}, indent=1))
+        command = f"changes draw --sites {' '.join(args.sites)} --n {args.n} --seed {args.seed}"
+        _write_draw(out, out.with_name(out.stem + "-strata.tsv"), rows, strata, command)
     elif args.cmd == "changes":
         print(json.dumps(score_changes(Path(args.labels), args.strata), indent=1))
     elif args.cmd == "draw":
         units = pool(Path(args.results), args.sites)
         rows, strata = draw(units, args.n, args.floor, args.seed)
         out = Path(args.out)
-        header = (
-            f"parasim bench clean_labels draw --sites {' '.join(args.sites)} --n {args.n} "
-            f"--floor {args.floor} --seed {args.seed}\nlabels: translation | not_translation | "
-            "unsure, with a sub_reason (eval/clean_labels/RULES.md)"
-        )
-        write_tsv(out, rows, COLUMNS, header)
-        write_tsv(out.with_name("strata.tsv"), strata, ("site", "stratum", "pool", "drawn"), header)
-        print(json.dumps({"units": len(units), "drawn": len(rows), "strata": strata}, indent=1))
+        _write_draw(out, out.with_name("strata.tsv"), rows, strata,
+                    f"draw --sites {' '.join(args.sites)} --n {args.n} --floor {args.floor} "
+                    f"--seed {args.seed}", units=len(units))  # fmt: skip
     else:
         res = score(
             Path(args.results), Path(args.labels), args.strata, args.exclude, args.reps, args.seed

@@ -5,7 +5,8 @@ has its whitespace runs collapsed to one space and inscriptis's ``*`` list bulle
 lines are skipped, and, as in the paper, lines without an alphabetic character are dropped, and so
 are lines with fewer than ``min_words`` words (default 1: none; the paper's rule, 2, drops one-word
 lines, which loses real translations such as "Numbers" | "Les nombres"); an ordered-list number
-("3.") is kept in the line but not counted as a word. Every dropped line is counted by reason and side.
+("3.") is kept in the line but not counted as a word. Every dropped line is counted by reason and
+side.
 
 Main content: when the site has a ``main_selector`` (CSS, e.g. ``main`` or ``div.content``) and it
 matches on BOTH pages of a pair, only the matched elements are read (all outermost matches, in

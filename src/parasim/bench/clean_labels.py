@@ -486,10 +486,10 @@ def main(argv: list[str] | None = None) -> None:
     cd.add_argument("--sites", nargs="+", required=True)
     cd.add_argument("--n", type=int, default=60, help="units drawn of each (gained, lost)")
     cd.add_argument("--seed", type=int, default=34)
-    cd.add_argument("--out", required=True, help="the TSV to label (strata.tsv goes beside it)")
+    cd.add_argument("--out", required=True, help="the TSV to label (<stem>-strata.tsv beside it)")
     cs = csub.add_parser("score", help="shares of real translations gained and lost, the net")
     cs.add_argument("--labels", required=True)
-    cs.add_argument("--strata", help="default: strata.tsv beside the labels")
+    cs.add_argument("--strata", help="default: <labels stem>-strata.tsv beside the labels")
     args = ap.parse_args(argv)
     if args.cmd == "changes" and args.step == "draw":
         rows, strata = draw_changes(

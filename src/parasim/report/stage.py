@@ -44,7 +44,8 @@ def yield_metrics(stats: Stats, leave_out: Sequence[str] = ()) -> dict[str, int]
     (but those named in ``leave_out``, a stage's ``cache_counts``)."""
     out = {"rows_in": stats.rows_in, "rows_out": stats.rows_out, "dropped": stats.n_dropped}
     out |= {f"dropped.{r}": n for r, n in sorted(stats.dropped.items())}
-    counts = {k: v for k, v in stats.counts.items() if k not in set(leave_out)}
+    skip = set(leave_out)
+    counts = {k: v for k, v in stats.counts.items() if k not in skip}
     return out | dict(sorted(_flatten(counts).items()))
 
 

@@ -206,6 +206,22 @@ def test_parser_output_is_valid_penman(nlp):
     assert graphs[len(SENTENCES) :] == [None, None, None, None]
 
 
+def test_code_like_prepositions_give_role_names_penman_decodes(nlp):
+    """spaCy tags code and protocol names as prepositions on technical lines; their role names
+    lose Penman's delimiters instead of making the graph undecodable (the Python documentation
+    had 169 such sentences, `parse_failed` before)."""
+    from parasim.amr.rules import doc_to_amr
+
+    for text in [
+        "HTTP/1.1 RFC 7231, Section 6.2.1",
+        "Spending only the compulsory argument: ask_ok('Do you?')",
+        "The versions and debug builds now are compatible with ABI: define ./configure --with-x",
+    ]:
+        g = doc_to_amr(nlp(text))
+        assert penman.decode(g).instances(), text
+        assert all("/" not in role and "(" not in role for _, role, _ in penman.decode(g).edges())
+
+
 def test_rules_roles_passive_negation_and_modals(nlp):
     g = _parse(nlp, "The sheep was eaten by the boy.")
     var = {c: v for v, c in g.concepts.items()}

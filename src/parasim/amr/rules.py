@@ -1010,7 +1010,12 @@ class _Converter:
             obj.lemma_.lower() in TIME_NOUNS or obj.ent_type_ in ("DATE", "TIME")
         ):
             return ":time"
-        return PREP_ROLES.get(p, f":prep-{p}")
+        if p in PREP_ROLES:
+            return PREP_ROLES[p]
+        # a role name cannot hold Penman's delimiters: spaCy takes "HTTP/1.1" or "f('x" for a
+        # preposition on code-like lines, and ":prep-http/1.1" would not decode
+        name = _NOT_SYMBOL.sub("-", p).strip("-")
+        return f":prep-{name}" if name else ":mod"
 
     def coordinate(self, t, first_node: int) -> None:
         """``X and Y``: one ``and`` node in X's place with :op1 X, :op2 Y, ..."""

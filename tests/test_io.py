@@ -61,3 +61,42 @@ def test_stage_packages_export_the_io_schemas():
     assert divergences.DIVERGENCES_SCHEMA is io.DIVERGENCES_SCHEMA
     assert negatives.NEGATIVES_SCHEMA is io.NEGATIVES_SCHEMA
     assert scores.SCORES_SCHEMA is io.SCORES_SCHEMA
+
+
+def test_table_writer_gives_write_tables_file_whatever_the_blocks(tmp_path):
+    table = pa.table({"a": list(range(25)), "b": [str(i) * 3 for i in range(25)]})
+    for group in (4, 10, 100):
+        io.write_table(table, tmp_path / "whole.parquet", row_group_size=group)
+        for block in (1, 3, 7, 25):
+            with io.TableWriter(tmp_path / "blocks.parquet", table.schema, group) as out:
+                for k in range(0, 25, block):
+                    out.write(table.slice(k, block))
+            assert out.rows == 25
+            whole = (tmp_path / "whole.parquet").read_bytes()
+            assert (tmp_path / "blocks.parquet").read_bytes() == whole, (group, block)
+    io.write_table(table.schema.empty_table(), tmp_path / "whole.parquet")
+    with io.TableWriter(tmp_path / "blocks.parquet", table.schema):
+        pass  # no block: an empty table, as write_table writes it
+    assert (tmp_path / "blocks.parquet").read_bytes() == (tmp_path / "whole.parquet").read_bytes()
+
+
+def test_table_writer_leaves_no_file_when_a_block_fails(tmp_path):
+    table = pa.table({"a": list(range(25))})
+    (tmp_path / "out.parquet").write_bytes(b"the last good file")
+    try:
+        with io.TableWriter(tmp_path / "out.parquet", table.schema, 4) as out:
+            out.write(table)
+            raise KeyboardInterrupt
+    except KeyboardInterrupt:
+        pass
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["out.parquet"]
+    assert (tmp_path / "out.parquet").read_bytes() == b"the last good file"
+
+
+def test_read_table_filters_while_reading(tmp_path):
+    import pyarrow.compute as pc
+
+    io.write_table(pa.table({"k": ["a", "b", "c", "a"], "v": [1, 2, 3, 4]}), tmp_path / "t.parquet")
+    kept = io.read_table(tmp_path / "t.parquet", filters=pc.field("k").isin(pa.array(["a", "c"])))
+    assert kept.to_pydict() == {"k": ["a", "c", "a"], "v": [1, 3, 4]}
+    assert io.column_names(tmp_path / "t.parquet") == ["k", "v"]

@@ -35,6 +35,7 @@ from parasim.scores import (
     load,
     plot_distributions,
     score_pairs,
+    score_shard,
     skip_reasons,
     surface_scores,
 )
@@ -606,3 +607,83 @@ def test_a_dead_encoder_worker_is_a_clear_error(monkeypatch):
     with pytest.raises(RuntimeError, match=r"encoder worker process of 'e5-torch' died"):
         enc.result()
     assert enc.pool.workers == []
+
+
+#: The counts of a shard's stats that do not say what a cache saved (those split differently
+#: between blocks: a sentence parsed in one block is found in the parse cache by the next).
+_COUNTS = ("rows_in", "n_rows", "pairs_scored", "aspect_pairs", "sentences_failed",
+           "rows_by_source", "skipped_by_reason")  # fmt: skip
+
+
+def test_blocks_of_any_size_give_the_same_scores(tmp_path, nlp, settings):
+    """A shard scored in blocks of 1, 2 or 3 rows (a page pair's positives over several
+    blocks: BM25 is of the whole shard) gives the table and the counts of one block."""
+    runs = {}
+    for size in (1000, 1, 2, 3):
+        parser = Parser(cache=ParseCache(tmp_path / f"amr{size}.sqlite"))
+        parser._nlp = nlp
+        blocks = []
+        stats = score_shard(
+            positives_table(), negatives_table(), divergences_table(),
+            {**settings, "block_rows": size}, blocks.append, vectors=hash_vectors(),
+            parser=parser,
+        )  # fmt: skip
+        sizes = [b.num_rows for b in blocks]
+        assert (
+            sum(sizes) == 11 and sizes == sorted(sizes, reverse=True) and sizes[0] == min(size, 11)
+        )
+        runs[size] = (pa.concat_tables(blocks), stats)
+    table, stats = runs[1000]
+    assert table.column("bm25").null_count < table.num_rows  # BM25 was scored
+    for size in (1, 2, 3):
+        assert runs[size][0].equals(table), size
+        assert {k: runs[size][1][k] for k in _COUNTS} == {k: stats[k] for k in _COUNTS}
+        assert runs[size][1]["sentences_parsed"] + runs[size][1]["sentences_cached"] == (
+            stats["sentences_parsed"] + stats["sentences_cached"]
+        )
+
+
+def test_no_rows_is_one_empty_block(settings, nlp):
+    blocks = []
+    empty = positives_table().slice(0, 0)
+    stats = score_shard(empty, None, None, settings, blocks.append, vectors=hash_vectors())
+    assert [b.num_rows for b in blocks] == [0] and stats["n_rows"] == 0
+    assert blocks[0].schema.equals(SCORES_SCHEMA, check_metadata=False)
+
+
+def test_the_command_writes_blocks_into_one_file_only_when_all_are_scored(tmp_path, monkeypatch):
+    from parasim.scores import stage
+
+    pos, neg, div = (tmp_path / f"{n}.parquet" for n in ("pos", "neg", "div"))
+    write_table(positives_table(), pos)
+    write_table(negatives_table(), neg)
+    write_table(divergences_table(), div)
+
+    def argv(out, size):
+        a = ["score-pairs", "--positives", str(pos), "--negatives", str(neg), "--divergences"]
+        a += [str(div), "--output", str(out), "--stats", str(tmp_path / "stats.json")]
+        a += ["--settings-json", json.dumps({**LIGHT, "block_rows": size})]
+        return a
+
+    assert main(argv(tmp_path / "one.parquet", 1000)) == 0
+    assert main(argv(tmp_path / "blocks.parquet", 3)) == 0
+    one, blocks = (
+        (tmp_path / "one.parquet").read_bytes(),
+        (tmp_path / "blocks.parquet").read_bytes(),
+    )
+    assert one == blocks  # row groups of the file do not follow the blocks
+    calls = []
+    real = stage.score_entities
+
+    def fails_in_the_third_block(*a, **k):
+        calls.append(1)
+        if len(calls) == 3:
+            raise RuntimeError("entities failed")
+        return real(*a, **k)
+
+    monkeypatch.setattr(stage, "score_entities", fails_in_the_third_block)
+    with pytest.raises(RuntimeError, match="entities failed"):
+        main(argv(tmp_path / "failed.parquet", 3))
+    assert (
+        len(calls) == 3 and sorted(p.name for p in tmp_path.iterdir() if "failed" in p.name) == []
+    )

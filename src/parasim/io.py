@@ -322,6 +322,56 @@ def write_table(table: pa.Table, path: str | os.PathLike, row_group_size: int = 
     os.replace(tmp, path)
 
 
+class TableWriter:
+    """Write a table block by block as zstd Parquet, atomically: the file appears (temp file +
+    rename) only when the ``with`` block ends without an error; on one, the temp file goes.
+
+    Row groups are of ``row_group_size`` rows whatever the blocks' sizes (the last one shorter),
+    so the file is byte-identical to :func:`write_table` of the whole table.
+    """
+
+    def __init__(
+        self, path: str | os.PathLike, schema: pa.Schema, row_group_size: int = 10_000
+    ) -> None:
+        self.path = Path(path)
+        self.schema = schema
+        self.row_group_size = row_group_size
+        self.rows = 0
+        self._tmp = self.path.with_name(f".{self.path.name}.tmp-{os.getpid()}")
+        self._held: list[pa.Table] = []
+        self._writer: pq.ParquetWriter | None = None
+
+    def __enter__(self) -> TableWriter:
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        self._writer = pq.ParquetWriter(self._tmp, self.schema, compression="zstd")
+        return self
+
+    def write(self, table: pa.Table) -> None:
+        """Add ``table``'s rows (written out a full row group at a time)."""
+        assert self._writer is not None, "TableWriter.write outside its with block"
+        self._held.append(table)
+        self.rows += table.num_rows
+        held = sum(t.num_rows for t in self._held)
+        if held >= self.row_group_size:
+            rows = pa.concat_tables(self._held)
+            full = held - held % self.row_group_size
+            self._writer.write_table(rows.slice(0, full), row_group_size=self.row_group_size)
+            self._held = [rows.slice(full)] if full < held else []
+
+    def __exit__(self, kind, exc, tb) -> None:
+        assert self._writer is not None
+        try:
+            if kind is None and (self._held or self.rows == 0):
+                rows = pa.concat_tables(self._held) if self._held else self.schema.empty_table()
+                self._writer.write_table(rows, row_group_size=self.row_group_size)
+        finally:
+            self._writer.close()
+        if kind is None:
+            os.replace(self._tmp, self.path)
+        else:
+            self._tmp.unlink(missing_ok=True)
+
+
 def rows_to_table(rows: Iterable[dict], schema: pa.Schema) -> pa.Table:
     """Build a table of ``schema`` from dict rows (missing keys become null)."""
     rows = list(rows)
@@ -329,16 +379,32 @@ def rows_to_table(rows: Iterable[dict], schema: pa.Schema) -> pa.Table:
     return pa.table(cols, schema=schema)
 
 
-def read_table(path: str | os.PathLike, columns: list[str] | None = None) -> pa.Table:
-    """Read a Parquet file or a folder of Parquet parts (sorted, so the order is stable)."""
-    path = Path(path)
-    if path.is_dir():
-        parts = sorted(p for p in path.glob("*.parquet") if not p.name.startswith("."))
-        if not parts:
-            raise FileNotFoundError(f"no Parquet parts in {path}")
-        tables = [pq.read_table(p, columns=columns) for p in parts]
-        return pa.concat_tables(tables, promote_options="default")
-    return pq.read_table(path, columns=columns)
+def _parts(path: Path) -> list[Path]:
+    """The Parquet parts of a folder (sorted, so the order is stable), or the file itself."""
+    if not path.is_dir():
+        return [path]
+    parts = sorted(p for p in path.glob("*.parquet") if not p.name.startswith("."))
+    if not parts:
+        raise FileNotFoundError(f"no Parquet parts in {path}")
+    return parts
+
+
+def read_table(path: str | os.PathLike, columns: list[str] | None = None, filters=None) -> pa.Table:
+    """Read a Parquet file or a folder of Parquet parts (sorted, so the order is stable).
+
+    Args:
+        path: The file or folder.
+        columns: Read only these.
+        filters: Keep only the rows this ``pyarrow.compute`` expression is true of, filtered
+            while reading (a batch at a time: the whole file is never in memory).
+    """
+    tables = [pq.read_table(p, columns=columns, filters=filters) for p in _parts(Path(path))]
+    return tables[0] if len(tables) == 1 else pa.concat_tables(tables, promote_options="default")
+
+
+def column_names(path: str | os.PathLike) -> list[str]:
+    """The columns of a Parquet file (or of a folder's first part), read from its footer."""
+    return pq.read_schema(_parts(Path(path))[0]).names
 
 
 #: The aligned encoder's word pairs (`align_encoder_wordpairs`, parasim.train.align_encoder).

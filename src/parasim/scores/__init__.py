@@ -8,7 +8,8 @@ and BLEU of the translation against the English side and the embedding cosine of
 original sides. Empty, untranslated and over-long pairs are counted skips with a reason; a
 sentence the parser fails on gives null graphs and aspects for its pair.
 
-:func:`score_pairs` is the stage function (:mod:`parasim.scores.stage`);
+:func:`score_shard` is the stage function (:mod:`parasim.scores.stage`: a shard in blocks of
+``scores.block_rows`` rows, each written as it is scored; :func:`score_pairs` gives one table);
 :func:`load` gives the corpus or the divergences as a ``datasets.Dataset`` with the score
 columns joined; :func:`plot_distributions` draws the score distributions per label and
 divergence type.
@@ -26,7 +27,9 @@ from parasim.scores.stage import (
     embedding_cosines,
     entity_cosines,
     gather_pairs,
+    iter_pairs,
     score_pairs,
+    score_shard,
     skip_reasons,
     surface_scores,
 )
@@ -43,11 +46,13 @@ __all__ = [
     "embedding_cosines",
     "entity_cosines",
     "gather_pairs",
+    "iter_pairs",
     "join_scores",
     "load",
     "plot_distributions",
     "read_scores",
     "score_pairs",
+    "score_shard",
     "skip_reasons",
     "surface_scores",
 ]

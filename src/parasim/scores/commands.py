@@ -17,9 +17,11 @@ def cmd_score_pairs(args: argparse.Namespace) -> None:
     """Score one shard's positives, their hard negatives and the shard's divergences."""
     import json
 
+    import pyarrow.compute as pc
+
     from parasim.amr import ParseCache
-    from parasim.io import read_table, write_table
-    from parasim.scores import ScoresSettings, score_pairs
+    from parasim.io import TableWriter, column_names, read_table
+    from parasim.scores import SCORES_SCHEMA, ScoresSettings, score_shard
     from parasim.stagecli import UsageError, need, section_from_args, write_stats
     from parasim.translate import TranslateSettings
 
@@ -29,37 +31,43 @@ def cmd_score_pairs(args: argparse.Namespace) -> None:
         if args.translate_json
         else None
     )
-    positives = read_table(need(args.positives, "positives shard"))
-    negatives = read_table(need(args.negatives, "negatives")) if args.negatives else None
-    divergences = (
-        read_table(need(args.divergences, "divergences shard")) if args.divergences else None
-    )
-    for name, table, cols in [
-        ("positives", positives, ("id", "pair_id", "site", "en_text", "other_text", "other_en")),
-        ("negatives", negatives, ("id", "source_id", "en_text", "other_text", "other_en")),
-        ("divergences", divergences, ("id", "seed_id", "side", "type", "en_text", "other_text")),
+    for name, cols in [
+        ("positives", ("id", "pair_id", "site", "en_text", "other_text", "other_en")),
+        ("negatives", ("id", "source_id", "en_text", "other_text", "other_en")),
+        ("divergences", ("id", "seed_id", "side", "type", "en_text", "other_text")),
     ]:
-        missing = [c for c in cols if table is not None and c not in table.column_names]
+        path = getattr(args, name)
+        if path is None:
+            continue
+        have = column_names(need(path, f"{name} shard" if name != "negatives" else name))
+        missing = [c for c in cols if c not in have]
         if missing:
-            path = getattr(args, name)
             raise UsageError(f"{path}: not a {name} table (no column {', '.join(missing)})")
+    positives = read_table(args.positives)
+    # the negatives of every site: only those of this shard's positives are read into memory
+    mine = pc.field("source_id").isin(positives["id"].combine_chunks())
+    negatives = read_table(args.negatives, filters=mine) if args.negatives else None
+    divergences = read_table(args.divergences) if args.divergences else None
     cache = ParseCache(args.parse_cache) if args.parse_cache else None
     try:
-        table, stats = score_pairs(
-            positives,
-            negatives,
-            divergences,
-            settings,
-            parse_cache=cache,
-            vector_cache=args.vector_cache,
-            sentence_cache=args.sentence_cache,
-            workers=args.threads,
-            translate=translate,
-        )
+        # each block of scores.block_rows rows is written as it is scored; the file appears
+        # when the last one is
+        with TableWriter(args.output, SCORES_SCHEMA) as out:
+            stats = score_shard(
+                positives,
+                negatives,
+                divergences,
+                settings,
+                out.write,
+                parse_cache=cache,
+                vector_cache=args.vector_cache,
+                sentence_cache=args.sentence_cache,
+                workers=args.threads,
+                translate=translate,
+            )
     finally:
         if cache is not None:
             cache.close()
-    write_table(table, args.output)
     log.info(
         "%d rows (%s), %d scored, skipped %s",
         stats["n_rows"],

@@ -39,13 +39,14 @@ import logging
 import os
 import time
 from collections import Counter
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
 import numpy as np
 import pyarrow as pa
+import pyarrow.compute as pc
 
 from parasim.amr import ENTITY_GROUPS, ParseCache, Parser, ParseSettings
 from parasim.amr.entities import (
@@ -94,6 +95,7 @@ class ScoresSettings(Settings, section="scores"):
     inputs: tuple[str, ...]
     translate_edits: bool
     max_chars: int
+    block_rows: int
     amr: AmrSettings
     entities: bool
     bm25: bool
@@ -131,70 +133,77 @@ def gather_pairs(
         sources: Which of ``positives``, ``negatives``, ``divergences`` to score.
 
     Returns:
-        Dicts with ``id, source, site, pair_id, label, type, en_text, other_text, other_en``.
+        Dicts with ``id, source, site, pair_id, label, type, en_text, other_text, other_en``
+        (:func:`iter_pairs` gives them one at a time).
+    """
+    n, rows = iter_pairs(positives, negatives, divergences, sources)
+    return list(rows)
+
+
+def _dicts(table: pa.Table, columns: Sequence[str], chunk: int = 4096) -> Iterator[dict[str, Any]]:
+    """The rows of ``table``'s ``columns`` as dicts, a record batch at a time."""
+    for batch in table.select(list(columns)).to_batches(max_chunksize=chunk):
+        yield from batch.to_pylist()
+
+
+def iter_pairs(
+    positives: pa.Table,
+    negatives: pa.Table | None = None,
+    divergences: pa.Table | None = None,
+    sources: Sequence[str] = tuple(SOURCES),
+) -> tuple[int, Iterator[dict[str, Any]]]:
+    """The rows of :func:`gather_pairs`, made one at a time from the Arrow tables.
+
+    The texts stay in Arrow's columns until a block of rows is scored, so a shard's memory is
+    its tables, not a dict per row (BENCHMARKS.md, issue 32).
+
+    Returns:
+        The number of rows and an iterator over them.
     """
     unknown = sorted(set(sources) - set(SOURCES))
     if unknown:
         raise ValueError(f"unknown scores.inputs {unknown}: {sorted(SOURCES)}")
-    p = positives.to_pydict()
-    rows: list[dict[str, Any]] = []
+    parts: list[tuple[str, pa.Table]] = []
     if "positives" in sources:
-        for i in range(positives.num_rows):
-            rows.append(
-                {
-                    "id": p["id"][i],
-                    "source": "positive",
-                    "site": p["site"][i],
-                    "pair_id": p["pair_id"][i],
-                    "label": 1,
-                    "type": None,
-                    "en_text": p["en_text"][i],
-                    "other_text": p["other_text"][i],
-                    "other_en": p["other_en"][i],
-                }
-            )
+        parts.append(("positive", positives))
     if "negatives" in sources and negatives is not None and negatives.num_rows:
-        mine = set(p["id"])
-        n = negatives.to_pydict()
-        for i in range(negatives.num_rows):
-            if n["source_id"][i] not in mine:
-                continue
-            rows.append(
-                {
-                    "id": n["id"][i],
-                    "source": "negative",
-                    "site": n["site"][i],
-                    "pair_id": n["pair_id"][i],
-                    "label": 0,
-                    "type": None,
-                    "en_text": n["en_text"][i],
-                    "other_text": n["other_text"][i],
-                    "other_en": n["other_en"][i],
-                }
-            )
+        mine = pc.is_in(negatives["source_id"], value_set=positives["id"].combine_chunks())
+        parts.append(("negative", negatives.filter(mine)))
     if "divergences" in sources and divergences is not None and divergences.num_rows:
-        seed_en = dict(zip(p["id"], p["other_en"], strict=True))
-        d = divergences.to_pydict()
-        for i in range(divergences.num_rows):
-            # an edited other side has no translation; the others are the seed's other side
-            edited = d["side"][i] == "other"
-            other_en = None if edited else seed_en.get(d["seed_id"][i])
-            rows.append(
-                {
-                    "id": d["id"][i],
-                    "source": "divergence",
-                    "other_lang": d["other_lang"][i],
-                    "edited_other": edited,
-                    "site": d["site"][i],
-                    "pair_id": d["pair_id"][i],
-                    "label": None,
-                    "type": d["type"][i],
-                    "en_text": d["en_text"][i],
-                    "other_text": d["other_text"][i],
-                    "other_en": other_en,
-                }
-            )
-    return rows
+        parts.append(("divergence", divergences))
+
+    def rows() -> Iterator[dict[str, Any]]:
+        for source, table in parts:
+            if source == "positive":
+                cols = ("id", "site", "pair_id", "en_text", "other_text", "other_en")
+                for r in _dicts(table, cols):
+                    yield {**r, "source": "positive", "label": 1, "type": None}
+            elif source == "negative":
+                cols = ("id", "site", "pair_id", "en_text", "other_text", "other_en")
+                for r in _dicts(table, cols):
+                    yield {**r, "source": "negative", "label": 0, "type": None}
+            else:
+                seed_en = dict(
+                    zip(
+                        positives["id"].to_pylist(),
+                        positives["other_en"].to_pylist(),
+                        strict=True,
+                    )
+                )
+                cols = ("id", "seed_id", "side", "other_lang", "site", "pair_id", "type")
+                for r in _dicts(table, (*cols, "en_text", "other_text")):
+                    # an edited other side has no translation; the others are the seed's
+                    edited = r.pop("side") == "other"
+                    seed = r.pop("seed_id")
+                    yield {
+                        **r,
+                        "source": "divergence",
+                        "edited_other": edited,
+                        "label": None,
+                        "other_en": None if edited else seed_en.get(seed),
+                    }
+
+    return sum(t.num_rows for _, t in parts), rows()
 
 
 # ------------------------------------------------------------------------------------ 2. skips
@@ -332,6 +341,8 @@ class SentenceVectors:
         self._encoder = None
         # (distinct texts, those found in the store, parasim.scores.embed.Encoding of the rest)
         self._pending = None
+        # the e5-torch worker processes of a prefetch, kept for the next ones (:meth:`close`)
+        self._pool = None
         self.n_encoded = 0
         self.n_cached = 0
 
@@ -344,26 +355,43 @@ class SentenceVectors:
         """
         if self.name != "e5-torch" or self._pending is not None:
             return False
+        from parasim.models import PASSAGE_PREFIX
         from parasim.scores.embed import start_encoding
 
         unique = sorted(set(texts))
         found = self._lookup(unique)
         todo = [t for t in unique if t not in found]
-        enc = start_encoding(todo, self.name, self.processes, self.batch_size or 32)
+        batch = self.batch_size or 32
+        if todo and self.workers is not None:  # the workers of an earlier block, loaded
+            enc = self.workers.submit(todo, PASSAGE_PREFIX, batch)
+        else:
+            enc = start_encoding(todo, self.name, self.processes, batch)
+            if enc.pool is not None:
+                self._pool = enc.pool
         self._pending = (unique, found, enc)
         return enc.background
 
     @property
     def workers(self):
-        """The :class:`parasim.scores.embed.EncoderPool` of a prefetch (None: none running)."""
-        pool = self._pending[2].pool if self._pending is not None else None
-        return pool if pool is not None and pool.workers else None
+        """The :class:`parasim.scores.embed.EncoderPool` of the prefetches (None: none
+        running)."""
+        pool = self._pool
+        return pool if pool is not None and pool.usable(self.name) else None
+
+    def close(self) -> None:
+        """Let the prefetches' workers exit (harmless when none runs)."""
+        if self._pool is not None:
+            self._pool.close()
+            self._pool = None
 
     def cancel(self) -> None:
         """Stop a prefetch's workers (a step before the embedding failed)."""
         if self._pending is not None:
             self._pending[2].cancel()
             self._pending = None
+        if self._pool is not None:
+            self._pool.cancel()
+            self._pool = None
 
     def _lookup(self, unique: list[str]) -> dict[str, np.ndarray]:
         key = f"sentence:{self.name}"
@@ -396,8 +424,6 @@ class SentenceVectors:
         todo = [t for t in unique if t not in found]
         if todo:
             vecs = encoding.result() if encoding is not None else self._encode(todo)
-            if encoding is not None and encoding.pool is not None:
-                encoding.pool.close()
             new = dict(zip(todo, vecs, strict=True))
             self.n_encoded += len(new)
             if self.store is not None:
@@ -469,13 +495,14 @@ def translate_edits(
 
 @dataclass
 class Shard:
-    """One shard on its way through the steps: its rows, which of them are scored, the score
-    columns filled so far, the counts and the time each step took."""
+    """One block of a shard's rows on its way through the steps: its rows, which of them are
+    scored, the score columns filled so far, the counts and the time each step took."""
 
     settings: ScoresSettings
     workers: int
     started: float = field(default_factory=time.perf_counter)
     rows: list[dict[str, Any]] = field(default_factory=list)
+    first: int = 0  # the shard's row number of the block's first row
     reasons: list[str | None] = field(default_factory=list)  # skip reason per row (None: scored)
     ok: list[int] = field(default_factory=list)  # the rows scored
     en: list[str] = field(default_factory=list)  # their English sides
@@ -491,8 +518,8 @@ class Shard:
         """Time the block as ``step``: wall and CPU seconds (kept when it does not raise)."""
         t0, c0 = time.perf_counter(), _cpu()
         yield
-        self.seconds[step] = time.perf_counter() - t0
-        self.cpu[step] = _cpu() - c0
+        self.seconds[step] = self.seconds.get(step, 0.0) + time.perf_counter() - t0
+        self.cpu[step] = self.cpu.get(step, 0.0) + _cpu() - c0
 
     def put(self, name: str, values: Sequence) -> None:
         """Fill column ``name`` at the rows scored (``values``: one per scored row)."""
@@ -500,17 +527,9 @@ class Shard:
             self.cols[name][i] = v
 
 
-def gather(
-    sh: Shard,
-    positives: pa.Table,
-    negatives: pa.Table | None,
-    divergences: pa.Table | None,
-    translate: TranslateSettings | Mapping[str, Any] | None,
-) -> None:
-    """Step 1: the rows to score (:func:`gather_pairs`); with ``translate`` (and
-    ``translate_edits`` on) the divergences' edited other sides translated
-    (:func:`translate_edits`)."""
-    sh.rows = gather_pairs(positives, negatives, divergences, sh.settings.inputs)
+def gather(sh: Shard, translate: TranslateSettings | Mapping[str, Any] | None) -> None:
+    """Step 1: with ``translate`` (and ``translate_edits`` on) the block's divergences' edited
+    other sides translated (:func:`translate_edits`); the rows come from :func:`iter_pairs`."""
     if sh.settings.translate_edits and translate is not None:
         with sh.timed("translate"):
             sh.stats.update(translate_edits(sh.rows, translate))
@@ -527,21 +546,20 @@ def select_rows(sh: Shard) -> None:
     sh.stats.update(rows_in=n, n_rows=n)
 
 
-def start_embedding(sh: Shard, sentence_cache: str | None) -> tuple[SentenceVectors | None, bool]:
+def start_embedding(sh: Shard, sv: SentenceVectors | None) -> bool:
     """Step 3: the sentence vectors of ``emb_cosine``, which do not depend on the parse.
 
-    With e5-torch on a CPU their worker processes start now and encode while this process
-    parses (in one process then: the second core is theirs) and scores the aspects
-    (BENCHMARKS.md, issue 13).
+    With e5-torch on a CPU their worker processes start now (the first block; later blocks
+    reuse them) and encode while this process parses (in one process then: the second core is
+    theirs) and scores the aspects (BENCHMARKS.md, issue 13).
 
     Returns:
-        The encoder (None: no embedding) and whether it encodes in the background.
+        Whether the encoder works in the background.
     """
-    if not sh.settings.embedding or not sh.rows:
-        return None, False
-    sv = SentenceVectors(sh.settings.embedding, sentence_cache, processes=max(1, sh.workers))
+    if sv is None or not sh.rows:
+        return False
     texts = [r[k] for r in sh.rows for k in ("en_text", "other_text")]
-    return sv, sv.prefetch([t for t in texts if _norm(t)])
+    return sv.prefetch([t for t in texts if _norm(t)])
 
 
 def score_surface(sh: Shard) -> None:
@@ -560,9 +578,10 @@ def load_parser(
     sh: Shard, parser: Parser | None, parse_cache: ParseCache | None, overlap: bool
 ) -> Parser | None:
     """Step 5: the AMR parser (its spaCy pipeline also gives the entities), when a step needs
-    it: ``parser`` when given, else one built from ``scores.amr``."""
+    it: ``parser`` when given (or loaded for an earlier block), else one built from
+    ``scores.amr``."""
     amr = sh.settings.amr
-    if (amr.enabled or sh.settings.entities) and sh.ok:
+    if (amr.enabled or sh.settings.entities) and sh.ok and parser is None:
         processes = amr.processes or (1 if overlap else max(1, sh.workers))
         parse = ParseSettings(
             parser=amr.parser,
@@ -573,10 +592,11 @@ def load_parser(
             max_chars=int(sh.settings.max_chars),
             processes=int(processes),
         )
-        parser = parser or Parser(parse, parse_cache)
+        parser = Parser(parse, parse_cache)
     log.info(
-        "%d rows (%s); %d to score, skipped %s",
-        len(sh.rows),
+        "rows %d-%d (%s); %d to score, skipped %s",
+        sh.first + 1,
+        sh.first + len(sh.rows),
         dict(Counter(r["source"] for r in sh.rows)),
         len(sh.ok),
         dict(Counter(r for r in sh.reasons if r)),
@@ -590,22 +610,23 @@ def parse_graphs(sh: Shard, parser: Parser) -> None:
     if not (sh.settings.amr.enabled and sh.ok):
         return
     with sh.timed("parse"):
-        graphs, pc = parser.parse([*sh.en, *sh.oe])
+        t0 = time.perf_counter()
+        graphs, pc_ = parser.parse([*sh.en, *sh.oe])
         ga, gb = graphs[: len(sh.ok)], graphs[len(sh.ok) :]
     log.info(
         "parsed %d sentences, %d from the cache, %d failed (%.1f s)",
-        pc.parsed,
-        pc.cached,
-        pc.failed,
-        sh.seconds["parse"],
+        pc_.parsed,
+        pc_.cached,
+        pc_.failed,
+        time.perf_counter() - t0,
     )
     sh.stats.update(
-        sentences_parsed=pc.parsed,
-        sentences_cached=pc.cached,
-        sentences_failed=pc.failed,
-        parse_errors=pc.errors[:20],
+        sentences_parsed=pc_.parsed,
+        sentences_cached=pc_.cached,
+        sentences_failed=pc_.failed,
+        parse_errors=pc_.errors[:20],
     )
-    for e in pc.errors:
+    for e in pc_.errors:
         log.warning("parse failed: %s", e)
     sh.put("graph_en", ga)
     sh.put("graph_other", gb)
@@ -615,18 +636,24 @@ def parse_graphs(sh: Shard, parser: Parser) -> None:
     sh.graphs = (ga, gb)
 
 
-def score_aspects(sh: Shard, vectors, vector_cache: str | None, sv: SentenceVectors | None) -> None:
-    """Step 7: the 15 AMR aspects of seed 002 of every pair of graphs."""
+def score_aspects(sh: Shard, vectors, vector_cache: str | None, sv: SentenceVectors | None):
+    """Step 7: the 15 AMR aspects of seed 002 of every pair of graphs.
+
+    Returns:
+        The label vectors (loaded from ``scores.amr.vectors`` when ``vectors`` is None and a
+        block needs them; the next blocks reuse them and their cache).
+    """
     if sh.graphs is None:
-        return
+        return vectors
     from parasim.amr import load_vectors, score_graph_pairs
 
     amr = sh.settings.amr
     ga, gb = sh.graphs
     with sh.timed("aspects"):
+        t0 = time.perf_counter()
         if vectors is None:  # (an empty LabelVectors is falsy)
             vectors = load_vectors(amr.vectors, vector_cache)
-        if sv is not None and sv.workers is not None and hasattr(vectors, "workers"):
+        if sv is not None and hasattr(vectors, "workers"):
             # e5-torch labels go to the sentence workers: the model is loaded there, and
             # they encode while this process's forked workers score the other aspects
             vectors.workers = sv.workers
@@ -635,10 +662,11 @@ def score_aspects(sh: Shard, vectors, vector_cache: str | None, sv: SentenceVect
         )
         for k, v in aspects.items():
             sh.put(f"amr_{k}", v)
-    log.info("15 aspects of %d pairs (%.1f s)", len(sh.ok), sh.seconds["aspects"])
+    log.info("15 aspects of %d pairs (%.1f s)", len(sh.ok), time.perf_counter() - t0)
     sh.stats["aspect_pairs"] = sum(
         a is not None and b is not None for a, b in zip(ga, gb, strict=True)
     )
+    return vectors
 
 
 def score_entities(sh: Shard, parser: Parser, parse_cache: ParseCache | None) -> None:
@@ -646,6 +674,7 @@ def score_entities(sh: Shard, parser: Parser, parse_cache: ParseCache | None) ->
     if not (sh.settings.entities and sh.ok):
         return
     with sh.timed("entities"):
+        t0 = time.perf_counter()
         ents, ec = entity_cosines(
             sh.en,
             sh.oe,
@@ -662,23 +691,62 @@ def score_entities(sh: Shard, parser: Parser, parse_cache: ParseCache | None) ->
         ec["entity_texts_parse"],
         ec["entity_texts_cached"],
         ec["entity_texts_ner"],
-        sh.seconds["entities"],
+        time.perf_counter() - t0,
     )
 
 
-def score_bm25(sh: Shard) -> None:
-    """Step 9: BM25 of each positive within its page pair (the other rows stay null)."""
-    if not (sh.settings.bm25 and sh.ok):
+def shard_bm25(
+    settings: ScoresSettings, positives: pa.Table
+) -> dict[str, list[float | None]] | None:
+    """Step 0, before the blocks: BM25 of each positive within its page pair, over the whole
+    shard (a page pair's positives may fall in two blocks). Only the positives' texts are read.
+
+    Returns:
+        ``{"bm25": [...], "bm25_norm": [...]}``, one value per positive in table order (None: not
+        scored), or None when BM25 is off or the positives are not scored.
+    """
+    if not (settings.bm25 and "positives" in settings.inputs and positives.num_rows):
+        return None
+    _, rows = iter_pairs(positives, sources=["positives"])
+    en, oe, groups, at = [], [], [], []
+    for k, (r, reason) in enumerate(_with_reasons(rows, int(settings.max_chars))):
+        if reason is None:
+            en.append(r["en_text"])
+            oe.append(r["other_en"])
+            groups.append(r["pair_id"])
+            at.append(k)
+    out: dict[str, list[float | None]] = {
+        "bm25": [None] * positives.num_rows,
+        "bm25_norm": [None] * positives.num_rows,
+    }
+    if at:
+        bm = bm25_in_groups(en, oe, groups)
+        for name in out:
+            for k, v in zip(at, bm[name], strict=True):
+                out[name][k] = None if v is None else round(v, 6)
+    return out
+
+
+def _with_reasons(
+    rows: Iterator[dict[str, Any]], max_chars: int
+) -> Iterator[tuple[dict[str, Any], str | None]]:
+    """Each row with its skip reason (:func:`skip_reasons`), one row at a time."""
+    for r in rows:
+        yield r, skip_reasons([r], max_chars)[0]
+
+
+def score_bm25(sh: Shard, bm25: Mapping[str, list[float | None]] | None) -> None:
+    """Step 9: the BM25 of the block's positives, from :func:`shard_bm25` (the other rows stay
+    null; BM25 needs no graph, so a row whose parse failed keeps it)."""
+    if bm25 is None or not sh.ok:
         return
     with sh.timed("bm25"):
-        rows, ok = sh.rows, sh.ok
-        pos = [k for k, i in enumerate(ok) if rows[i]["source"] == "positive"]
-        if pos:
-            groups = [rows[ok[k]]["pair_id"] for k in pos]
-            bm = bm25_in_groups([sh.en[k] for k in pos], [sh.oe[k] for k in pos], groups)
-            for name in ("bm25", "bm25_norm"):
-                for k, v in zip(pos, bm[name], strict=True):
-                    sh.cols[name][ok[k]] = None if v is None else round(v, 6)
+        n = len(bm25["bm25"])
+        for i in sh.ok:
+            k = sh.first + i  # positives come first: the shard's row k is positive k
+            if k < n and sh.rows[i]["source"] == "positive":
+                for name, values in bm25.items():
+                    sh.cols[name][i] = values[k]
 
 
 def score_embedding(sh: Shard, sv: SentenceVectors | None, overlap: bool) -> None:
@@ -687,19 +755,24 @@ def score_embedding(sh: Shard, sv: SentenceVectors | None, overlap: bool) -> Non
     if sv is None:
         return
     with sh.timed("embedding"):
+        t0, encoded, cached = time.perf_counter(), sv.n_encoded, sv.n_cached
         sh.cols["emb_cosine"] = embedding_cosines(
             [r["en_text"] for r in sh.rows], [r["other_text"] for r in sh.rows], sv
         )
         sh.stats.update(
-            embedding_texts_encoded=sv.n_encoded,
-            embedding_texts_cached=sv.n_cached,
+            embedding_texts_encoded=sv.n_encoded - encoded,
+            embedding_texts_cached=sv.n_cached - cached,
             embedding_in_background=overlap,
         )
-    log.info("embedding cosines: %d texts encoded (%.1f s)", sv.n_encoded, sh.seconds["embedding"])
+    log.info(
+        "embedding cosines: %d texts encoded (%.1f s)",
+        sv.n_encoded - encoded,
+        time.perf_counter() - t0,
+    )
 
 
-def assemble(sh: Shard) -> tuple[pa.Table, dict[str, Any]]:
-    """Step 11: the scores table and the stage's counts.
+def assemble(sh: Shard) -> pa.Table:
+    """Step 11: the block's scores table; its counts go to ``sh.stats``.
 
     Rows whose parse failed keep their other scores; a skipped row keeps only ``emb_cosine``.
     """
@@ -709,23 +782,50 @@ def assemble(sh: Shard) -> tuple[pa.Table, dict[str, Any]]:
     data["skip_reason"] = sh.reasons
     data.update(sh.cols)
     table = pa.table({f.name: data[f.name] for f in SCORES_SCHEMA}, schema=SCORES_SCHEMA)
-    sh.seconds["total"] = time.perf_counter() - sh.started
     sh.stats.update(
         rows_by_source=dict(Counter(r["source"] for r in rows)),
         skipped_by_reason={r: sh.reasons.count(r) for r in SKIP_REASONS},
         pairs_scored=sum(r is None for r in sh.reasons),
-        seconds={k: round(v, 3) for k, v in sh.seconds.items()},
-        cpu_seconds={k: round(v, 3) for k, v in sh.cpu.items()},
-        config=json.dumps(asdict(sh.settings), sort_keys=True),
     )
-    return table, sh.stats
+    return table
 
 
-def score_pairs(
+def _add_counts(total: dict[str, Any], block: Mapping[str, Any]) -> None:
+    """Add a block's counts to the shard's: numbers and dicts of numbers add up, flags are
+    true when any block's is, lists keep their first 20 items."""
+    for k, v in block.items():
+        if k not in total:
+            total[k] = dict(v) if isinstance(v, dict) else list(v) if isinstance(v, list) else v
+        elif isinstance(v, bool):
+            total[k] = total[k] or v
+        elif isinstance(v, dict):
+            for kk, vv in v.items():
+                total[k][kk] = total[k].get(kk, 0) + vv
+        elif isinstance(v, list):
+            total[k] = (total[k] + v)[:20]
+        else:
+            total[k] += v
+
+
+def _blocks(rows: Iterator[dict[str, Any]], size: int) -> Iterator[list[dict[str, Any]]]:
+    """Lists of ``size`` rows (the last one shorter); one empty list for no rows."""
+    block: list[dict[str, Any]] = []
+    sent = False
+    for r in rows:
+        block.append(r)
+        if len(block) == size:
+            yield block
+            block, sent = [], True
+    if block or not sent:
+        yield block
+
+
+def score_shard(
     positives: pa.Table,
     negatives: pa.Table | None,
     divergences: pa.Table | None,
     settings: ScoresSettings | Mapping[str, Any] | None,
+    write: Callable[[pa.Table], None],
     *,
     parse_cache: ParseCache | None = None,
     vector_cache: str | None = None,
@@ -734,13 +834,19 @@ def score_pairs(
     translate: TranslateSettings | Mapping[str, Any] | None = None,
     vectors=None,
     parser: Parser | None = None,
-) -> tuple[pa.Table, dict[str, Any]]:
-    """Score one shard: the stage function.
+) -> dict[str, Any]:
+    """Score one shard in blocks of ``scores.block_rows`` rows, each block's table given to
+    ``write`` as soon as it is scored: the stage function (:func:`score_pairs` collects the
+    blocks in one table).
 
-    Steps: :func:`gather`, :func:`select_rows`,
-    :func:`start_embedding`, :func:`score_surface`, :func:`load_parser`, :func:`parse_graphs`,
-    :func:`score_aspects`, :func:`score_entities`, :func:`score_bm25`, :func:`score_embedding`,
-    :func:`assemble`.
+    The BM25 of the positives is computed first, over the whole shard (:func:`shard_bm25`);
+    then each block goes through the steps :func:`gather` (translations of edited sides),
+    :func:`select_rows`, :func:`start_embedding`, :func:`score_surface`, :func:`load_parser`,
+    :func:`parse_graphs`, :func:`score_aspects`, :func:`score_entities`, :func:`score_bm25`,
+    :func:`score_embedding` and :func:`assemble`. The parser, the label vectors and the
+    embedding's worker processes are loaded once and serve every block. No score depends on the
+    block size: every score is of one row (the aspects' hill-climber is seeded per pair), BM25
+    is of the shard.
 
     Args:
         positives: The shard's positives.
@@ -748,6 +854,7 @@ def score_pairs(
         divergences: The shard's divergences, or None.
         settings: The ``scores`` settings (a mapping: the section as in the config, keys left
             out take the schema's defaults).
+        write: Takes each block's table (:data:`SCORES_SCHEMA`), in row order.
         parse_cache: Graphs (and entity bags) by sentence.
         vector_cache: SQLite file of concept-label vectors.
         sentence_cache: SQLite file of sentence vectors (embedding cosine).
@@ -760,22 +867,74 @@ def score_pairs(
         parser: A loaded parser to reuse (tests).
 
     Returns:
-        The table (:data:`SCORES_SCHEMA`) and the stats of the shard.
+        The stats of the shard (counts added over the blocks).
     """
-    sh = Shard(ScoresSettings.from_config(settings), workers)
-    gather(sh, positives, negatives, divergences, translate)
-    select_rows(sh)
-    sv, overlap = start_embedding(sh, sentence_cache)
+    settings = ScoresSettings.from_config(settings)
+    started = time.perf_counter()
+    total: dict[str, Any] = {}
+    seconds: dict[str, float] = {}
+    cpu: dict[str, float] = {}
+    t0, c0 = time.perf_counter(), _cpu()
+    bm25 = shard_bm25(settings, positives)
+    if bm25 is not None:
+        seconds["bm25"], cpu["bm25"] = time.perf_counter() - t0, _cpu() - c0
+    n, rows = iter_pairs(positives, negatives, divergences, settings.inputs)
+    size = int(settings.block_rows)
+    log.info("%d rows in %d block(s) of up to %d", n, max(1, -(-n // size)), size)
+    sv = (
+        SentenceVectors(settings.embedding, sentence_cache, processes=max(1, workers))
+        if settings.embedding
+        else None
+    )
+    first = 0
     try:
-        score_surface(sh)
-        parser = load_parser(sh, parser, parse_cache, overlap)
-        parse_graphs(sh, parser)
-        score_aspects(sh, vectors, vector_cache, sv)
-        score_entities(sh, parser, parse_cache)
-        score_bm25(sh)
+        for block in _blocks(rows, size):
+            sh = Shard(settings, workers, rows=block, first=first)
+            gather(sh, translate)
+            select_rows(sh)
+            overlap = start_embedding(sh, sv)
+            score_surface(sh)
+            parser = load_parser(sh, parser, parse_cache, overlap)
+            parse_graphs(sh, parser)
+            vectors = score_aspects(sh, vectors, vector_cache, sv)
+            score_entities(sh, parser, parse_cache)
+            score_bm25(sh, bm25)
+            score_embedding(sh, sv, overlap)
+            write(assemble(sh))
+            _add_counts(total, sh.stats)
+            for k, v in sh.seconds.items():
+                seconds[k] = seconds.get(k, 0.0) + v
+            for k, v in sh.cpu.items():
+                cpu[k] = cpu.get(k, 0.0) + v
+            first += len(block)
     except BaseException:
         if sv is not None:
             sv.cancel()
         raise
-    score_embedding(sh, sv, overlap)
-    return assemble(sh)
+    if sv is not None:
+        sv.close()
+    seconds["total"] = time.perf_counter() - started
+    total.update(
+        seconds={k: round(v, 3) for k, v in seconds.items()},
+        cpu_seconds={k: round(v, 3) for k, v in cpu.items()},
+        config=json.dumps(asdict(settings), sort_keys=True),
+    )
+    return total
+
+
+def score_pairs(
+    positives: pa.Table,
+    negatives: pa.Table | None,
+    divergences: pa.Table | None,
+    settings: ScoresSettings | Mapping[str, Any] | None,
+    **kwargs: Any,
+) -> tuple[pa.Table, dict[str, Any]]:
+    """Score one shard in one table: :func:`score_shard` with its blocks collected (the
+    command writes them one at a time instead).
+
+    Returns:
+        The table (:data:`SCORES_SCHEMA`) and the stats of the shard.
+    """
+    tables: list[pa.Table] = []
+    stats = score_shard(positives, negatives, divergences, settings, tables.append, **kwargs)
+    return pa.concat_tables(tables), stats

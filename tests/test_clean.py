@@ -55,6 +55,7 @@ FR_LONG = "Le calendrier affiche les événements du mois en cours et du mois su
         ("Go go go now please", "Allez allez vite maintenant", "repeated_words"),
         ("The page was updated", "La page a Ã©tÃ© mise Ã  jour", "bad_encoding"),
         ("", "Bonjour tout le monde", "empty"),
+        ("Release notes - v4.0.27", "Notes d'utilisation - v4.0.26", "number_mismatch"),
     ],
 )
 def test_each_rule_rejects_its_case(en, other, reason):
@@ -75,7 +76,47 @@ def test_real_translations_pass_the_rules(en, other):
     assert rules.make_checker()(en, other) is None
 
 
+@pytest.mark.parametrize(
+    "en, other, differ",
+    [
+        # each side holds a number the other lacks: another item, an outdated translation
+        ("Release notes - v4.0.27", "Notes d'utilisation - v4.0.26", True),
+        ("April 11th, 2013", "4 avril 2013", True),
+        ("External needs, x-axis position 0 of 5", "Besoins, à la position de 0 à 2", True),
+        ("Date modified: 2023-03-16", "Date de modification : 2023-06-16", True),
+        ("PEP 484 - Type Hints", "PEP 343 — Indications de types", True),
+        # the same numbers, written otherwise
+        (
+            "This generates a list of 3 lists of length two.",
+            "Une liste de trois listes, de longueur deux.",
+            False,
+        ),
+        ("The Sniffer class provides two methods:", "La clase Sniffer provee 2 métodos:", False),
+        ("Between 0 and 86,399 inclusive.", "Entre 0 et 86399 inclus.", False),
+        ("between 512 and 32768", "entre 512 et 32\u202f768", False),
+        ("<td>1 500</td>", "<td>1,500</td>", False),
+        (
+            "From 8 a.m. to 9 p.m., Saturday 9 a.m. to 4 p.m.",
+            "De 8:00 a 21:00, sábados de 9:00 a 16:00.",
+            False,
+        ),
+        ("Friday, Jan 27, 2023, 7:00am EST", "Le vendredi 27 janvier 2023, 7h (HNE)", False),
+        ("1:00 pm to 1:30 pm", "de 13h à 13h30", False),
+        ("Step 1: Click", "Étape 1 - Cliquez", False),
+        # a number one side leaves out is not a mismatch; nor are numbers inside markup
+        ("Warning: this is not 100% fool-proof.", "Attention, cela ne marche pas toujours.", False),
+        ('<img width="300"> Photo 1', '<img width="250"> Photo 1', False),
+    ],
+)
+def test_numbers_differ_reads_words_grouping_and_clocks(en, other, differ):
+    assert rules.numbers_differ(en, other) is differ
+    assert rules.numbers_differ(other, en) is differ  # symmetric
+
+
 def test_rules_can_be_switched_off_and_unknown_ones_are_named():
+    on, off = rules.make_checker(), rules.make_checker({"number_mismatch": False})
+    assert on("Release 4 notes", "Notes de version 5") == "number_mismatch"
+    assert off("Release 4 notes", "Notes de version 5") is None
     off = {"identical": False, "near_identical": False}
     assert rules.make_checker(off)("Same text here", "Same text here") is None
     with pytest.raises(ValueError, match=r"clean\.rules.*unknown key\(s\) \['no_such_rule'\]"):

@@ -30,6 +30,13 @@ Reasons, what each rejects, and how it relates to bicleaner:
   ``no_repeated_words`` rejects one repeat, which French needs ("nous nous").
 - ``bad_encoding``: mojibake (``Ã©``, ``â€™``, U+FFFD); bicleaner's ``no_bad_encoding`` looks for
   ``Ã``/``Â`` outside Portuguese/French.
+- ``number_mismatch``: each side holds a number the other lacks (:func:`numbers_differ`):
+  "v4.0.24 source code" | "Code source de v4.0.23", "External needs, x-axis position 0 of 5" |
+  "… de 0 à 2", "April 11th, 2013" | "4 avril 2013": two different lines aligned, or an outdated
+  translation. A number one side writes as a word ("3 lists" | "trois listes"), with other
+  grouping ("86,399" | "86 399") or on the other clock ("1:00 pm" | "13h") is the same number;
+  a number only one side holds (a dropped "100%") is not a mismatch. parasim's (bicleaner
+  learns number agreement in its classifier, not as a hard rule).
 
 Language identification (``wrong_language``, :mod:`.langid`) and deduplication run after these
 in :mod:`.stage`.
@@ -61,6 +68,7 @@ class RulesSettings(Settings, section="clean.rules"):
     length_ratio: float | bool
     repeated_words: bool
     bad_encoding: bool
+    number_mismatch: bool
 
 
 #: The rules in the order they are checked (a pair gets the first reason): the schema's order.
@@ -120,7 +128,14 @@ def clear_caches() -> None:
     """Forget the per-text caches (a benchmark that times several runs in one process)."""
     from . import bulk, decision
 
-    for f in (letters_only, count_letters, normalize, decision._words, decision._numbers):
+    for f in (
+        letters_only,
+        count_letters,
+        normalize,
+        _number_forms,
+        decision._words,
+        decision._numbers,
+    ):
         f.cache_clear()
     bulk.clear_cache()
 
@@ -190,6 +205,93 @@ def _no_letters(text: str, alpha: int | None = None) -> bool:
     return len(_NON_DIGITS.sub("", text)) / n >= 0.5
 
 
+_MARKUP = re.compile(r"</?[A-Za-z][^<>]*>")
+# digits grouped by thousands: 86,399 / 86 399 / 4.294.967.295 (a non-breaking or thin space too)
+_GROUPED = re.compile(r"(?<![\d.,])\d{1,3}(?:[,.\u00a0\u202f\u2009 ]\d{3})+(?![\d])")
+_GROUP_SEP = re.compile(r"[,.\u00a0\u202f\u2009 ]")
+# 8 a.m., 1:30 pm, 7:00am: the 12-hour clock
+_CLOCK_12 = re.compile(r"\b(\d{1,2})(?:[:.h](\d{2}))?\s*([ap])\.?\s?m\b\.?", re.IGNORECASE)
+# 13h, 13 h 30, 21:00: the 24-hour clock
+_CLOCK_24 = re.compile(r"\b(\d{1,2})\s?(?:h|:)\s?(\d{2})?\b", re.IGNORECASE)
+_RUN = re.compile(r"\d+")
+_DIGIT = re.compile(r"\d")
+#: Number words of English, French and Spanish, 0-12: "three" = "trois" = "3".
+_NUMBER_WORDS = {
+    w: str(n)
+    for n, ws in enumerate(
+        [
+            "zero zéro cero",
+            "one un une uno una",
+            "two deux dos",
+            "three trois tres",
+            "four quatre cuatro",
+            "five cinq cinco",
+            "six seis",
+            "seven sept siete",
+            "eight huit ocho",
+            "nine neuf nueve",
+            "ten dix diez",
+            "eleven onze once",
+            "twelve douze doce",
+        ]
+    )
+    for w in ws.split()
+}
+
+
+def _clock(hour: int, minute: str | None) -> str:
+    return f"{hour:02d}:{int(minute or 0):02d}"
+
+
+@functools.lru_cache(maxsize=1 << 16)
+def _number_forms(text: str) -> tuple[frozenset[str], frozenset[str], frozenset[str]]:
+    """The numbers of ``text`` (markup left out) in two readings, and its number words:
+
+    - runs of digits (thousands groups joined, leading zeros dropped);
+    - the same with times of day read on the 24-hour clock first (``1:30 pm`` and ``13h30``
+      are both ``13:30``);
+    - the numbers its number words name (``three``, ``trois``: ``3``).
+    """
+    t = _MARKUP.sub(" ", text)
+    t = _GROUPED.sub(lambda m: _GROUP_SEP.sub("", m.group()), t)
+    plain = frozenset(str(int(d)) for d in _RUN.findall(t))
+    times: list[str] = []
+
+    def twelve(m: re.Match) -> str:
+        hour = int(m.group(1))
+        if hour > 12:
+            return m.group()
+        times.append(_clock(hour % 12 + (12 if m.group(3).lower() == "p" else 0), m.group(2)))
+        return " "
+
+    def twenty_four(m: re.Match) -> str:
+        hour = int(m.group(1))
+        if hour > 24:
+            return m.group()
+        times.append(_clock(hour, m.group(2)))
+        return " "
+
+    rest = _CLOCK_24.sub(twenty_four, _CLOCK_12.sub(twelve, t))
+    timed = frozenset([*times, *(str(int(d)) for d in _RUN.findall(rest))])
+    words = frozenset(_NUMBER_WORDS[w] for w in _WORD.findall(t.lower()) if w in _NUMBER_WORDS)
+    return plain, timed, words
+
+
+def numbers_differ(a: str, b: str) -> bool:
+    """Whether each of two texts holds a number the other lacks, read as runs of digits and
+    again with times of day on the 24-hour clock (both readings must differ), a number the other
+    side writes as a word counting as held."""
+    if _DIGIT.search(a) is None or _DIGIT.search(b) is None:  # no number on a side: no mismatch
+        return False
+    plain_a, timed_a, words_a = _number_forms(a)
+    plain_b, timed_b, words_b = _number_forms(b)
+    # x - y - words_b: the numbers of a that b lacks, in digits and in words
+    return all(
+        x != y and bool(x - y - words_b) and bool(y - x - words_a)
+        for x, y in ((plain_a, plain_b), (timed_a, timed_b))
+    )
+
+
 def _ratio(a: str, b: str, r: float) -> bool:
     la, lb = len(a), len(b)
     if not la or not lb:
@@ -252,6 +354,7 @@ class Checker:
                 self.letters(a), self.letters(b), float(on["near_identical"])
             ),
             "length_ratio": lambda a, b: _ratio(a, b, float(on["length_ratio"])),
+            "number_mismatch": numbers_differ,
         }
         self._side_test_of = {n: t for n, t in side_tests.items() if n in on}
         self._pair_test_of = {n: t for n, t in pair_tests.items() if n in on}

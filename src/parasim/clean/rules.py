@@ -51,6 +51,7 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import asdict, dataclass, fields
 from typing import Any
 
+from parasim.clean.decision import _DIGITS, _TAG
 from parasim.config import Settings, schema_default
 
 
@@ -205,7 +206,6 @@ def _no_letters(text: str, alpha: int | None = None) -> bool:
     return len(_NON_DIGITS.sub("", text)) / n >= 0.5
 
 
-_MARKUP = re.compile(r"</?[A-Za-z][^<>]*>")
 # digits grouped by thousands: 86,399 / 86 399 / 4.294.967.295 (a non-breaking or thin space too)
 _GROUPED = re.compile(r"(?<![\d.,])\d{1,3}(?:[,.\u00a0\u202f\u2009 ]\d{3})+(?![\d])")
 _GROUP_SEP = re.compile(r"[,.\u00a0\u202f\u2009 ]")
@@ -213,7 +213,6 @@ _GROUP_SEP = re.compile(r"[,.\u00a0\u202f\u2009 ]")
 _CLOCK_12 = re.compile(r"\b(\d{1,2})(?:[:.h](\d{2}))?\s*([ap])\.?\s?m\b\.?", re.IGNORECASE)
 # 13h, 13 h 30, 21:00: the 24-hour clock
 _CLOCK_24 = re.compile(r"\b(\d{1,2})\s?(?:h|:)\s?(\d{2})?\b", re.IGNORECASE)
-_RUN = re.compile(r"\d+")
 _DIGIT = re.compile(r"\d")
 #: Number words of English, French and Spanish, 0-12: "three" = "trois" = "3".
 _NUMBER_WORDS = {
@@ -252,9 +251,9 @@ def _number_forms(text: str) -> tuple[frozenset[str], frozenset[str], frozenset[
       are both ``13:30``);
     - the numbers its number words name (``three``, ``trois``: ``3``).
     """
-    t = _MARKUP.sub(" ", text)
+    t = _TAG.sub(" ", text)
     t = _GROUPED.sub(lambda m: _GROUP_SEP.sub("", m.group()), t)
-    plain = frozenset(str(int(d)) for d in _RUN.findall(t))
+    plain = frozenset(str(int(d)) for d in _DIGITS.findall(t))
     times: list[str] = []
 
     def twelve(m: re.Match) -> str:
@@ -272,7 +271,7 @@ def _number_forms(text: str) -> tuple[frozenset[str], frozenset[str], frozenset[
         return " "
 
     rest = _CLOCK_24.sub(twenty_four, _CLOCK_12.sub(twelve, t))
-    timed = frozenset([*times, *(str(int(d)) for d in _RUN.findall(rest))])
+    timed = frozenset([*times, *(str(int(d)) for d in _DIGITS.findall(rest))])
     words = frozenset(_NUMBER_WORDS[w] for w in _WORD.findall(t.lower()) if w in _NUMBER_WORDS)
     return plain, timed, words
 

@@ -136,7 +136,7 @@ def gather_pairs(
         Dicts with ``id, source, site, pair_id, label, type, en_text, other_text, other_en``
         (:func:`iter_pairs` gives them one at a time).
     """
-    n, rows = iter_pairs(positives, negatives, divergences, sources)
+    _, rows = iter_pairs(positives, negatives, divergences, sources)
     return list(rows)
 
 
@@ -172,16 +172,14 @@ def iter_pairs(
     if "divergences" in sources and divergences is not None and divergences.num_rows:
         parts.append(("divergence", divergences))
 
+    labels = {"positive": 1, "negative": 0}
+
     def rows() -> Iterator[dict[str, Any]]:
         for source, table in parts:
-            if source == "positive":
+            if source in labels:
                 cols = ("id", "site", "pair_id", "en_text", "other_text", "other_en")
                 for r in _dicts(table, cols):
-                    yield {**r, "source": "positive", "label": 1, "type": None}
-            elif source == "negative":
-                cols = ("id", "site", "pair_id", "en_text", "other_text", "other_en")
-                for r in _dicts(table, cols):
-                    yield {**r, "source": "negative", "label": 0, "type": None}
+                    yield {**r, "source": source, "label": labels[source], "type": None}
             else:
                 seed_en = dict(
                     zip(
@@ -500,7 +498,6 @@ class Shard:
 
     settings: ScoresSettings
     workers: int
-    started: float = field(default_factory=time.perf_counter)
     rows: list[dict[str, Any]] = field(default_factory=list)
     first: int = 0  # the shard's row number of the block's first row
     reasons: list[str | None] = field(default_factory=list)  # skip reason per row (None: scored)
@@ -518,8 +515,8 @@ class Shard:
         """Time the block as ``step``: wall and CPU seconds (kept when it does not raise)."""
         t0, c0 = time.perf_counter(), _cpu()
         yield
-        self.seconds[step] = self.seconds.get(step, 0.0) + time.perf_counter() - t0
-        self.cpu[step] = self.cpu.get(step, 0.0) + _cpu() - c0
+        self.seconds[step] = time.perf_counter() - t0
+        self.cpu[step] = _cpu() - c0
 
     def put(self, name: str, values: Sequence) -> None:
         """Fill column ``name`` at the rows scored (``values``: one per scored row)."""
@@ -610,7 +607,6 @@ def parse_graphs(sh: Shard, parser: Parser) -> None:
     if not (sh.settings.amr.enabled and sh.ok):
         return
     with sh.timed("parse"):
-        t0 = time.perf_counter()
         graphs, pc_ = parser.parse([*sh.en, *sh.oe])
         ga, gb = graphs[: len(sh.ok)], graphs[len(sh.ok) :]
     log.info(
@@ -618,7 +614,7 @@ def parse_graphs(sh: Shard, parser: Parser) -> None:
         pc_.parsed,
         pc_.cached,
         pc_.failed,
-        time.perf_counter() - t0,
+        sh.seconds["parse"],
     )
     sh.stats.update(
         sentences_parsed=pc_.parsed,
@@ -650,7 +646,6 @@ def score_aspects(sh: Shard, vectors, vector_cache: str | None, sv: SentenceVect
     amr = sh.settings.amr
     ga, gb = sh.graphs
     with sh.timed("aspects"):
-        t0 = time.perf_counter()
         if vectors is None:  # (an empty LabelVectors is falsy)
             vectors = load_vectors(amr.vectors, vector_cache)
         if sv is not None and hasattr(vectors, "workers"):
@@ -662,7 +657,7 @@ def score_aspects(sh: Shard, vectors, vector_cache: str | None, sv: SentenceVect
         )
         for k, v in aspects.items():
             sh.put(f"amr_{k}", v)
-    log.info("15 aspects of %d pairs (%.1f s)", len(sh.ok), time.perf_counter() - t0)
+    log.info("15 aspects of %d pairs (%.1f s)", len(sh.ok), sh.seconds["aspects"])
     sh.stats["aspect_pairs"] = sum(
         a is not None and b is not None for a, b in zip(ga, gb, strict=True)
     )
@@ -674,7 +669,6 @@ def score_entities(sh: Shard, parser: Parser, parse_cache: ParseCache | None) ->
     if not (sh.settings.entities and sh.ok):
         return
     with sh.timed("entities"):
-        t0 = time.perf_counter()
         ents, ec = entity_cosines(
             sh.en,
             sh.oe,
@@ -691,7 +685,7 @@ def score_entities(sh: Shard, parser: Parser, parse_cache: ParseCache | None) ->
         ec["entity_texts_parse"],
         ec["entity_texts_cached"],
         ec["entity_texts_ner"],
-        time.perf_counter() - t0,
+        sh.seconds["entities"],
     )
 
 
@@ -755,7 +749,7 @@ def score_embedding(sh: Shard, sv: SentenceVectors | None, overlap: bool) -> Non
     if sv is None:
         return
     with sh.timed("embedding"):
-        t0, encoded, cached = time.perf_counter(), sv.n_encoded, sv.n_cached
+        encoded, cached = sv.n_encoded, sv.n_cached
         sh.cols["emb_cosine"] = embedding_cosines(
             [r["en_text"] for r in sh.rows], [r["other_text"] for r in sh.rows], sv
         )
@@ -767,7 +761,7 @@ def score_embedding(sh: Shard, sv: SentenceVectors | None, overlap: bool) -> Non
     log.info(
         "embedding cosines: %d texts encoded (%.1f s)",
         sv.n_encoded - encoded,
-        time.perf_counter() - t0,
+        sh.seconds["embedding"],
     )
 
 
@@ -902,10 +896,8 @@ def score_shard(
             score_embedding(sh, sv, overlap)
             write(assemble(sh))
             _add_counts(total, sh.stats)
-            for k, v in sh.seconds.items():
-                seconds[k] = seconds.get(k, 0.0) + v
-            for k, v in sh.cpu.items():
-                cpu[k] = cpu.get(k, 0.0) + v
+            _add_counts(seconds, sh.seconds)
+            _add_counts(cpu, sh.cpu)
             first += len(block)
     except BaseException:
         if sv is not None:

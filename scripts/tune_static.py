@@ -8,7 +8,7 @@ vectors. Each output folder is an ``align.encoder`` for ``parasim bench align --
 
     PYTHONPATH=src python scripts/tune_static.py --base <cache>/models/e5-static-fa0532a7e5bd \\
         --out build/st/fr-lr0.0005 --langs fr --learning-rate 5e-4 [--symmetric] [--sentences] \\
-        [--blend 1.0 0.5]
+        [--blend 1.0 0.5] [--extra build/man-eq-defr.jsonl]
 """
 
 from __future__ import annotations
@@ -53,6 +53,11 @@ def main() -> None:
     ap.add_argument("--sentences", action="store_true")
     ap.add_argument("--blend", type=float, nargs="+", default=[1.0])
     ap.add_argument("--data", default=str(DATA_DIR))
+    ap.add_argument(
+        "--extra", nargs="+", default=[],
+        help="JSON lines of more pairs ({'a', 'b'}: scripts/man_pairs.py); with them the pairs "
+        "are deduplicated and sorted",
+    )  # fmt: skip
     a = ap.parse_args()
 
     from model2vec import StaticModel
@@ -67,6 +72,11 @@ def main() -> None:
     pairs = tune_pairs(tune)  # the workflow's pairs: languages in sorted order
     if a.sentences:
         pairs = split_sentences(pairs)
+    for path in a.extra:
+        with open(path, encoding="utf-8") as f:
+            pairs += [(r["a"], r["b"]) for r in map(json.loads, f)]
+    if a.extra:
+        pairs = sorted(set(pairs))
     vecs, figures = tune_static(model, pairs, tune)
     cpu = round(time.process_time() - c0, 1)
     base = np.asarray(model.embedding, dtype=np.float32)
@@ -82,6 +92,7 @@ def main() -> None:
             **stamp0,
             "tune": asdict(tune),
             "sentences": a.sentences,
+            "extra": a.extra,
             "blend": b,
             "tuning": figures,
             "cpu_seconds": cpu,

@@ -128,6 +128,31 @@ def test_another_run_is_joined_by_key(labelled):
     assert res["all"]["recall"] == 0.375
 
 
+def test_a_translation_aligned_otherwise_is_held_by_the_kept_unit_that_nests_it(labelled):
+    # the next run merges the heading into "Search" on the same page pair: the labelled unit is
+    # absent (lost for `recall`) but a kept unit holds it on both sides (saved for `recall_held`)
+    merged = {**KEPT[0], "en_text": "Site Search", "other_text": "Rechercher dans le site"}
+    too_long = {**KEPT[1], "en_text": "Date modified: 2024-01-01 and a much longer line"}
+    other = _run(labelled / "new", [merged, too_long, *KEPT[2:]], DROPPED)
+    res = cl.score(other, labelled / "labels.tsv", reps=200)
+    assert res["absent_from_run"] == 2
+    assert res["all"]["recall"] == round(1 / 8, 4)  # only the duplicate "Search" (weight 1)
+    # + "Search" (weight 5): "Search" in "Site Search", "Rechercher" in "Rechercher dans le site"
+    # (10 of 23 characters: under half, so not held)
+    assert res["all"]["real_held"] == 0
+    held = {**KEPT[0], "en_text": "Site Search", "other_text": "Rechercher site"}
+    other = _run(labelled / "new2", [held, too_long, *KEPT[2:]], DROPPED)
+    res = cl.score(other, labelled / "labels.tsv", reps=200)
+    assert res["all"]["recall"] == round(1 / 8, 4)
+    assert res["all"]["recall_held"] == 0.75 and res["all"]["real_held"] == 1
+    assert res["by_decision"]["absent"]["real_held"] == 1
+    # a not-real unit held by a kept one changes nothing; precision joins by key only
+    assert res["all"]["precision"] is None and res["all"]["kept_labelled"] == 0
+    # with the labels' own run both recalls agree
+    res = cl.score(labelled / "main", labelled / "labels.tsv", reps=200)
+    assert res["all"]["recall_held"] == res["all"]["recall"] == 0.75
+
+
 def test_unlabelled_rows_are_an_error(labelled):
     rows = cl.read_tsv(labelled / "labels.tsv")
     rows[0]["label"] = ""

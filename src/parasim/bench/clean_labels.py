@@ -24,6 +24,12 @@ the labels keep their strata and weights from the run they were drawn from) and 
 - ``recall``: the share of the real translations that are kept; a unit dropped as ``duplicate``
   or ``furniture`` counts as kept (its pair is kept once elsewhere); a labelled unit the run did
   not align (``absent``: its page pair left out, or aligned otherwise) counts as lost;
+- ``recall_held``: the same, but a real translation whose unit is not kept is also saved when a
+  kept (or kept-elsewhere) unit of the same page pair *holds* it: on each side one text contains
+  the other (whitespace normalised) and the shorter is at least half the longer. A run aligned
+  otherwise than the one the labels were drawn from ("For video, …" labelled, "Overview For
+  video, …" kept) then keeps the translation it holds; with one code version both figures are
+  equal but for the units the run itself drops while keeping a nesting neighbour;
 - both per language pair, stratum-weighted (each labelled unit weighs its stratum's size over the
   labelled units of its stratum), with two 95 % intervals: a stratified bootstrap (units
   resampled within each stratum: ``*_ci95``) and Wilson's at Kish's effective sample size
@@ -69,8 +75,8 @@ from pathlib import Path
 import pyarrow.parquet as pq
 
 __all__ = [
-    "allocate", "changed_units", "draw", "draw_changes", "load_labels", "pool", "score",
-    "score_changes", "unit_key", "wilson",
+    "allocate", "changed_units", "draw", "draw_changes", "held_units", "load_labels", "pool",
+    "score", "score_changes", "unit_key", "wilson",
 ]  # fmt: skip
 
 #: Decisions whose pair is kept (once, elsewhere) for recall.
@@ -220,15 +226,50 @@ def wilson(k: float, n: float, z: float = 1.959964) -> tuple[float, float] | Non
 
 
 def _ratios(units: list[dict]) -> dict[str, float | None]:
-    """Weighted precision and recall of ``units`` (each with weight, real, kept, kept_else)."""
+    """Weighted precision, recall and held recall of ``units`` (each with weight, real, kept,
+    kept_else, held)."""
     kept = sum(u["w"] for u in units if u["kept"])
     kept_real = sum(u["w"] for u in units if u["kept"] and u["real"])
     real = sum(u["w"] for u in units if u["real"])
     real_kept = sum(u["w"] for u in units if u["real"] and (u["kept"] or u["kept_else"]))
+    real_held = sum(
+        u["w"] for u in units if u["real"] and (u["kept"] or u["kept_else"] or u["held"])
+    )
     return {
         "precision": kept_real / kept if kept else None,
         "recall": real_kept / real if real else None,
+        "recall_held": real_held / real if real else None,
     }
+
+
+def _nests(a: str | None, b: str | None) -> bool:
+    """One text contains the other (whitespace normalised), the shorter at least half the
+    longer."""
+    a, b = " ".join((a or "").split()), " ".join((b or "").split())
+    if not a or not b:
+        return False
+    short, long_ = sorted((a, b), key=len)
+    return short in long_ and 2 * len(short) >= len(long_)
+
+
+def held_units(rows: Iterable[dict], run: dict[str, dict]) -> set[str]:
+    """Keys of the labelled ``rows`` not saved by their own unit in ``run`` (not kept nor kept
+    elsewhere) that a saved unit of the same page pair holds (:func:`_nests` on both sides)."""
+    saved = ("kept", *KEPT_ELSEWHERE)
+    pages: dict[tuple, list[dict]] = defaultdict(list)
+    for u in run.values():
+        if u["decision"] in saved:
+            pages[(u["en_url"], u["other_url"])].append(u)
+    out = set()
+    for r in rows:
+        if r["key"] in run and run[r["key"]]["decision"] in saved:
+            continue
+        if any(
+            _nests(r["en_text"], u["en_text"]) and _nests(r["other_text"], u["other_text"])
+            for u in pages.get((r["en_url"], r["other_url"]), ())
+        ):
+            out.add(r["key"])
+    return out
 
 
 def _wilson_eff(units: list[dict], hit: str) -> tuple[float, float] | None:
@@ -248,7 +289,7 @@ def _bootstrap(units: list[dict], reps: int, seed: int) -> dict[str, tuple | Non
     for u in units:
         by[u["h"]].append(u)
     rng = random.Random(seed)
-    draws: dict[str, list[float]] = {"precision": [], "recall": []}
+    draws: dict[str, list[float]] = {"precision": [], "recall": [], "recall_held": []}
     for _ in range(reps):
         sample = []
         for members in by.values():
@@ -284,6 +325,7 @@ def score(
     run = pool(results, sites)
     usable = [r for r in rows if r["label"] != "unsure" and r["sub_reason"] not in exclude]
     per_stratum = Counter((r["site"], r["stratum"]) for r in rows if r["label"] != "unsure")
+    held = held_units(usable, run)
     units = []
     for r in usable:
         h = (r["site"], r["stratum"])
@@ -297,6 +339,7 @@ def score(
                 "decision": decision,
                 "kept": decision == "kept",
                 "kept_else": decision in KEPT_ELSEWHERE,
+                "held": r["key"] in held,
                 "sub_reason": r["sub_reason"],
                 "en_text": r["en_text"],
                 "other_text": r["other_text"],
@@ -307,7 +350,15 @@ def score(
         point = _ratios(group)
         ci = _bootstrap(group, reps, seed + salt)
         kept = [u for u in group if u["kept"]]
-        real = [{**u, "saved": u["kept"] or u["kept_else"]} for u in group if u["real"]]
+        real = [
+            {
+                **u,
+                "saved": u["kept"] or u["kept_else"],
+                "saved_held": u["kept"] or u["kept_else"] or u["held"],
+            }
+            for u in group
+            if u["real"]
+        ]
         return {
             "precision": None if point["precision"] is None else round(point["precision"], 4),
             "precision_ci95": ci["precision"],
@@ -319,6 +370,10 @@ def score(
             "recall_wilson_eff_ci95": _wilson_eff(real, "saved"),
             "real_labelled": len(real),
             "real_kept": sum(u["saved"] for u in real),
+            "recall_held": None if point["recall_held"] is None else round(point["recall_held"], 4),
+            "recall_held_ci95": ci["recall_held"],
+            "recall_held_wilson_eff_ci95": _wilson_eff(real, "saved_held"),
+            "real_held": sum(u["held"] for u in real),
             "real_in_pool_estimate": round(sum(u["w"] for u in real)),
         }
 
@@ -347,6 +402,7 @@ def score(
             "real_share": round(k / len(group), 4),
             "real_share_ci95": wilson(k, len(group)),
             "real_in_pool_estimate": round(sum(u["w"] for u in group if u["real"])),
+            "real_held": sum(u["real"] and u["held"] for u in group),
             "by_lang_pair": {
                 lp: [
                     sum(u["real"] for u in group if u["lang_pair"] == lp),
@@ -360,6 +416,11 @@ def score(
         f"{lab}/{sub}": n
         for (lab, sub), n in sorted(Counter((r["label"], r["sub_reason"]) for r in rows).items())
     }
+    out["real_held_examples"] = [
+        (u["decision"], u["sub_reason"], u["en_text"][:70], u["other_text"][:70])
+        for u in units
+        if u["real"] and u["held"]
+    ][:15]
     out["real_lost_examples"] = [
         (u["decision"], u["sub_reason"], u["en_text"][:70], u["other_text"][:70])
         for u in units

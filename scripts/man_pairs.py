@@ -29,6 +29,7 @@ import glob
 import json
 import os
 import re
+import shutil
 import subprocess
 import sys
 from concurrent.futures import ThreadPoolExecutor
@@ -132,6 +133,14 @@ def main() -> None:
     ap.add_argument("--only-pivot", action="store_true", help="write the pivot pairs only")
     ap.add_argument("--out", required=True)
     a = ap.parse_args()
+    if shutil.which("man") is None:
+        raise SystemExit("man is not installed (apt-get install man-db)")
+    for lang in a.langs:
+        if not page_pairs(lang):
+            raise SystemExit(
+                f"no {lang} man page with its English page under {MAN}: "
+                f"apt-get install manpages manpages-{lang}"
+            )
     rows = {lang: mine(lang, a.method, a.encoder, a.min_cos) for lang in a.langs}
     out = [] if a.only_pivot else [r for lang in a.langs for r in rows[lang]]
     if a.pivot:

@@ -541,6 +541,70 @@ def test_a_translated_html_example_is_kept_with_its_markup_flagged():
     assert sum(t.num_rows for t in kept) == 0
 
 
+CONTRIBUTORS = [("kivi", 2), ("thang", 4), ("nick", 3)]
+
+
+def _contributor_lines(people):
+    """Contributor lines in markup: one word swapped ("commits" | "contributions", which the
+    translator leaves as it is: an English word too)."""
+    rows = [
+        ("p1", f"<code>@{n}</code>: {k} commits", f"<code>@{n}</code> : {k} contributions", i,
+         f"<code>@{n}</code> : {k} contributions")
+        for i, (n, k) in enumerate(people)
+    ]  # fmt: skip
+    pages = [("p1", [r[1] for r in rows], [r[2] for r in rows])]
+    return [_aligned(rows)], [_translated(pages)]
+
+
+def test_a_swap_repeated_on_three_lines_is_a_translated_template():
+    aligned, translated = _contributor_lines(CONTRIBUTORS)
+    kept, dropped, stats = clean_positives(aligned, translated)
+    assert all("code_markup" in r["overruled"] for t in kept for r in t.to_pylist())
+    assert sum(t.num_rows for t in kept) == 3
+    assert stats["vouched_by_template"] == 3
+    # the word evidence alone does not vouch for them
+    ev = decision.similarities("@kivi: 2 commits", "@kivi : 2 contributions",
+                               "@kivi : 2 contributions")  # fmt: skip
+    assert not decision.translated(ev, DEC)
+    # two lines are no template; the evidence switched off drops all three
+    for people, settings in (
+        (CONTRIBUTORS[:2], {}),
+        (CONTRIBUTORS, {"decision": {"min_template_lines": 0}}),
+    ):
+        aligned, translated = _contributor_lines(people)
+        kept, dropped, _ = clean_positives(aligned, translated, settings)
+        assert sum(t.num_rows for t in kept) == 0
+        assert {r["reason"] for t in dropped for r in t.to_pylist()} == {"code_markup"}
+
+
+@pytest.mark.parametrize(
+    "en, other, other_en, expected",
+    [
+        ("@ann: 2 commits", "@ann : 2 contributions", "@ann : 2 contributions", True),
+        # the numbers differ: two lines of a list
+        ("@ann: 2 commits", "@ann : 3 contributions", "@ann : 3 contributions", False),
+        # a shared word is French and the translator changes it: the English side is not English
+        # throughout, although the swap ("misc" | "divers") is the site's and mt is high
+        ("Misc NetFront Opera Dillo Appareils", "Divers NetFront Opera Dillo Appareils",
+         "Misc NetFront Opera Dillo Appliances", False),
+        # a language switch: one English text on every page, and a translation unlike it
+        ("Français", "English", "English", False),
+    ],
+)  # fmt: skip
+def test_template_evidence(en, other, other_en, expected):
+    site = [(en, other), ("@bob: 1 commits", "@bob : 1 contributions"),
+            ("@cy: 5 commits", "@cy : 5 contributions"),
+            ("@dee: 7 commits", "@dee : 7 contributions"),
+            ("Misc Dillo Appareils intégrés", "Divers Dillo Appareils intégrés"),
+            ("Misc Opera Appareils intégrés", "Divers Opera Appareils intégrés"),
+            ("Misc Lynx Appareils intégrés", "Divers Lynx Appareils intégrés"),
+            ("Français", "English"), ("Français", "English")]  # fmt: skip
+    counts = decision.template_counts([a for a, _ in site], [b for _, b in site])
+    assert counts[(frozenset({"commits"}), frozenset({"contributions"}))] >= 3  # distinct lines
+    assert counts[(frozenset({"français"}), frozenset({"english"}))] == 1
+    assert decision.template_vouches(en, other, other_en, counts, DEC) is expected
+
+
 def _pairs_table(measured):
     rows = [
         {

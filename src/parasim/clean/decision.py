@@ -37,6 +37,17 @@ a real translation does. So a pair is kept over the rules named in ``overrule`` 
   translator and matches the English side well, yet is mostly a copy. On the python-docs site
   every overruled n:m link was such a mix, and every overruled 1:1 pair a real translation.
 
+A repeated swap is evidence too (``min_template_lines``): a line whose sides differ by the same
+words as at least that many other distinct English lines of the site ("Kivi Shapiro
+(@jkshapiro): 2 commits" | "… : 2 contributions", "Date modified: 2017-08-15" | "Date de
+modification : 2017-08-15") is a translated template, even where its one translated word is
+also English ("contributions") or too short for the changed-words test. It still needs ``mt``
+at least ``min_mt_similarity`` and the same numbers, and the words both sides share (the
+template's names) must mostly survive translation (a share of at least
+``min_template_shared``): on "Misc NetFront 3.4 Appareils intégrés" | "Divers NetFront 3.4
+Appareils intégrés" the shared words are French, the translator changes them, and the swap
+"misc" | "divers" does not make the English side English. 1:1 links only.
+
 Cosines are binary (each word type once, as the align stage's default ``weighting: binary``), on
 lower-cased ``\\w+`` tokens, with HTML tags and tokens of digits only left out (a number or a
 tag in both sides is not a translation). Only pairs a rule flagged are scored. Every overruled
@@ -49,11 +60,16 @@ from __future__ import annotations
 import functools
 import math
 import re
+from collections import Counter, defaultdict
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 
 from parasim.config import Settings
 
-__all__ = ["DecisionSettings", "Evidence", "similarities", "translated"]
+__all__ = [
+    "DecisionSettings", "Evidence", "similarities", "swap", "template_counts", "template_vouches",
+    "translated",
+]  # fmt: skip
 
 _TAG = re.compile(r"</?[A-Za-z][^<>]*>")
 _TOKEN = re.compile(r"\w+")
@@ -73,6 +89,8 @@ class DecisionSettings(Settings, section="clean.decision"):
     max_copy_similarity: float
     page_check: bool
     one_to_one_only: bool
+    min_template_lines: int
+    min_template_shared: float
 
 
 @functools.lru_cache(maxsize=1 << 16)
@@ -151,3 +169,40 @@ def translated(ev: Evidence, s: DecisionSettings) -> bool:
         and ev.changed_share >= s.min_changed_share
         and ev.changed_letters >= s.min_changed_letters
     )
+
+
+def swap(en: str | None, other: str | None) -> tuple[frozenset[str], frozenset[str]] | None:
+    """The words only the English side holds and those only the other side holds (the
+    :func:`similarities` words), None unless both are there."""
+    e, o = _words(en), _words(other)
+    a, b = e - o, o - e
+    return (a, b) if a and b else None
+
+
+def template_counts(en_texts: Iterable[str], other_texts: Iterable[str]) -> Counter:
+    """For each :func:`swap` of the pairs, the number of distinct English texts that show it."""
+    seen: dict[tuple, set[str]] = defaultdict(set)
+    for en, other in set(zip(en_texts, other_texts, strict=True)):  # each distinct pair once
+        sw = swap(en, other) if en != other else None
+        if sw is not None:
+            seen[sw].add(en)
+    return Counter({k: len(v) for k, v in seen.items()})
+
+
+def template_vouches(
+    en: str, other: str, other_en: str | None, counts: Mapping, s: DecisionSettings
+) -> bool:
+    """Whether a pair is a translated template (module docstring): its swap shown by at least
+    ``min_template_lines`` English texts of ``counts``, ``mt`` and the numbers as for any
+    overrule, and the shared words kept by the translator (a share of at least
+    ``min_template_shared``)."""
+    if s.min_template_lines <= 0 or other_en is None:
+        return False
+    sw = swap(en, other)
+    if sw is None or counts.get(sw, 0) < s.min_template_lines:
+        return False
+    ev = similarities(en, other, other_en)
+    if ev.mt < s.min_mt_similarity or not ev.numbers_match:
+        return False
+    shared = _words(en) & _words(other)
+    return not shared or len(shared & _words(other_en)) / len(shared) >= s.min_template_shared

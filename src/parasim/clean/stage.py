@@ -153,16 +153,24 @@ def clean_positives(
     dec = s.decision
     over = set(dec.overrule) if dec.enabled else set()
     vouched: dict[int, bool] = {}
+    templates: list = []  # the site's swap counts, made when first needed
 
     def vouches(i: int) -> bool:
-        """Whether pair ``i``'s translation says it is one (:mod:`.decision`; 1:1 links only
-        with ``one_to_one_only``)."""
+        """Whether pair ``i``'s translation says it is one, or it is a translated template
+        (:mod:`.decision`; 1:1 links only with ``one_to_one_only``, templates always)."""
         v = vouched.get(i)
         if v is None:
             single = len(cols["en_idx"][i]) == 1 and len(cols["other_idx"][i]) == 1
             v = (single or not dec.one_to_one_only) and decision.translated(
                 decision.similarities(en_text[i], other_text[i], cols["other_en"][i]), dec
             )
+            if not v and single and dec.min_template_lines > 0:
+                if not templates:
+                    templates.append(decision.template_counts(en_text, other_text))
+                v = decision.template_vouches(
+                    en_text[i], other_text[i], cols["other_en"][i], templates[0], dec
+                )
+                stats["vouched_by_template"] += v
             vouched[i] = v
         return v
 

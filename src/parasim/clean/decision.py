@@ -190,18 +190,23 @@ def template_counts(en_texts: Iterable[str], other_texts: Iterable[str]) -> Coun
 
 
 def template_vouches(
-    en: str, other: str, other_en: str | None, counts: Mapping, s: DecisionSettings
+    en: str,
+    other: str,
+    other_en: str | None,
+    counts: Mapping,
+    s: DecisionSettings,
+    ev: Evidence | None = None,
 ) -> bool:
     """Whether a pair is a translated template (module docstring): its swap shown by at least
     ``min_template_lines`` English texts of ``counts``, ``mt`` and the numbers as for any
     overrule, and the shared words kept by the translator (a share of at least
-    ``min_template_shared``)."""
+    ``min_template_shared``). ``ev``: the pair's :func:`similarities`, when already made."""
     if s.min_template_lines <= 0 or other_en is None:
         return False
     sw = swap(en, other)
     if sw is None or counts.get(sw, 0) < s.min_template_lines:
         return False
-    ev = similarities(en, other, other_en)
+    ev = ev or similarities(en, other, other_en)
     if ev.mt < s.min_mt_similarity or not ev.numbers_match:
         return False
     shared = _words(en) & _words(other)

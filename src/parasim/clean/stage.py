@@ -161,14 +161,15 @@ def clean_positives(
         v = vouched.get(i)
         if v is None:
             single = len(cols["en_idx"][i]) == 1 and len(cols["other_idx"][i]) == 1
-            v = (single or not dec.one_to_one_only) and decision.translated(
-                decision.similarities(en_text[i], other_text[i], cols["other_en"][i]), dec
-            )
+            ev = None
+            if single or not dec.one_to_one_only:
+                ev = decision.similarities(en_text[i], other_text[i], cols["other_en"][i])
+            v = ev is not None and decision.translated(ev, dec)
             if not v and single and dec.min_template_lines > 0:
                 if not templates:
                     templates.append(decision.template_counts(en_text, other_text))
                 v = decision.template_vouches(
-                    en_text[i], other_text[i], cols["other_en"][i], templates[0], dec
+                    en_text[i], other_text[i], cols["other_en"][i], templates[0], dec, ev
                 )
                 stats["vouched_by_template"] += v
             vouched[i] = v

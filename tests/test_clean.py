@@ -655,3 +655,62 @@ def test_untranslated_pages_are_judged_line_by_line():
     )
     assert "untranslated" not in {r["reason"] for t in dropped for r in t.to_pylist()}
     assert stats["page_pairs_untranslated"] == 0
+
+
+FIG_EN = '<figure class="video"> <figcaption> <p>Looking for a Job in Canada</p> </figcaption>'
+FIG_FR = '<figure class="video"> <figcaption> <p>Trouver un emploi au Canada</p> </figcaption>'
+FIG_MT = '<figure class="video"> <figcaption> <p>Find a work to the Canada</p> </figcaption>'
+
+
+@pytest.mark.parametrize(
+    "en, other, other_en, expected",
+    [
+        (FIG_EN, FIG_FR, FIG_MT, True),
+        # the same example left in English with a word added: the translator changes nothing
+        (FIG_EN, FIG_EN.replace("Job", "Job today"), FIG_EN.replace("Job", "Job today"), False),
+        # another example: other tags
+        (FIG_EN, "<h2>Trouver un emploi au Canada</h2>", "<h2>Find a work to the Canada</h2>",
+         False),
+        # the numbers differ: two items of a list
+        (FIG_EN.replace("Job", "Job 1"), FIG_FR.replace("emploi", "emploi 2"),
+         FIG_MT.replace("work", "work 2"), False),
+        # one element a side is not an example
+        ("Looking for a <b>Job</b> in Canada", "Trouver un <b>emploi</b> au Canada",
+         "Find a <b>work</b> to the Canada", False),
+    ],
+)  # fmt: skip
+def test_markup_evidence(en, other, other_en, expected):
+    ev = decision.similarities(en, other, other_en)
+    assert not decision.translated(ev, DEC)  # the word evidence alone does not vouch
+    assert decision.markup_vouches(en, other, ev, DEC) is expected
+    off = decision.DecisionSettings.from_config({"min_markup_skeleton": 0})
+    assert not decision.markup_vouches(en, other, ev, off)
+
+
+def test_a_translated_html_example_is_kept_by_its_markup_not_against_its_language():
+    spanish = FIG_FR.replace("Trouver un emploi au Canada", "Buscar un empleo en Canadá ahora")
+    rows = [
+        ("p1", FIG_EN, FIG_FR, 0, FIG_MT),
+        # Spanish on the French side: its markup vouches, the language check does not let it
+        ("p1", FIG_EN.replace("Canada", "Canada now"), spanish, 1,
+         FIG_MT.replace("Find a work to the Canada", "Seek one job in Canadá at present")),
+    ]  # fmt: skip
+    pages = [("p1", [r[1] for r in rows], [r[2] for r in rows])]
+    kept, dropped, stats = clean_positives([_aligned(rows)], [_translated(pages)])
+    assert [(r["other_text"], r["overruled"]) for t in kept for r in t.to_pylist()] == [
+        (FIG_FR, ["code_markup"])
+    ]
+    assert stats["vouched_by_markup"] == 1
+    assert [r["reason"] for t in dropped for r in t.to_pylist()] == ["code_markup"]
+    kept, _, _ = clean_positives(
+        [_aligned(rows)], [_translated(pages)], {"decision": {"min_markup_skeleton": 0}}
+    )
+    assert sum(t.num_rows for t in kept) == 0
+
+
+def test_the_language_check_reads_prose_not_markup():
+    from parasim.clean import langid
+
+    assert langid.prose('<div class="row"> <p>Bonjour à tous</p></div>') == "Bonjour à tous"
+    assert langid.prose("a < b and c > d") == "a < b and c > d"  # no tag: unchanged
+    assert langid.prose("Plain text") == "Plain text"

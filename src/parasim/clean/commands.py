@@ -63,7 +63,7 @@ def clean_stats(raw: Mapping[str, Any]) -> Stats:
         seconds={"total": c.pop("seconds")},
         figures={"pairs_per_s": c.pop("pairs_per_s")},
         counts=c,  # page_pairs, langid_<side>_<verdict>, furniture_pairs, overruled_<reason>,
-        # vouched_by_template
+        # vouched_by_template, vouched_by_markup
     )
 
 

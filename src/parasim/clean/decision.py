@@ -48,6 +48,19 @@ template's names) must mostly survive translation (a share of at least
 Appareils intégrés" the shared words are French, the translator changes them, and the swap
 "misc" | "divers" does not make the English side English. 1:1 links only.
 
+An HTML or code example is evidence of its own (``min_markup_skeleton``): where both sides hold
+at least ``min_markup_tags`` elements (opening tags), the same tags in the same order (tag
+names, a sequence ratio of at least ``min_markup_skeleton``: the same example, whatever its
+attributes), and the translator changed the prose between them as the changed-words test above
+asks (``min_changed_share``, ``min_changed_letters``, ``max_copy_similarity``), the pair is the
+example translated ("<figcaption> <p>Looking for a Job</p> </figcaption>" | "<figcaption>
+<p>Trouver un emploi</p> </figcaption>", which Apertium gives as "Find a work"). It needs no
+``mt`` floor: the few words of an example are where a rule-based translator does worst
+("Section qui glisse vers l'intérieur" gives "Section that slips to the interior" for "Section
+that slides in"), while the markup says which example it is. It overrules only ``code_markup``,
+``url_email`` and ``near_identical`` (flags of the pair's surface), never the language check;
+1:1 links only, and the numbers must agree.
+
 Cosines are binary (each word type once, as the align stage's default ``weighting: binary``), on
 lower-cased ``\\w+`` tokens, with HTML tags and tokens of digits only left out (a number or a
 tag in both sides is not a translation). Only pairs a rule flagged are scored. Every overruled
@@ -57,6 +70,7 @@ HTML example is kept as it is, not stripped, and is found by that flag.
 
 from __future__ import annotations
 
+import difflib
 import functools
 import math
 import re
@@ -67,13 +81,17 @@ from dataclasses import dataclass
 from parasim.config import Settings
 
 __all__ = [
-    "DecisionSettings", "Evidence", "similarities", "swap", "template_counts", "template_vouches",
-    "translated",
+    "DecisionSettings", "Evidence", "MARKUP_FLAGS", "markup_skeleton", "markup_vouches",
+    "similarities", "swap", "template_counts", "template_vouches", "translated",
 ]  # fmt: skip
 
 _TAG = re.compile(r"</?[A-Za-z][^<>]*>")
 _TOKEN = re.compile(r"\w+")
 _DIGITS = re.compile(r"\d+")
+_TAG_NAME = re.compile(r"<(/?[A-Za-z][\w-]*)")
+
+#: the flags a pair's markup evidence may overrule (its surface, not its language)
+MARKUP_FLAGS = frozenset({"code_markup", "url_email", "near_identical"})
 
 
 @dataclass(frozen=True)
@@ -91,6 +109,8 @@ class DecisionSettings(Settings, section="clean.decision"):
     one_to_one_only: bool
     min_template_lines: int
     min_template_shared: float
+    min_markup_skeleton: float
+    min_markup_tags: int
 
 
 @functools.lru_cache(maxsize=1 << 16)
@@ -211,3 +231,27 @@ def template_vouches(
         return False
     shared = _words(en) & _words(other)
     return not shared or len(shared & _words(other_en)) / len(shared) >= s.min_template_shared
+
+
+@functools.lru_cache(maxsize=1 << 14)
+def markup_skeleton(text: str | None) -> tuple[str, ...]:
+    """The tag names of ``text`` in order, lower-cased, closing tags with their ``/``."""
+    return tuple(m.lower() for m in _TAG_NAME.findall(text or ""))
+
+
+def markup_vouches(en: str, other: str, ev: Evidence, s: DecisionSettings) -> bool:
+    """Whether a pair is an HTML or code example whose prose is translated (module docstring):
+    the same tags in the same order on both sides, the same numbers, and the other side's own
+    words changed by the translator. ``ev``: the pair's :func:`similarities`."""
+    if s.min_markup_skeleton <= 0 or not ev.numbers_match:
+        return False
+    a, b = markup_skeleton(en), markup_skeleton(other)
+    if min(sum(not x.startswith("/") for x in tags) for tags in (a, b)) < max(s.min_markup_tags, 1):
+        return False
+    if not (
+        ev.raw <= s.max_copy_similarity
+        and ev.changed_share >= s.min_changed_share
+        and ev.changed_letters >= s.min_changed_letters
+    ):
+        return False
+    return difflib.SequenceMatcher(None, a, b, autojunk=False).ratio() >= s.min_markup_skeleton

@@ -21,6 +21,10 @@ A side is judged in three steps (:meth:`LanguageId.judge`):
    main text is in the wrong language such a line is dropped as ``untranslated`` unless its
    translation vouches for it (:mod:`.stage`, :mod:`.decision`). These lines are counted.
 
+Markup is not language: a line's HTML tags (``<div class="row">``, ``</a>``) are left out before
+it is identified (:func:`prose`), so an HTML example is judged by its prose, not by its English
+attribute names.
+
 Named entities need no rule of their own: a line that is only a name is too short to identify and
 falls to steps 2-3; a name inside a sentence does not move heliport's decision for the sentence.
 """
@@ -28,10 +32,19 @@ falls to steps 2-3; a name inside a sentence does not move heliport's decision f
 from __future__ import annotations
 
 import functools
+import re
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 from .rules import count_letters
+
+_TAG = re.compile(r"</?[A-Za-z][^<>]*>")
+
+
+def prose(text: str) -> str:
+    """``text`` without its HTML tags (what heliport reads of a line)."""
+    return " ".join(_TAG.sub(" ", text).split()) if "<" in text else text
+
 
 #: ISO 639-1 (config) -> ISO 639-3 (heliport) for the languages parasim's backends translate, and
 #: other common web languages. A language missing here is looked up by its 3-letter code as is.

@@ -91,7 +91,7 @@ _READ = (
 
 def _context(lines: Sequence[str | None], idx: Sequence[int], window: int) -> str:
     lo, hi = max(0, min(idx) - window), max(idx) + window + 1
-    return " ".join((x or "").strip() for x in lines[lo:hi])
+    return langid.prose(" ".join((x or "").strip() for x in lines[lo:hi]))
 
 
 def clean_positives(
@@ -178,12 +178,24 @@ def clean_positives(
     # the rules that flag a pair the decision may keep: every rule it fails is overrulable and
     # its translation vouches for it (else it keeps its first rule, and skips the language check)
     flags: dict[int, list[str]] = {}
+    by_markup: set[int] = set()  # kept over surface flags by the markup evidence alone
+    markup_over = decision.MARKUP_FLAGS & over if dec.min_markup_skeleton > 0 else frozenset()
     if over:
         for i, r in enumerate(reason):
-            if r in over and vouches(i):
+            if r not in over:
+                continue
+            if vouches(i):
                 failed = check.reasons(en_text[i], other_text[i])
                 if set(failed) <= over:
                     flags[i], reason[i] = failed, None
+            elif r in markup_over and len(cols["en_idx"][i]) == len(cols["other_idx"][i]) == 1:
+                failed = check.reasons(en_text[i], other_text[i])
+                ev = decision.similarities(en_text[i], other_text[i], cols["other_en"][i])
+                if set(failed) <= markup_over and decision.markup_vouches(
+                    en_text[i], other_text[i], ev, dec
+                ):
+                    flags[i], reason[i] = failed, None
+                    by_markup.add(i)
 
     # 2. language identification, per side (the other side per declared language)
     verdict: dict[str, list[str | None]] = {"en": [None] * n, "other": [None] * n}
@@ -206,7 +218,7 @@ def clean_positives(
                     return None
                 return _context(page[pos], idx_all[i], lid.window)
 
-            texts = [texts_all[i] for i in members]
+            texts = [langid.prose(texts_all[i]) for i in members]
             opposite = lang if side == "en" else "en"
             verdicts = lid.judge(
                 texts, "en" if side == "en" else lang, context, opposite, check.count_letters
@@ -239,9 +251,10 @@ def clean_positives(
             dec.enabled
             and all(c in over or c == UNTRANSLATED for c in cands)
             and not (dec.page_check and strong_wrong)
-            and vouches(i)
+            and (vouches(i) or (i in by_markup and set(cands) <= markup_over))
         )
         if keep:
+            stats["vouched_by_markup"] += i in by_markup
             overruled[i] = cands
             for c in cands:
                 stats[f"overruled_{c}"] += 1

@@ -714,3 +714,25 @@ def test_the_language_check_reads_prose_not_markup():
     assert langid.prose('<div class="row"> <p>Bonjour à tous</p></div>') == "Bonjour à tous"
     assert langid.prose("a < b and c > d") == "a < b and c > d"  # no tag: unchanged
     assert langid.prose("Plain text") == "Plain text"
+
+
+def test_a_reordering_repeated_on_three_lines_is_a_translated_template():
+    """A line of the same words in another order ("Source code: Lib/x.py" | "Code source :
+    Lib/x.py"), which Apertium does not undo ("Code Source : Lib/x.py"): only the repeat
+    vouches."""
+    assert decision.swap("Source code: Lib/os.py", "Code source : Lib/os.py") == (
+        ("source", "code"),
+        ("code", "source"),
+    )
+    assert decision.swap("Source code: Lib/os.py", "Source code : Lib/os.py") is None
+    assert decision.swap("Source code: Lib/os.py", "Source code: Lib/os.py") is None
+    mods = ["os", "ssl", "copy", "heapq"]
+    pairs = [(f"Source code: Lib/{m}.py", f"Code source : Lib/{m}.py") for m in mods]
+    counts = decision.template_counts(*zip(*pairs, strict=True))
+    en, fr = pairs[0]
+    mt = fr.replace("Code source", "Code Source")
+    ev = decision.similarities(en, fr, mt)
+    assert not decision.translated(ev, DEC)
+    assert decision.template_vouches(en, fr, mt, counts, DEC, ev)
+    two = decision.template_counts(*zip(*pairs[:2], strict=True))
+    assert not decision.template_vouches(en, fr, mt, two, DEC, ev)

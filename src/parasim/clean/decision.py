@@ -46,7 +46,10 @@ at least ``min_mt_similarity`` and the same numbers, and the words both sides sh
 template's names) must mostly survive translation (a share of at least
 ``min_template_shared``): on "Misc NetFront 3.4 Appareils intégrés" | "Divers NetFront 3.4
 Appareils intégrés" the shared words are French, the translator changes them, and the swap
-"misc" | "divers" does not make the English side English. 1:1 links only.
+"misc" | "divers" does not make the English side English. 1:1 links only. Where both sides hold
+the same words in another order, the swap is the reordered stretch ("Source code: Lib/os.py" |
+"Code source : Lib/os.py": "source code" | "code source", which Apertium leaves as "Code
+Source"), repeated the same way on as many lines.
 
 An HTML or code example is evidence of its own (``min_markup_skeleton``): where both sides hold
 at least ``min_markup_tags`` elements (opening tags), the same tags in the same order (tag
@@ -191,12 +194,34 @@ def translated(ev: Evidence, s: DecisionSettings) -> bool:
     )
 
 
-def swap(en: str | None, other: str | None) -> tuple[frozenset[str], frozenset[str]] | None:
+def _sequence(text: str | None) -> tuple[str, ...]:
+    """The :func:`_words` of ``text`` in their order, repeats kept."""
+    if not text:
+        return ()
+    return tuple(w for w in _TOKEN.findall(_TAG.sub(" ", text).lower()) if not w.isdigit())
+
+
+def swap(en: str | None, other: str | None) -> tuple | None:
     """The words only the English side holds and those only the other side holds (the
-    :func:`similarities` words), None unless both are there."""
+    :func:`similarities` words); where both sides hold the same words in another order, the
+    stretch of words between their common beginning and end on each side ("source code" |
+    "code source"); None when neither is there."""
     e, o = _words(en), _words(other)
     a, b = e - o, o - e
-    return (a, b) if a and b else None
+    if a and b:
+        return (a, b)
+    if a or b or not e:
+        return None
+    x, y = _sequence(en), _sequence(other)
+    if x == y:
+        return None
+    i = 0
+    while i < min(len(x), len(y)) and x[i] == y[i]:
+        i += 1
+    j = 0
+    while j < min(len(x), len(y)) - i and x[-1 - j] == y[-1 - j]:
+        j += 1
+    return (x[i : len(x) - j], y[i : len(y) - j])
 
 
 def template_counts(en_texts: Iterable[str], other_texts: Iterable[str]) -> Counter:

@@ -1,8 +1,9 @@
 """Tune a static model's token vectors on the Python documentation's translations (issue 35).
 
 The variants of BENCHMARKS.md's table "Contrastive tuning of the static vectors": the workflow's
-build (``align.static.tune``, :func:`parasim.models.static.tune_static`) from an existing static
-folder, plus two one-off options the workflow does not have: the pairs split into sentences
+build (``align.static.tune``, :func:`parasim.models.static.tune_static`, whose ``extra`` files
+and ``average_seeds`` the workflow has too) from an existing static folder, plus two one-off
+options the workflow does not have: the pairs split into sentences
 where both sides of a paragraph split into as many, and a blend of the tuned and untuned
 vectors. Each output folder is an ``align.encoder`` for ``parasim bench align --encoder``::
 
@@ -24,7 +25,7 @@ from pathlib import Path
 import numpy as np
 
 from parasim.catalogues import DATA_DIR
-from parasim.models.static import TuneSpec, load_static, tune_pairs, tune_static
+from parasim.models.static import TuneSpec, load_static, read_pair_file, tune_pairs, tune_static
 
 #: A sentence end followed by a capital (or an opening quote / Spanish mark).
 SENTENCE_END = re.compile(r"(?<=[.!?])\s+(?=[A-ZÀ-ÝÉ«\"¿¡])")
@@ -73,8 +74,7 @@ def main() -> None:
     if a.sentences:
         pairs = split_sentences(pairs)
     for path in a.extra:
-        with open(path, encoding="utf-8") as f:
-            pairs += [(r["a"], r["b"]) for r in map(json.loads, f)]
+        pairs += read_pair_file(path)
     if a.extra:
         pairs = sorted(set(pairs))
     vecs, figures = tune_static(model, pairs, tune)

@@ -297,3 +297,59 @@ def test_settings_have_the_tune_section():
 
     spec = static.StaticSpec.from_mapping(asdict(s.static))
     assert spec.tune is not None and spec.tune.learning_rate == 1e-3
+
+
+def write_pairs(path: Path, pairs) -> Path:
+    path.write_text("".join(json.dumps({"a": a, "b": b}) + "\n" for a, b in pairs))
+    return path
+
+
+def test_a_tuning_key_is_unchanged_by_the_extra_and_average_options():
+    # the tuned folders built before the options keep their cache keys
+    spec = static.StaticSpec.from_mapping({"tune": {"pairs": "python-docs", "fingerprint": "abc"}})
+    assert spec.key() == "174a3cff04f7"
+    soup = static.StaticSpec.from_mapping(
+        {"tune": {"pairs": "python-docs", "fingerprint": "abc", "average_seeds": 3}}
+    )
+    assert soup.key() != spec.key()
+
+
+def test_extra_pairs_alone_and_an_average_of_seeds(tiny, tmp_path):
+    extra = write_pairs(tmp_path / "pairs.jsonl", TUNE_PAIRS + TUNE_PAIRS[:2])  # repeats
+    base = {"source": str(tiny), "pca_dims": 8}
+    tune = {"extra": [str(extra)], "epochs": 3, "learning_rate": 0.05, "batch_size": 2}
+    one = static.ensure_static_model({**base, "tune": tune}, cache=tmp_path / "c")
+    stamp = json.loads((one / "parasim_static.json").read_text())
+    assert stamp["tune"]["pairs"] == "none"  # no catalogues: the file's pairs alone
+    assert stamp["tuning"]["pairs"] == len(TUNE_PAIRS)  # deduplicated
+    seed1 = static.ensure_static_model({**base, "tune": {**tune, "seed": 1}}, cache=tmp_path / "c")
+    soup = static.ensure_static_model(
+        {**base, "tune": {**tune, "average_seeds": 2}}, cache=tmp_path / "c"
+    )
+    assert len({one, seed1, soup}) == 3
+    a, b, m = (np.asarray(static.load_static(f).embedding) for f in (one, seed1, soup))
+    assert not np.array_equal(a, b)
+    np.testing.assert_array_equal(m, ((a + b) / 2).astype(np.float32))
+    assert len(json.loads((soup / "parasim_static.json").read_text())["tuning"]["seeds"]) == 2
+    # what the file holds is in the key, not where it lies
+    moved = write_pairs(tmp_path / "elsewhere.jsonl", TUNE_PAIRS)
+    spec = static.resolve_tune(static.StaticSpec.from_mapping({**base, "tune": tune}))
+    spec2 = static.resolve_tune(
+        static.StaticSpec.from_mapping({**base, "tune": {**tune, "extra": [str(moved)]}})
+    )
+    assert spec.tune.fingerprint != spec2.tune.fingerprint  # other bytes (no repeats)
+
+
+def test_bad_extra_pairs_are_named(tmp_path):
+    missing = tmp_path / "absent.jsonl"
+    spec = static.StaticSpec.from_mapping({"tune": {"extra": [str(missing)]}})
+    with pytest.raises(FileNotFoundError, match="absent.jsonl"):
+        static.resolve_tune(spec)
+    bad = tmp_path / "bad.jsonl"
+    bad.write_text('{"a": "x", "b": "y"}\n\n{"a": "x"}\n')
+    with pytest.raises(ValueError, match=r"bad.jsonl:3"):
+        static.read_pair_file(bad)
+    with pytest.raises(ValueError, match="average_seeds"):
+        static.TuneSpec.from_mapping({"pairs": "python-docs", "average_seeds": 0})
+    s = AlignSettings.from_config({"static": {"tune": {"extra": ["x.jsonl"], "average_seeds": 3}}})
+    assert s.static.tune.extra == ("x.jsonl",) and s.static.tune.average_seeds == 3

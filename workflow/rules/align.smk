@@ -3,6 +3,7 @@ rule static_encoder:
     align.static settings into the parasim cache; the JSON names the folder."""
     input:
         code=code("models/static"),
+        extra=config["align"]["static"]["tune"]["extra"],  # a user's tuning pairs, if any
     output:
         "results/models/static-encoder/build.json",
     log:

@@ -75,6 +75,8 @@ class StaticTuneSettings(Settings, section="align.static.tune"):
     seed: int
     symmetric: bool
     data: str
+    extra: tuple[str, ...]
+    average_seeds: int
 
 
 @dataclass(frozen=True)

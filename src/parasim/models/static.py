@@ -80,7 +80,14 @@ class TuneSpec:
             translation only.
         data: the folder of the catalogues' archives (empty: ``../shared/data/sites/python-docs``
             beside the checkout).
-        fingerprint: hash of the archives read (filled by :func:`resolve_tune`; in the key).
+        extra: JSON-lines files of more pairs, one ``{"a": ..., "b": ...}`` object a line
+            (``a`` English or a pivot language, ``b`` its translation: ``scripts/man_pairs.py``,
+            ``scripts/stsb_pairs.py`` or a user's own parallel text); with them all pairs are
+            deduplicated and sorted. ``pairs: none`` with extra files trains on them alone.
+        average_seeds: the tuning runs with this many seeds (``seed``, ``seed + 1``, ...) and
+            the vectors are their mean (a "model soup": the seed's luck averaged out).
+        fingerprint: hash of the archives and files read (filled by :func:`resolve_tune`; in
+            the key).
     """
 
     pairs: str = "none"
@@ -91,19 +98,24 @@ class TuneSpec:
     seed: int = 0
     symmetric: bool = False
     data: str = ""
+    extra: tuple[str, ...] = ()
+    average_seeds: int = 1
     fingerprint: str = ""
 
     @classmethod
     def from_mapping(cls, m: Mapping[str, Any] | None) -> TuneSpec | None:
         """The tuning of ``m`` (the ``tune`` section), None where it trains on nothing."""
         m = dict(m or {})
-        if m.get("pairs", "none") == "none":
-            return None
-        if m["pairs"] not in TUNE_PAIRS:
+        if m.get("pairs", "none") not in TUNE_PAIRS:
             raise ValueError(f"align.static.tune.pairs: {m['pairs']!r} not in {TUNE_PAIRS}")
+        if m.get("pairs", "none") == "none" and not m.get("extra"):
+            return None
         kw = {k: m[k] for k in cls.__dataclass_fields__ if k in m}
-        if "langs" in kw:
-            kw["langs"] = tuple(kw["langs"])
+        for k in ("langs", "extra"):
+            if k in kw:
+                kw[k] = tuple(kw[k])
+        if kw.get("average_seeds", 1) < 1:
+            raise ValueError("align.static.tune.average_seeds: at least 1")
         return cls(**kw)
 
 
@@ -144,7 +156,11 @@ class StaticSpec:
         d: dict[str, Any] = {k: getattr(self, k) for k in ("source", "pca_dims", "sif_coefficient")}
         if self.tune is not None:
             t = asdict(self.tune)
-            t.pop("data")  # where the archives lie is not what they hold: the fingerprint is
+            # where the archives and files lie is not what they hold: the fingerprint is
+            t.pop("data")
+            t.pop("extra")
+            if t["average_seeds"] == 1:  # the keys of tunings made before the option
+                t.pop("average_seeds")
             d["tune"] = {**t, "scale": TUNE_SCALE, "max_tokens": TUNE_MAX_TOKENS}
         blob = json.dumps({**d, "version": STATIC_VERSION}, sort_keys=True)
         return hashlib.sha1(blob.encode()).hexdigest()[:12]
@@ -315,29 +331,61 @@ def resolve_tune(spec: StaticSpec) -> StaticSpec:
         return spec
     from parasim.catalogues import TRANSLATIONS
 
-    folder = tune_data_dir(spec.tune)
-    unknown = sorted(set(spec.tune.langs) - set(TRANSLATIONS))
-    if unknown:
-        raise ValueError(f"align.static.tune.langs: no catalogues for {unknown}")
-    archives = [folder / TRANSLATIONS[lang].archive for lang in sorted(set(spec.tune.langs))]
-    missing = [str(a) for a in archives if not a.is_file()]
-    if missing or not archives:
-        log.warning(
-            "align.static.tune: not tuning, the %s pairs are not there (%s missing): the "
-            "untuned static model is used",
-            spec.tune.pairs,
-            ", ".join(missing) or "no language",
-        )
-        return replace(spec, tune=None)
-    return replace(spec, tune=replace(spec.tune, fingerprint=_hash_files(archives)))
+    extra = [Path(f) for f in spec.tune.extra]
+    for f in extra:
+        if not f.is_file():
+            raise FileNotFoundError(f"align.static.tune.extra: {f} is not a file")
+    archives: list[Path] = []
+    if spec.tune.pairs == "python-docs":
+        folder = tune_data_dir(spec.tune)
+        unknown = sorted(set(spec.tune.langs) - set(TRANSLATIONS))
+        if unknown:
+            raise ValueError(f"align.static.tune.langs: no catalogues for {unknown}")
+        archives = [folder / TRANSLATIONS[lang].archive for lang in sorted(set(spec.tune.langs))]
+        missing = [str(a) for a in archives if not a.is_file()]
+        if missing or not archives:
+            log.warning(
+                "align.static.tune: not tuning, the %s pairs are not there (%s missing): the "
+                "untuned static model is used",
+                spec.tune.pairs,
+                ", ".join(missing) or "no language",
+            )
+            return replace(spec, tune=None)
+    return replace(spec, tune=replace(spec.tune, fingerprint=_hash_files(archives + extra)))
+
+
+def read_pair_file(path: Path | str) -> list[tuple[str, str]]:
+    """The pairs of a JSON-lines file (``{"a": ..., "b": ...}`` a line; blank lines skipped); a
+    line that is not such an object is an error naming the file and the line."""
+    out: list[tuple[str, str]] = []
+    with open(path, encoding="utf-8") as f:
+        for n, line in enumerate(f, 1):
+            if not line.strip():
+                continue
+            try:
+                r = json.loads(line)
+                a, b = r["a"], r["b"]
+            except (ValueError, KeyError, TypeError) as e:
+                raise ValueError(f"{path}:{n}: not a {{'a', 'b'}} pair ({e})") from None
+            if not isinstance(a, str) or not isinstance(b, str):
+                raise ValueError(f"{path}:{n}: 'a' and 'b' must be texts")
+            out.append((a, b))
+    return out
 
 
 def tune_pairs(tune: TuneSpec) -> list[tuple[str, str]]:
-    """The (English, translation) pairs ``tune`` trains on, languages in sorted order."""
+    """The (English, translation) pairs ``tune`` trains on: the catalogues' (``pairs:
+    python-docs``), languages in sorted order, then the ``extra`` files'; with extra files, all
+    of them deduplicated and sorted."""
     from parasim.catalogues import translation_pairs
 
-    folder = tune_data_dir(tune)
-    return [p for lang in sorted(set(tune.langs)) for p in translation_pairs(lang, folder)]
+    out: list[tuple[str, str]] = []
+    if tune.pairs == "python-docs":
+        folder = tune_data_dir(tune)
+        out = [p for lang in sorted(set(tune.langs)) for p in translation_pairs(lang, folder)]
+    for f in tune.extra:
+        out += read_pair_file(f)
+    return sorted(set(out)) if tune.extra else out
 
 
 def tune_static(
@@ -435,6 +483,14 @@ def ensure_static_model(
             model = load_static(untuned)
             pairs = tune_pairs(tune)
             vecs, figures = tune_static(model, pairs, tune)
+            if tune.average_seeds > 1:  # the mean of the seeds' tables, in seed order
+                runs = [figures]
+                for k in range(1, tune.average_seeds):
+                    v, f = tune_static(model, pairs, replace(tune, seed=tune.seed + k))
+                    vecs = vecs + v
+                    runs.append(f)
+                vecs = (vecs / tune.average_seeds).astype(np.float32)
+                figures = {**figures, "seeds": runs}
             StaticModel(
                 vectors=vecs, tokenizer=model.tokenizer, config=dict(model.config),
                 normalize=True, base_model_name=model.base_model_name,

@@ -736,3 +736,25 @@ def test_a_reordering_repeated_on_three_lines_is_a_translated_template():
     assert decision.template_vouches(en, fr, mt, counts, DEC, ev)
     two = decision.template_counts(*zip(*pairs[:2], strict=True))
     assert not decision.template_vouches(en, fr, mt, two, DEC, ev)
+
+
+def test_a_translated_template_is_kept_on_a_page_measured_untranslated():
+    """The page check refuses an overrule where heliport reads the line itself as English on
+    a page measured untranslated; a translated template is evidence that outweighs it
+    ("Code source : Lib/poplib.py", read as English, on a French page that is 99 % English)."""
+    mods = ["poplib", "runpy", "smtplib", "symtable"]
+    rows = [
+        (f"p{k}", f"Source code: Lib/{m}.py", f"Code source : Lib/{m}.py", 0,
+         f"Code Source : Lib/{m}.py")
+        for k, m in enumerate(mods)
+    ]  # fmt: skip
+    pages = [(r[0], [r[1]], [r[2]]) for r in rows]
+    measured = {f"p{k}": ("fra", 0.9) for k in range(len(mods))} | {"p0": ("eng", 0.99)}
+    args = ([_aligned(rows)], [_translated(pages)])
+    kept, _, stats = clean_positives(*args, None, pairs=[_pairs_table(measured)])
+    assert sorted(r["en_text"] for t in kept for r in t.to_pylist()) == sorted(r[1] for r in rows)
+    assert stats["langid_other_wrong_line"] >= 1  # heliport's reading, outweighed
+    # without the template evidence nothing vouches for them
+    off = {"decision": {"min_template_lines": 0}}
+    kept, dropped, _ = clean_positives(*args, off, pairs=[_pairs_table(measured)])
+    assert "Source code: Lib/poplib.py" not in {r["en_text"] for t in kept for r in t.to_pylist()}

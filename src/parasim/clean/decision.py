@@ -29,7 +29,9 @@ a real translation does. So a pair is kept over the rules named in ``overrule`` 
 - both sides hold the same numbers (runs of digits, outside markup): a pair whose numbers differ
   ("Number of commits: 35" | "Nombre des « commits » 25") is two different lines aligned;
 - with ``page_check``: on a page pair the pair stage measured untranslated, heliport does not
-  put the line itself (alone, confidently) in the wrong language;
+  put the line itself (alone, confidently) in the wrong language, unless a translated template
+  (below) vouches for it: heliport reads "Code source : Lib/poplib.py" as English, the same
+  reordering on 36 other lines of the site says it is the French template;
 - with ``one_to_one_only``: the pair is one line on each side. The evidence of an n:m link is its
   lines' together, while a flag may concern one of them: a translated title merged with the
   English paragraph after it ("Format Strings Format strings describe…" | "Chaînes de

@@ -154,6 +154,7 @@ def clean_positives(
     over = set(dec.overrule) if dec.enabled else set()
     vouched: dict[int, bool] = {}
     templates: list = []  # the site's swap counts, made when first needed
+    by_template: set[int] = set()  # vouched for by a translated template
 
     def vouches(i: int) -> bool:
         """Whether pair ``i``'s translation says it is one, or it is a translated template
@@ -172,6 +173,8 @@ def clean_positives(
                     en_text[i], other_text[i], cols["other_en"][i], templates[0], dec, ev
                 )
                 stats["vouched_by_template"] += v
+                if v:
+                    by_template.add(i)
             vouched[i] = v
         return v
 
@@ -250,7 +253,7 @@ def clean_positives(
         keep = (
             dec.enabled
             and all(c in over or c == UNTRANSLATED for c in cands)
-            and not (dec.page_check and strong_wrong)
+            and not (dec.page_check and strong_wrong and i not in by_template)
             and (vouches(i) or (i in by_markup and set(cands) <= markup_over))
         )
         if keep:

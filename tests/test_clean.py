@@ -136,7 +136,7 @@ def test_language_judgement_line_guess_neighbours_and_page():
     verdicts = lid.judge(texts, "fr", lambda i: ctx.get(i), "en")
     assert verdicts[0] == "line"
     assert verdicts[1] == "wrong_line"
-    assert verdicts[2] in ("guess", "page")
+    assert verdicts[2] in ("short", "guess", "page")
     assert verdicts[3] in ("neighbours", "page", "guess")
     assert verdicts[4] in ("wrong_neighbours", "page")
     assert lid.page_language([EN_LONG, EN_LONG, FR_LONG])[0] == "eng"
@@ -758,3 +758,24 @@ def test_a_translated_template_is_kept_on_a_page_measured_untranslated():
     off = {"decision": {"min_template_lines": 0}}
     kept, dropped, _ = clean_positives(*args, off, pairs=[_pairs_table(measured)])
     assert "Source code: Lib/poplib.py" not in {r["en_text"] for t in kept for r in t.to_pylist()}
+
+
+def test_a_short_line_heliport_is_sure_of_is_placed_by_its_own_text():
+    """Under the letter floor, heliport's confident reading (its own threshold) places a line:
+    on a page measured untranslated that is the line's own evidence, as for a long line."""
+    lid = LanguageId(min_letters=20, window=1)
+    texts = ["Date de modification : 2015-05-15", "Autres", "Read the guide."]
+    verdicts = lid.judge(texts, "fr", lambda i: None, "en")
+    assert verdicts[:2] == ["short", "short"]
+    assert verdicts[2] not in ("short", "line", "close")
+    en, fr = "Date modified: 2015-05-15", "Date de modification : 2015-05-15"
+    rows = [
+        ("p1", en, fr, 0, "It dates of modification : 2015-05-15"),  # Apertium's reading
+        ("p1", "Read the guide first.", "Read the guide.", 1, "Read the guide."),
+    ]
+    pages = [("p1", [r[1] for r in rows], [r[2] for r in rows])]
+    kept, dropped, _ = clean_positives(
+        [_aligned(rows)], [_translated(pages)], None, pairs=[_pairs_table({"p1": ("eng", 0.9)})]
+    )
+    assert [r["en_text"] for t in kept for r in t.to_pylist()] == [en]
+    assert [r["reason"] for t in dropped for r in t.to_pylist()] == ["untranslated"]

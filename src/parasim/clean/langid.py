@@ -10,6 +10,9 @@ A side is judged in three steps (:meth:`LanguageId.judge`):
    in the expected language it is kept, in the pair's other language it is wrong; in a third
    language it is wrong unless the expected one is among heliport's ``close_k`` best guesses
    (close languages: Spanish read as Galician or Asturian, French as Occitan);
+   a shorter line that heliport still places confidently in the expected language is kept as
+   ``short`` ("Autres", "Date de modification : 2015-05-15"): its own text's evidence, as for a
+   long line, also on a page measured untranslated;
    else a line whose best guess (heliport's top language, confidence ignored) is the expected
    language is kept: weak evidence of its own outweighs its neighbours;
 2. else **the line with its neighbours**: the ``window`` lines before and after it on the same page
@@ -78,7 +81,7 @@ ISO3: dict[str, str] = {
 }
 
 #: Judgements of one side (counted in the stats as ``langid_<verdict>``).
-OK_LINE, OK_CLOSE, OK_GUESS = "line", "close", "guess"
+OK_LINE, OK_CLOSE, OK_SHORT, OK_GUESS = "line", "close", "short", "guess"
 OK_NEIGHBOURS, OK_PAGE = "neighbours", "page"
 WRONG_LINE, WRONG_NEIGHBOURS = "wrong_line", "wrong_neighbours"
 
@@ -181,7 +184,8 @@ class LanguageId:
                 (:func:`.rules.count_letters` by default).
 
         Returns:
-            per text one of ``line``, ``close``, ``guess``, ``neighbours``, ``page`` (kept) or
+            per text one of ``line``, ``close``, ``short``, ``guess``, ``neighbours``, ``page``
+            (kept) or
             ``wrong_line``, ``wrong_neighbours`` (in another language).
         """
         want, other = iso3(expected), iso3(opposite)
@@ -200,6 +204,13 @@ class LanguageId:
                     top = _identifier().identify_topk_with_score(texts[i], self.close_k)
                     v = close[texts[i]] = OK_CLOSE if want in {t[0] for t in top} else WRONG_LINE
                 out[i] = v
+        # a line too short for the letter floor that heliport still places confidently (its
+        # own threshold) in the expected language: its own text's evidence ("Autres")
+        own_set = set(own)
+        short = [i for i, v in enumerate(out) if v is None and i not in own_set]
+        for i, lab in zip(short, self.identify_distinct([texts[i] for i in short]), strict=True):
+            if lab == want:
+                out[i] = OK_SHORT
         unsure = [i for i, v in enumerate(out) if v is None]
         guesses = self.identify_distinct([texts[i] for i in unsure], sure=False)
         for i, lab in zip(unsure, guesses, strict=True):

@@ -349,7 +349,7 @@ def clean_positives(
 #: Reason of a line of a page measured untranslated that its own text does not place.
 UNTRANSLATED = "untranslated"
 #: Language verdicts that place a line by its own text (:mod:`.langid`).
-_CONFIRMED = (langid.OK_LINE, langid.OK_CLOSE)
+_CONFIRMED = (langid.OK_LINE, langid.OK_CLOSE, langid.OK_SHORT)
 
 
 def _untranslated_pages(

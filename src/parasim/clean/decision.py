@@ -118,11 +118,18 @@ class DecisionSettings(Settings, section="clean.decision"):
     min_markup_tags: int
 
 
+def _sequence(text: str | None) -> tuple[str, ...]:
+    """The lower-cased ``\\w+`` tokens of ``text`` in their order, repeats kept, HTML tags and
+    tokens of digits only left out."""
+    if not text:
+        return ()
+    return tuple(w for w in _TOKEN.findall(_TAG.sub(" ", text).lower()) if not w.isdigit())
+
+
 @functools.lru_cache(maxsize=1 << 16)
 def _words(text: str | None) -> frozenset[str]:
-    if not text:
-        return frozenset()
-    return frozenset(w for w in _TOKEN.findall(_TAG.sub(" ", text).lower()) if not w.isdigit())
+    """The distinct tokens of :func:`_sequence`."""
+    return frozenset(_sequence(text))
 
 
 @functools.lru_cache(maxsize=1 << 16)
@@ -189,18 +196,17 @@ def translated(ev: Evidence, s: DecisionSettings) -> bool:
     """Whether the evidence says the pair is a translation (thresholds of ``s``)."""
     if ev.mt < s.min_mt_similarity or not ev.numbers_match:
         return False
-    return ev.gain >= s.min_gain or (
+    return ev.gain >= s.min_gain or _changed(ev, s)
+
+
+def _changed(ev: Evidence, s: DecisionSettings) -> bool:
+    """The changed-words test (module docstring): the translator changed most of the other
+    side's own words, on a pair whose untranslated sides are not already alike."""
+    return (
         ev.raw <= s.max_copy_similarity
         and ev.changed_share >= s.min_changed_share
         and ev.changed_letters >= s.min_changed_letters
     )
-
-
-def _sequence(text: str | None) -> tuple[str, ...]:
-    """The :func:`_words` of ``text`` in their order, repeats kept."""
-    if not text:
-        return ()
-    return tuple(w for w in _TOKEN.findall(_TAG.sub(" ", text).lower()) if not w.isdigit())
 
 
 def swap(en: str | None, other: str | None) -> tuple | None:
@@ -275,10 +281,6 @@ def markup_vouches(en: str, other: str, ev: Evidence, s: DecisionSettings) -> bo
     a, b = markup_skeleton(en), markup_skeleton(other)
     if min(sum(not x.startswith("/") for x in tags) for tags in (a, b)) < max(s.min_markup_tags, 1):
         return False
-    if not (
-        ev.raw <= s.max_copy_similarity
-        and ev.changed_share >= s.min_changed_share
-        and ev.changed_letters >= s.min_changed_letters
-    ):
+    if not _changed(ev, s):
         return False
     return difflib.SequenceMatcher(None, a, b, autojunk=False).ratio() >= s.min_markup_skeleton

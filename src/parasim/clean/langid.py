@@ -35,13 +35,11 @@ falls to steps 2-3; a name inside a sentence does not move heliport's decision f
 from __future__ import annotations
 
 import functools
-import re
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
+from .decision import _TAG
 from .rules import count_letters
-
-_TAG = re.compile(r"</?[A-Za-z][^<>]*>")
 
 
 def prose(text: str) -> str:
@@ -185,8 +183,7 @@ class LanguageId:
 
         Returns:
             per text one of ``line``, ``close``, ``short``, ``guess``, ``neighbours``, ``page``
-            (kept) or
-            ``wrong_line``, ``wrong_neighbours`` (in another language).
+            (kept) or ``wrong_line``, ``wrong_neighbours`` (in another language).
         """
         want, other = iso3(expected), iso3(opposite)
         out: list[str | None] = [None] * len(texts)

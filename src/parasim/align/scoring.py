@@ -577,34 +577,38 @@ def _pooled_overlaps(
 
 
 class CombinedScorer:
-    """Weighted mean ``w * words + (1 - w) * embeddings`` of two scorers."""
+    """Weighted mean ``(1 - emb_weight) * words + emb_weight * embeddings`` of two scorers
+    (``align.emb_weight`` is the embeddings' share)."""
 
     uses_blas = True
 
-    def __init__(self, words: Scorer, emb: Scorer, weight: float = 0.5):
+    def __init__(self, words: Scorer, emb: Scorer, emb_weight: float = 0.5):
         if (words.n_src, words.n_tgt) != (emb.n_src, emb.n_tgt):
             raise ValueError("scorers disagree on file sizes")
-        self.words, self.emb, self.weight = words, emb, weight
+        if not 0.0 <= emb_weight <= 1.0:
+            raise ValueError(f"emb_weight must lie in [0, 1], got {emb_weight}")
+        self.words, self.emb, self.emb_weight = words, emb, emb_weight
         self.n_src, self.n_tgt = words.n_src, words.n_tgt
 
+    def _mix(self, w: np.ndarray, e: np.ndarray) -> np.ndarray:
+        return (1 - self.emb_weight) * w + self.emb_weight * e
+
     def block_sims(self, types, r0, r1, c0, c1) -> np.ndarray:
-        w = self.weight
-        return w * self.words.block_sims(types, r0, r1, c0, c1) + (1 - w) * self.emb.block_sims(
-            types, r0, r1, c0, c1
+        return self._mix(
+            self.words.block_sims(types, r0, r1, c0, c1), self.emb.block_sims(types, r0, r1, c0, c1)
         )
 
     def src_norm(self, a: int) -> np.ndarray:
-        return self.weight * self.words.src_norm(a) + (1 - self.weight) * self.emb.src_norm(a)
+        return self._mix(self.words.src_norm(a), self.emb.src_norm(a))
 
     def tgt_norm(self, b: int) -> np.ndarray:
-        return self.weight * self.words.tgt_norm(b) + (1 - self.weight) * self.emb.tgt_norm(b)
+        return self._mix(self.words.tgt_norm(b), self.emb.tgt_norm(b))
 
     def sample_sims(self, si, tj) -> np.ndarray:
-        w = self.weight
-        return w * self.words.sample_sims(si, tj) + (1 - w) * self.emb.sample_sims(si, tj)
+        return self._mix(self.words.sample_sims(si, tj), self.emb.sample_sims(si, tj))
 
     def downsample(self) -> CombinedScorer:
-        return CombinedScorer(self.words.downsample(), self.emb.downsample(), self.weight)
+        return CombinedScorer(self.words.downsample(), self.emb.downsample(), self.emb_weight)
 
 
 # --------------------------------------------------------------------------- encoders

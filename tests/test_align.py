@@ -10,7 +10,17 @@ import pyarrow as pa
 import pytest
 
 from parasim import io
-from parasim.align import align_pairs, dp, metrics, paper, review, scoring
+from parasim.align import (
+    AlignSettings,
+    align_pairs,
+    dp,
+    dp_lengths,
+    dp_params,
+    metrics,
+    paper,
+    review,
+    scoring,
+)
 from parasim.align.commands import KEPT_OUTCOMES, align_stats
 
 DATA = Path(__file__).resolve().parents[1].parent / "shared" / "data" / "alignment"
@@ -337,6 +347,33 @@ def test_metrics_strict_and_lax():
 
 # --------------------------------------------------------------------------- stage
 
+#: the stage tests of the policy run the word scorer: the default (``both`` with ``auto``) needs
+#: the static encoder, which a fresh machine builds in minutes (the default path is tested with
+#: a small fake encoder below)
+WORDS = {"scorer": "words"}
+
+
+def test_default_scorer_is_both_with_lengths_as_written():
+    s = AlignSettings.from_config({})
+    defaults = (s.scorer, s.encoder, s.emb_weight, s.dp.length_text)
+    assert defaults == ("both", "auto", 0.4, "original")
+    assert "length_text" not in dp_params(s).__dict__
+    enc = scoring.CachedEncoder(_fake_encoder)
+    swapped = [TR[0], TR[2], TR[1]] + TR[3:]
+    recs = [_rec("swap", EN, [FR[0], FR[2], FR[1]] + FR[3:], swapped)]
+    table, stats = align_pairs(_table(*recs), {}, None, encoder=enc)
+    rows = table.to_pylist()
+    assert {r["method"] for r in rows} == {"dp"} and stats["files_realigned"] == 1
+    assert all(r["score_emb"] is not None for r in rows)  # the embeddings took part
+    # the lengths the DP compares: the lines as written, or what the scorer reads
+    src, tgt, tgt_en = ["Hello there"], ["Bonjour à vous tous"], ["Hello to you all"]
+    assert dp_lengths(src, tgt, tgt_en)[1].tolist() == [19.0]
+    for scorer, want in (("both", 16.0), ("words", 16.0), ("embeddings", 19.0)):
+        got = dp_lengths(src, tgt, tgt_en, scorer=scorer, length_text="scorer")
+        assert got[1].tolist() == [want] and got[0].tolist() == [11.0]
+    with pytest.raises(ValueError, match="length_text"):
+        dp_lengths(src, tgt, tgt_en, length_text="translated")
+
 
 def test_align_pairs_policy_and_bad_input(tmp_path):
     swapped = [TR[0], TR[2], TR[1]] + TR[3:]
@@ -351,7 +388,7 @@ def test_align_pairs_policy_and_bad_input(tmp_path):
         _rec("long", EN + ["word " * 20_000], FR + ["mot " * 20_000], TR + ["word " * 20_000]),
         _rec("wronglang", EN, ["Der Hund bellt laut in der Nacht"] * 6, ["Der Hund bellt"] * 6),
     ]
-    table, stats = align_pairs(_table(*recs), {}, tmp_path)
+    table, stats = align_pairs(_table(*recs), WORDS, tmp_path)
     assert table.schema == io.ALIGNED_SCHEMA
     rows = table.to_pylist()
     by = {}
@@ -387,7 +424,7 @@ def test_align_pairs_policy_and_bad_input(tmp_path):
     ids = [r["id"] for r in rows]
     assert len(set(ids)) == len(ids)
     # deterministic
-    table2, _ = align_pairs(_table(*recs), {}, None)
+    table2, _ = align_pairs(_table(*recs), WORDS, None)
     assert table2.column("id").to_pylist() == ids
     # realign off: the paper alone
     t3, s3 = align_pairs(_table(*recs[:3]), {"realign": False}, None)
@@ -409,7 +446,7 @@ def test_review_round_trip(tmp_path):
     done.mkdir()
     (done / "p1.tsv").write_text("\n".join([header, "en_idx\tother_idx\tkeep", *body]) + "\n")
     (done / "bad.tsv").write_text("en_idx\tother_idx\tkeep\n0\t0\tmaybe\n")
-    table, stats = align_pairs(_table(*recs), {}, tmp_path)
+    table, stats = align_pairs(_table(*recs), WORDS, tmp_path)
     links = [(r["en_idx"], r["other_idx"], r["method"]) for r in table.to_pylist()]
     assert links == [
         ([0], [0], "review"),
@@ -421,7 +458,7 @@ def test_review_round_trip(tmp_path):
     assert stats["files_reviewed"] == 1 and stats["review_files_invalid"] == 1
     # the page changed after review: the review is stale and ignored
     recs2 = [_rec("p1", en, fr[:5] + ["Autre texte"], tr[:5] + ["Other text"])]
-    t2, s2 = align_pairs(_table(*recs2), {}, tmp_path)
+    t2, s2 = align_pairs(_table(*recs2), WORDS, tmp_path)
     assert s2["review_stale"] == 1
     assert "review" not in set(t2.column("method").to_pylist())
     loaded = review.load_reviewed(done)
@@ -431,7 +468,7 @@ def test_review_round_trip(tmp_path):
 def test_align_pairs_long_page_pair_completes():
     src, tgt, _ = _synthetic(5000, seed=2)
     recs = [_rec("big", src, tgt, tgt)]
-    table, stats = align_pairs(_table(*recs), {}, None)
+    table, stats = align_pairs(_table(*recs), WORDS, None)
     assert stats["files_realigned"] == 1
     assert table.num_rows > 4000
 
@@ -571,6 +608,6 @@ def test_a_page_pair_whose_triage_fails_is_counted_and_the_rest_kept(monkeypatch
     monkeypatch.setattr(paper_mod, "check_file", check_file)
     clean = _rec("clean", EN, FR, TR)
     broken = _rec("broken", ["Broken page"], ["Page cassée"], ["Broken page"])
-    table, stats = align_pairs(_table(broken, clean), {}, None)
+    table, stats = align_pairs(_table(broken, clean), WORDS, None)
     assert stats["files_error"] == 1 and stats["files_in"] == 2
     assert set(table.column("pair_id").to_pylist()) == {"clean"}

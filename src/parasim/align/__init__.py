@@ -5,6 +5,13 @@ files the paper cannot take, and a manual review queue (:mod:`.review`). The sta
 its policy per page pair: :mod:`parasim.align.stage`.
 """
 
-from parasim.align.stage import AlignSettings, DPSettings, align_lines, align_pairs, dp_params
+from parasim.align.stage import (
+    AlignSettings,
+    DPSettings,
+    align_lines,
+    align_pairs,
+    dp_lengths,
+    dp_params,
+)
 
-__all__ = ["AlignSettings", "DPSettings", "align_lines", "align_pairs", "dp_params"]
+__all__ = ["AlignSettings", "DPSettings", "align_lines", "align_pairs", "dp_lengths", "dp_params"]

@@ -46,7 +46,7 @@ from parasim.config import Settings
 
 from . import dp, paper, review, scoring
 
-__all__ = ["AlignSettings", "DPSettings", "align_pairs", "align_lines", "dp_params"]
+__all__ = ["AlignSettings", "DPSettings", "align_pairs", "align_lines", "dp_lengths", "dp_params"]
 
 
 @dataclass(frozen=True)
@@ -59,6 +59,7 @@ class DPSettings(Settings, section="align.dp"):
     size_penalty: float
     merge_penalty: float
     length_weight: float
+    length_text: str
     width: int
     anchor_width: int
 
@@ -115,7 +116,35 @@ PAPER, DP, REVIEW = "paper", "dp", "review"
 
 def dp_params(settings: AlignSettings | Mapping[str, Any] | None = None) -> dp.DPParams:
     """DP search parameters from the ``align`` settings (or that section as in the config)."""
-    return dp.DPParams(**asdict(AlignSettings.from_config(settings).dp))
+    knobs = asdict(AlignSettings.from_config(settings).dp)
+    del knobs["length_text"]  # which lines the caller measures: see dp_lengths
+    return dp.DPParams(**knobs)
+
+
+def dp_lengths(
+    src_lines: Sequence[str | None],
+    tgt_lines: Sequence[str | None],
+    tgt_en_lines: Sequence[str | None],
+    src_en_lines: Sequence[str | None] | None = None,
+    scorer: str = "words",
+    length_text: str = "original",
+) -> tuple[np.ndarray, np.ndarray]:
+    """Character lengths of each side's lines for the DP's length term (``align.dp.length_text``).
+
+    ``original``: the lines as written on both pages (Gale and Church's signal: a sentence's
+    length predicts its translation's). ``scorer``: the text the scorer reads, the English
+    translations for ``words`` / ``both`` (``src_en_lines``, or ``src_lines`` when the source is
+    English already) and the originals for ``embeddings``.
+    """
+    if length_text not in ("original", "scorer"):
+        raise ValueError(f"align.dp.length_text must be original or scorer, got {length_text!r}")
+    if length_text == "scorer" and scorer != "embeddings":
+        src_lines = src_lines if src_en_lines is None else src_en_lines
+        tgt_lines = tgt_en_lines
+    return (
+        np.array([len((x or "").strip()) for x in src_lines], np.float64),
+        np.array([len((x or "").strip()) for x in tgt_lines], np.float64),
+    )
 
 
 def _join(lines: Sequence[str | None], idx: Sequence[int]) -> str:
@@ -166,10 +195,8 @@ def align_lines(
         sc = emb
     else:
         sc = scoring.CombinedScorer(words, emb, s.emb_weight)
-    len_other = other_lines if kind == "embeddings" else other_en_lines
-    lengths = (
-        np.array([len((x or "").strip()) for x in en_lines], np.float64),
-        np.array([len((x or "").strip()) for x in len_other], np.float64),
+    lengths = dp_lengths(
+        en_lines, other_lines, other_en_lines, scorer=kind, length_text=s.dp.length_text
     )
     res = dp.align(sc, params, lengths)
     wsims: list[float] = []

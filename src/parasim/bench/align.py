@@ -43,7 +43,7 @@ from pathlib import Path
 
 import numpy as np
 
-from parasim.align import AlignSettings, dp, dp_params, paper, scoring
+from parasim.align import AlignSettings, dp, dp_lengths, dp_params, paper, scoring
 from parasim.align.metrics import Link, read_links, score_alignments
 
 DATA = Path(__file__).resolve().parents[3].parent / "shared" / "data" / "alignment"
@@ -265,10 +265,13 @@ def run_method(
     weighting: str = "binary",
     emb_overlaps: int = 3,
     centers=None,
+    length_text: str | None = None,
+    emb_weight: float | None = None,
 ):
     """Links predicted for one document by ``method``; also the CPU seconds it took
     (embedding time included for the embedding methods, minus cache hits). ``centers``: the
-    two languages' mean sentence vectors (``align.center``)."""
+    two languages' mean sentence vectors (``align.center``); ``length_text`` and ``emb_weight``:
+    ``align.dp.length_text`` and ``align.emb_weight`` (None: as the config says)."""
     t0 = time.process_time()
     n, m = len(doc["src"]), len(doc["tgt"])
     if method in ("paper", "paper-filtered"):
@@ -285,15 +288,19 @@ def run_method(
         emb = scoring.EmbeddingScorer.from_lines(
             doc["src"], doc["tgt"], encoder, k, k, max_overlap=emb_overlaps, centers=centers
         )
+    settings = AlignSettings.from_config()
+    if emb_weight is None:
+        emb_weight = settings.emb_weight
     sc = {"dp-words": words, "dp-embeddings": emb}.get(method) or scoring.CombinedScorer(
-        words, emb, AlignSettings.from_config().emb_weight
+        words, emb, emb_weight
     )
-    s_side, t_side = (
-        (doc["src"], doc["tgt"]) if method == "dp-embeddings" else (doc["src_mt"], doc["tgt_mt"])
-    )
-    lengths = (
-        np.array([len(x.strip()) for x in s_side], np.float64),
-        np.array([len(x.strip()) for x in t_side], np.float64),
+    lengths = dp_lengths(
+        doc["src"],
+        doc["tgt"],
+        doc["tgt_mt"],
+        src_en_lines=doc["src_mt"],
+        scorer=method.removeprefix("dp-"),
+        length_text=length_text or settings.dp.length_text,
     )
     res = dp.align(sc, params, lengths)
     return res.links, time.process_time() - t0
@@ -420,10 +427,11 @@ def bench_speed(params: dp.DPParams, repeats: int = 3) -> dict:
 
 def bench_site(shards: Sequence[Path], encoder: str, repeats: int = 1) -> dict:
     """CPU seconds of the align stage (:func:`parasim.align.align_pairs`, as the workflow runs
-    it: one shard at a time) over translated ``shards``, word scorer against the embedding
-    scorer with ``encoder``. The encoder's cold load (once per shard job in the workflow) is
-    timed apart: ``load_cpu_s``. Best of ``repeats`` per shard; nothing is written (no review
-    folder)."""
+    it: one shard at a time) over translated ``shards``: the word scorer as it ran before issue
+    35 (lengths of the translations), then the embedding scorer and ``both`` with ``encoder``
+    (the rest of ``align`` as the config says). The encoder's cold load (once per shard job in
+    the workflow) is timed apart: ``load_cpu_s``. Best of ``repeats`` per shard; nothing is
+    written (no review folder)."""
     from parasim.align import align_pairs
     from parasim.io import read_table
 
@@ -435,8 +443,9 @@ def bench_site(shards: Sequence[Path], encoder: str, repeats: int = 1) -> dict:
     out["load_cpu_s"] = time.process_time() - c0
     out["load_wall_s"] = time.perf_counter() - w0
     for label, settings, e in (
-        ("words", {"scorer": "words"}, None),
+        ("words", {"scorer": "words", "dp": {"length_text": "scorer"}}, None),
         ("embeddings", {"scorer": "embeddings", "encoder": encoder}, enc),
+        ("both", {"scorer": "both", "encoder": encoder}, enc),
     ):
         cpu = 0.0
         pos = 0
@@ -457,7 +466,10 @@ def bench_site(shards: Sequence[Path], encoder: str, repeats: int = 1) -> dict:
               flush=True)  # fmt: skip
     print(f"encoder {encoder}: cold load {out['load_cpu_s']:.2f} CPU-s "
           f"({out['load_wall_s']:.2f} s wall), once per shard job")  # fmt: skip
-    out["ratio"] = out["embeddings_cpu_s"] / out["words_cpu_s"] if out["words_cpu_s"] else None
+    for label in ("embeddings", "both"):
+        w = out["words_cpu_s"]
+        out[f"{label}_ratio"] = out[f"{label}_cpu_s"] / w if w else None
+    out["ratio"] = out["embeddings_ratio"]
     return out
 
 

@@ -279,7 +279,16 @@ def sif_weights(n: int, coefficient: float | None) -> np.ndarray:
 def pca(x: np.ndarray, dims: int | None) -> np.ndarray:
     """``x`` projected on its first ``dims`` principal components (eigendecomposition of the
     covariance in float64; each component's sign fixed so that its largest score is positive).
-    None, or ``dims`` at least the width: all components (a rotation)."""
+    None, or ``dims`` at least the width: all components (a rotation). One BLAS thread: a
+    threaded product sums in another order, and the table would differ in its last bits from one
+    machine's thread count to another's."""
+    from threadpoolctl import threadpool_limits
+
+    with threadpool_limits(limits=1):
+        return _pca(x, dims)
+
+
+def _pca(x: np.ndarray, dims: int | None) -> np.ndarray:
     x64 = x.astype(np.float64)
     xc = x64 - x64.mean(0)
     cov = xc.T @ xc / max(len(x64) - 1, 1)

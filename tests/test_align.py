@@ -22,6 +22,7 @@ from parasim.align import (
     scoring,
 )
 from parasim.align.commands import KEPT_OUTCOMES, align_stats
+from parasim.align.stage import held
 
 DATA = Path(__file__).resolve().parents[1].parent / "shared" / "data" / "alignment"
 
@@ -430,6 +431,37 @@ def test_align_pairs_policy_and_bad_input(tmp_path):
     t3, s3 = align_pairs(_table(*recs[:3]), {"realign": False}, None)
     assert set(t3.column("pair_id").to_pylist()) == {"clean"}
     assert s3["files_discarded_unequal_lines"] == 1 and s3["files_queued_only"] == 1
+
+
+def test_short_link_under_the_floor_is_held_between_confident_links(monkeypatch):
+    # "Estonian" | "estonien": the translator does not know the word, so the word cosine is 0;
+    # the extra French line at the end sends the page to the DP, whose links are fixed here
+    en = EN[:3] + ["Estonian"] + EN[3:]
+    recs = [
+        _rec("p", en, FR[:3] + ["estonien"] + FR[3:] + [EXTRA_FR],
+             TR[:3] + ["estonien"] + TR[3:] + [EXTRA_EN]),
+    ]  # fmt: skip
+    links = [((i,), (i,)) for i in range(7)] + [((), (7,))]
+    monkeypatch.setattr(dp, "align", lambda *a, **k: dp.Alignment(links, np.zeros(len(links))))
+    table, stats = align_pairs(_table(*recs), WORDS, None)
+    got = {(tuple(r["en_idx"]), tuple(r["other_idx"])): r["score"] for r in table.to_pylist()}
+    assert got[(3,), (3,)] == 0.0 and len(got) == 7 and stats["dp_links_held"] == 1
+    off, off_stats = align_pairs(_table(*recs), {**WORDS, "held_max_words": 0}, None)
+    assert off.num_rows == 6 and off_stats["dp_links_low_score"] == 1
+    long_en = EN[:3] + ["Estonian is spoken in Estonia"] + EN[3:]
+    recs[0]["en_lines"] = long_en
+    _, long_stats = align_pairs(_table(*recs), WORDS, None)
+    assert long_stats["dp_links_low_score"] == 1 and "dp_links_held" not in long_stats
+    # the rule itself: short, between two links at or above the floor
+    links = [((0,), (0,)), ((1,), (1,)), ((2,), (2,)), ((3,), ()), ((4,), (3,)), ((5,), (4,))]
+    wsims = [0.9, 0.0, 0.1, float("nan"), 0.0, 0.8]
+    lines = ["a b", "Estonian", "c", "d", "e", "f"]
+    assert held(links, wsims, 1, lines, 0.1, 4)
+    assert not held(links, wsims, 1, lines, 0.2, 4)  # a neighbour under the floor
+    assert not held(links, wsims, 1, ["a", "one two three four five", "c"], 0.1, 4)  # long
+    assert not held(links, wsims, 1, lines, 0.1, 0)  # off
+    assert not held(links, wsims, 4, lines, 0.1, 4)  # a deletion before it
+    assert not held(links, wsims, 0, lines, 0.0, 4) and not held(links, wsims, 5, lines, 0.0, 4)
 
 
 def test_review_round_trip(tmp_path):

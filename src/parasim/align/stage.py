@@ -16,7 +16,8 @@ Policy of :func:`align_pairs` per page pair:
    ``realign`` is true, else discarded;
 3. different line counts: DP when ``realign`` is true, else discarded;
 4. DP links with one empty side are not positives; DP links whose score is under ``min_score``
-   (word cosine; ``min_score_emb`` for the sentence-vector cosine) are dropped and counted.
+   (word cosine; ``min_score_emb`` for the sentence-vector cosine) are dropped and counted,
+   except a short link held between two confident ones (:func:`held`).
 
 With the ``embeddings`` / ``both`` scorers the DP compares sentence vectors centred on their
 language's mean (``center``; the mean over the distinct lines of the shard's pages that go to the
@@ -105,6 +106,7 @@ class AlignSettings(Settings, section="align"):
     center_min_lines: int
     weighting: str
     min_score: float
+    held_max_words: int
     min_score_emb: float
     review_dir: str
     dp: DPSettings
@@ -346,6 +348,29 @@ def _base(rec: dict) -> dict:
     }
 
 
+def held(
+    links: Sequence[dp.Link],
+    wsims: Sequence[float],
+    k: int,
+    en_lines: Sequence[str | None],
+    min_score: float,
+    max_words: int,
+) -> bool:
+    """Whether DP link ``k``, under the word-cosine floor, is kept all the same
+    (``align.held_max_words``): its English side has at most ``max_words`` words, and the links
+    just before and after it are links (not deletions) at or above ``min_score``. The links cover
+    every line in order, so those two are its neighbours on both pages: the line sits where two
+    confident links put it. On a short line the word cosine of a real translation is often 0
+    (one word Apertium does not know: "Estonian" | "estonien"), so the floor then measures the
+    translator, not the pair; on a long line it stays the test.
+    """
+    if max_words <= 0 or k == 0 or k + 1 >= len(links):
+        return False
+    if len(_join(en_lines, links[k][0]).split()) > max_words:
+        return False
+    return all(links[j][0] and links[j][1] and wsims[j] >= min_score for j in (k - 1, k + 1))
+
+
 def _positive(rec, en, other, other_en, src, tgt, method, score, score_emb=None) -> dict:
     return {
         **_base(rec),
@@ -462,13 +487,15 @@ def _realign(page: _Page, s, review_dir, enc, stats, centers=None) -> tuple[list
         return [], "queued_only" if chk.outcome == paper.REVIEW else f"discarded_{reason}"
 
     out = []
-    for (src, tgt), ws, es in zip(res.links, wsims, esims, strict=True):
+    for k, ((src, tgt), ws, es) in enumerate(zip(res.links, wsims, esims, strict=True)):
         if not src or not tgt:
             stats["dp_deletions"] += 1
             continue
         if ws < s.min_score and s.scorer != "embeddings":
-            stats["dp_links_low_score"] += 1
-            continue
+            if not held(res.links, wsims, k, en, s.min_score, s.held_max_words):
+                stats["dp_links_low_score"] += 1
+                continue
+            stats["dp_links_held"] += 1
         if es is not None and es < s.min_score_emb:
             stats["dp_links_low_score"] += 1
             continue

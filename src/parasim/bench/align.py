@@ -428,10 +428,10 @@ def bench_speed(params: dp.DPParams, repeats: int = 3) -> dict:
 def bench_site(shards: Sequence[Path], encoder: str, repeats: int = 1) -> dict:
     """CPU seconds of the align stage (:func:`parasim.align.align_pairs`, as the workflow runs
     it: one shard at a time) over translated ``shards``: the word scorer as it ran before issue
-    35 (lengths of the translations), then the embedding scorer and ``both`` with ``encoder``
-    (the rest of ``align`` as the config says). The encoder's cold load (once per shard job in
-    the workflow) is timed apart: ``load_cpu_s``. Best of ``repeats`` per shard; nothing is
-    written (no review folder)."""
+    35 (lengths of the translations, no held links), then the embedding scorer and ``both``
+    with ``encoder`` (the rest of ``align`` as the config says). The encoder's cold load (once
+    per shard job in the workflow) is timed apart: ``load_cpu_s``. Best of ``repeats`` per
+    shard; nothing is written (no review folder)."""
     from parasim.align import align_pairs
     from parasim.io import read_table
 
@@ -443,7 +443,7 @@ def bench_site(shards: Sequence[Path], encoder: str, repeats: int = 1) -> dict:
     out["load_cpu_s"] = time.process_time() - c0
     out["load_wall_s"] = time.perf_counter() - w0
     for label, settings, e in (
-        ("words", {"scorer": "words", "dp": {"length_text": "scorer"}}, None),
+        ("words", {"scorer": "words", "dp": {"length_text": "scorer"}, "held_max_words": 0}, None),
         ("embeddings", {"scorer": "embeddings", "encoder": encoder}, enc),
         ("both", {"scorer": "both", "encoder": encoder}, enc),
     ):

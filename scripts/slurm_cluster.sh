@@ -61,7 +61,9 @@ show_log() {
 
 # Daemons run in the foreground of their own session: their pid is known at once, so a daemon
 # that dies during startup is noticed at once.
-launch() { # launch NAME COMMAND...
+launch() { # launch NAME COMMAND...: the pid is ours alone (run/NAME.pid); a daemon's own
+  # pid file is run/NAME.daemon.pid: a daemon truncating and rewriting the file we read made a
+  # start look like an exit (a read between the two saw no pid)
   local name=$1
   shift
   setsid "$@" </dev/null >>"$STATE/log/$name.out" 2>&1 &
@@ -149,8 +151,8 @@ AuthType=auth/munge
 CredType=cred/munge
 StateSaveLocation=$STATE/slurmctld
 SlurmdSpoolDir=$STATE/slurmd
-SlurmctldPidFile=$STATE/run/slurmctld.pid
-SlurmdPidFile=$STATE/run/slurmd.pid
+SlurmctldPidFile=$STATE/run/slurmctld.daemon.pid
+SlurmdPidFile=$STATE/run/slurmd.daemon.pid
 SlurmctldLogFile=$STATE/log/slurmctld.log
 SlurmdLogFile=$STATE/log/slurmd.log
 SlurmctldDebug=info
@@ -199,7 +201,7 @@ DbdAddr=127.0.0.1
 DbdPort=$((PORT + 2))
 SlurmUser=root
 LogFile=$STATE/log/slurmdbd.log
-PidFile=$STATE/run/slurmdbd.pid
+PidFile=$STATE/run/slurmdbd.daemon.pid
 StorageType=accounting_storage/mysql
 StorageHost=127.0.0.1
 StoragePort=$((PORT + 3))
@@ -249,7 +251,7 @@ start_mariadb() {
   # Settings slurmdbd recommends (it warns about smaller ones).
   launch mariadb mariadbd --no-defaults --user=root --datadir="$STATE/mariadb" \
     --socket="$DB_SOCKET" --port=$((PORT + 3)) --bind-address=127.0.0.1 --skip-name-resolve \
-    --pid-file="$STATE/run/mariadb.pid" --log-error="$STATE/log/mariadb.log" \
+    --pid-file="$STATE/run/mariadb.daemon.pid" --log-error="$STATE/log/mariadb.log" \
     --innodb-buffer-pool-size=128M --innodb-log-file-size=64M --innodb-lock-wait-timeout=900
   wait_for 60 mariadb mariadb-admin --no-defaults -S "$DB_SOCKET" -u root ping
   if [ $fresh = 1 ]; then

@@ -491,14 +491,15 @@ def _realign(page: _Page, s, review_dir, enc, stats, centers=None) -> tuple[list
         if not src or not tgt:
             stats["dp_deletions"] += 1
             continue
-        if ws < s.min_score and s.scorer != "embeddings":
-            if not held(res.links, wsims, k, en, s.min_score, s.held_max_words):
-                stats["dp_links_low_score"] += 1
-                continue
-            stats["dp_links_held"] += 1
+        low = ws < s.min_score and s.scorer != "embeddings"
+        if low and not held(res.links, wsims, k, en, s.min_score, s.held_max_words):
+            stats["dp_links_low_score"] += 1
+            continue
         if es is not None and es < s.min_score_emb:
             stats["dp_links_low_score"] += 1
             continue
+        if low:  # counted once it is a positive (the sentence-vector floor may still drop it)
+            stats["dp_links_held"] += 1
         out.append(_positive(rec, en, other, other_en, src, tgt, DP, ws, es))
     stats[f"dp_from_{chk.outcome}"] += 1
     return out, "realigned"

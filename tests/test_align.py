@@ -464,6 +464,81 @@ def test_short_link_under_the_floor_is_held_between_confident_links(monkeypatch)
     assert not held(links, wsims, 0, lines, 0.0, 4) and not held(links, wsims, 5, lines, 0.0, 4)
 
 
+ITEMS_EN = [
+    "apple pie recipe with cream",
+    "blue sky over the harbour",
+    "cold winter night in town",
+    "dark forest path at dawn",
+]
+
+
+def _list_scorer(en, tgt):
+    return scoring.WordScorer.from_lines(en, tgt, 2, 2, "binary")
+
+
+def test_reorder_repairs_a_list_sorted_otherwise():
+    # the other page lists the same items in another order: a monotonic DP links neighbours
+    tgt = [ITEMS_EN[2], ITEMS_EN[0], ITEMS_EN[3], ITEMS_EN[1]]
+    links = [((i,), (i,)) for i in range(4)]
+    sc = _list_scorer(ITEMS_EN, tgt)
+    rep = dp.reorder(links, sc, 0.05)
+    assert set(rep.links) == {((0,), (1,)), ((1,), (3,)), ((2,), (0,)), ((3,), (2,))}
+    assert all(rep.moved) and rep.broken == 4
+    # rows in blocks of one row give the same answer as one block
+    small = dp.reorder(links, sc, 0.05, block_cells=1)
+    assert small.links == rep.links and small.moved == rep.moved
+    # a pair further than max_jump from where the DP put its source line stays as it was
+    near = dp.reorder(links, sc, 0.05, max_jump=1)
+    assert ((1,), (3,)) not in near.links and ((0,), (1,)) in near.links
+    # an alignment that is right already is left alone
+    same = dp.reorder(links, _list_scorer(ITEMS_EN, ITEMS_EN), 0.05)
+    assert same.links == links and not any(same.moved) and same.broken == 0
+
+
+def test_reorder_never_moves_a_repeated_line_and_respects_the_links_own_score():
+    # a line that occurs twice on the other side has no clear best match
+    tgt = [ITEMS_EN[1], ITEMS_EN[0], ITEMS_EN[0], "unrelated words here"]
+    links = [((0,), (0,)), ((1,), (1,)), ((2,), (2,)), ((3,), (3,))]
+    rep = dp.reorder(links, _list_scorer(ITEMS_EN, tgt), 0.05)
+    assert ((0,), (1,)) not in rep.links and ((0,), (2,)) not in rep.links
+    assert ((1,), (0,)) in rep.links  # "blue sky" has one clear match
+    # a deletion freed by a new link leaves the alignment; a kept deletion stays
+    links = [((0,), ()), ((1,), (0,)), ((), (1,)), ((2,), (2,)), ((3,), (3,))]
+    tgt = [ITEMS_EN[3], ITEMS_EN[0], "x y", "p q"]
+    rep = dp.reorder(links, _list_scorer(ITEMS_EN, tgt), 0.05)
+    assert ((0,), (1,)) in rep.links and ((0,), ()) not in rep.links and ((), (1,)) not in rep.links
+    # the link's joint score counts: a merged link that matches better than the new pair stays
+    sims = np.array([np.nan, 0.2, np.nan, 0.1, 0.1])
+    kept = dp.reorder(links, _list_scorer(ITEMS_EN, tgt), 0.05, sims=sims)
+    assert ((0,), (1,)) in kept.links
+    sims[1] = 1.0  # link (1)-(0) now scores as well as any new pair could
+    held_back = dp.reorder(links, _list_scorer(ITEMS_EN, tgt), 0.05, sims=sims)
+    assert ((1,), (0,)) in held_back.links and ((3,), (0,)) not in held_back.links
+    # one line a side: nothing to reorder
+    one = dp.reorder([((0,), (0,))], _list_scorer(ITEMS_EN[:1], ["x"]), 0.05)
+    assert one.links == [((0,), (0,))] and one.broken == 0
+
+
+def test_align_pairs_reorders_a_list_and_counts_it(monkeypatch):
+    en = EN[:2] + ITEMS_EN + EN[2:]
+    order = [2, 0, 3, 1]
+    other = FR[:2] + [f"fr {ITEMS_EN[k]}" for k in order] + FR[2:] + [EXTRA_FR]
+    tr = TR[:2] + [ITEMS_EN[k] for k in order] + TR[2:] + [EXTRA_EN]
+    links = [((i,), (i,)) for i in range(len(en))] + [((), (len(en),))]
+    monkeypatch.setattr(dp, "align", lambda *a, **k: dp.Alignment(links, np.zeros(len(links))))
+    table, stats = align_pairs(_table(_rec("p", en, other, tr)), WORDS, None)
+    got = {(r["en_idx"][0], r["other_idx"][0]) for r in table.to_pylist()}
+    assert {(2, 3), (3, 5), (4, 2), (5, 4)} <= got and (2, 2) not in got
+    assert stats["dp_links_reordered"] == 4 and stats["dp_links_broken"] == 4
+    off, off_stats = align_pairs(
+        _table(_rec("p", en, other, tr)), {**WORDS, "reorder_margin": None}, None
+    )
+    assert "dp_links_reordered" not in off_stats
+    assert {(r["en_idx"][0], r["other_idx"][0]) for r in off.to_pylist()} <= {
+        (i, i) for i in range(len(en))
+    }
+
+
 def test_review_round_trip(tmp_path):
     en, fr = EN, [FR[0], FR[2], FR[1]] + FR[3:]
     tr = [TR[0], TR[2], TR[1]] + TR[3:]

@@ -368,3 +368,187 @@ def _align_rec(
     # step 2: every n:m link type, within anchor_width cells of the anchor path
     links, sims, c = _dp(scorer, types, lo, hi, pen, params, lengths)
     return Alignment(links, sims, del_penalty=pen, levels=levels, cells=cells + c)
+
+
+@dataclass
+class Reordered:
+    """Result of :func:`reorder`.
+
+    Attributes:
+        links: the links after the repair, in the DP's order; a new link stands just after the
+            place of its source line's old link.
+        moved: per link, whether :func:`reorder` made it (a pair of lines out of order).
+        broken: how many of the DP's links (not deletions) it took apart.
+    """
+
+    links: list[Link]
+    moved: list[bool]
+    broken: int
+
+
+def _top2_cols(block: np.ndarray, r0: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Per column of a block of rows: the best value, its row (offset by ``r0``), the second."""
+    best_i = block.argmax(0)
+    best = block[best_i, np.arange(block.shape[1])]
+    if block.shape[0] > 1:
+        second = np.partition(block, -2, axis=0)[-2]
+    else:
+        second = np.full(block.shape[1], -np.inf)
+    return best, best_i + r0, second
+
+
+def _expected_targets(links: list[Link], n: int) -> np.ndarray:
+    """Per source line, the target position the alignment puts it at: the first target line
+    of its link, or for a deleted line the position after the last target line before it."""
+    out = np.zeros(n)
+    at = 0.0
+    for src, tgt in links:
+        if tgt:
+            at = float(tgt[0])
+        for i in src:
+            out[i] = at
+        if tgt:
+            at = float(tgt[-1]) + 1.0
+    return out
+
+
+def _finite(sims: np.ndarray, k: int | None) -> float:
+    if k is None or not np.isfinite(sims[k]):
+        return 0.0
+    return float(sims[k])
+
+
+def reorder(
+    links: list[Link],
+    scorer: Scorer,
+    margin: float,
+    max_jump: int | None = None,
+    sims: np.ndarray | None = None,
+    block_cells: int = 1 << 20,
+) -> Reordered:
+    """Repair a monotonic alignment where one page lists the same items in another order.
+
+    A DP aligns in order, so two lists sorted by name in each language ("Amusement and
+    Recreation" under A in English, "Divertissement et loisirs" under D in French) come out as
+    neighbouring items linked to each other. This pass compares each source line with the target
+    lines within ``max_jump`` lines of where the alignment puts it (every target line when
+    ``max_jump`` is None), by the scorer's 1:1 similarity, and looks for pairs that are each
+    other's best match there by at least ``margin`` over their second best in both directions (a
+    mutual best with a margin, as in bitext mining; a line repeated nearby has no clear best and
+    is never moved). Where such a pair ``(i, j)`` is not linked by the alignment, and it beats by
+    at least ``margin`` what ``i`` and ``j`` get in their own links (their best 1:1 similarity
+    there, or the link's own score in ``sims`` when higher: a merge may match better than any
+    of its lines; a deletion gets 0), those links are taken apart and ``(i, j)`` becomes a link;
+    a freed line that is in no such pair stays unlinked.
+
+    Similarities are computed in blocks of rows of about ``block_cells`` cells, so memory stays
+    bounded; the work is ``O(n_src * max_jump)`` (``O(n_src * n_tgt)`` without a limit), on one
+    BLAS thread as the DP's.
+    """
+    with _one_blas_thread(getattr(scorer, "uses_blas", False)):
+        return _reorder(links, scorer, margin, max_jump, sims, block_cells)
+
+
+def _reorder(
+    links: list[Link],
+    scorer: Scorer,
+    margin: float,
+    max_jump: int | None,
+    sims: np.ndarray | None,
+    block_cells: int,
+) -> Reordered:
+    n, m = scorer.n_src, scorer.n_tgt
+    if n < 2 or m < 2:
+        return Reordered(list(links), [False] * len(links), 0)
+    # each source line is compared with the target lines within max_jump of where the DP put
+    # it (all of them without a limit); the windows move forward with the lines, so a block of
+    # rows needs one run of columns, and the work is linear in the page with a limit
+    if max_jump is None:
+        lo, hi = np.zeros(n, np.int64), np.full(n, m - 1, np.int64)
+        step = max(1, block_cells // m)
+    else:
+        expected = _expected_targets(links, n)
+        lo = np.clip(np.ceil(expected - max_jump), 0, m - 1).astype(np.int64)
+        hi = np.clip(np.floor(expected + max_jump), 0, m - 1).astype(np.int64)
+        width = 2 * max_jump + 1  # rows per block: a block then spans about two windows
+        step = max(1, min(width, block_cells // width))
+    row_best = np.zeros(n, np.int64)
+    row_val = np.full(n, -np.inf)
+    row_second = np.full(n, -np.inf)
+    col_val = np.full(m, -np.inf)
+    col_best = np.zeros(m, np.int64)
+    col_second = np.full(m, -np.inf)
+    for r0 in range(0, n, step):
+        r1 = min(n, r0 + step)
+        c0, c1 = int(lo[r0:r1].min()), int(hi[r0:r1].max()) + 1
+        cols = np.arange(c0, c1)
+        blk = np.asarray(scorer.sample_sims(np.arange(r0, r1), cols), np.float64)
+        outside = (cols[None, :] < lo[r0:r1, None]) | (cols[None, :] > hi[r0:r1, None])
+        blk[outside] = -np.inf
+        rows = np.arange(r1 - r0)
+        row_best[r0:r1] = blk.argmax(1) + c0
+        row_val[r0:r1] = blk[rows, row_best[r0:r1] - c0]
+        if c1 - c0 > 1:
+            row_second[r0:r1] = np.partition(blk, -2, axis=1)[:, -2]
+        b_val, b_idx, b_second = _top2_cols(blk, r0)
+        cv, cb, cs = col_val[c0:c1], col_best[c0:c1], col_second[c0:c1]
+        keep = cv >= b_val  # ties: the earlier row stays the best
+        col_second[c0:c1] = np.where(keep, np.maximum(cs, b_val), np.maximum(b_second, cv))
+        col_best[c0:c1] = np.where(keep, cb, b_idx)
+        col_val[c0:c1] = np.where(keep, cv, b_val)
+
+    src_link: dict[int, int] = {}
+    tgt_link: dict[int, int] = {}
+    for k, (src, tgt) in enumerate(links):
+        for i in src:
+            src_link[i] = k
+        for j in tgt:
+            tgt_link[j] = k
+
+    def own(line: int, others: tuple[int, ...], source: bool) -> float:
+        if not others:
+            return 0.0
+        one, many = np.array([line]), np.array(others)
+        sims = scorer.sample_sims(one, many) if source else scorer.sample_sims(many, one)
+        return float(np.max(sims))
+
+    pairs: list[tuple[int, int]] = []
+    broken: set[int] = set()
+    for i in range(n):
+        j = int(row_best[i])
+        v = row_val[i]
+        if not np.isfinite(v) or col_best[j] != i:
+            continue
+        if v - row_second[i] < margin or v - col_second[j] < margin:
+            continue
+        li, lj = src_link.get(i), tgt_link.get(j)
+        if li is not None and li == lj:
+            continue  # the DP linked them already
+        own_i = own(i, links[li][1], True) if li is not None else 0.0
+        own_j = own(j, links[lj][0], False) if lj is not None else 0.0
+        if sims is not None:  # a link's lines together may match better than any one of them
+            own_i = max(own_i, _finite(sims, li))
+            own_j = max(own_j, _finite(sims, lj))
+        if v - own_i < margin or v - own_j < margin:
+            continue
+        pairs.append((i, j))
+        for k in (li, lj):
+            if k is not None and links[k][0] and links[k][1]:
+                broken.add(k)
+    if not pairs:
+        return Reordered(list(links), [False] * len(links), 0)
+    keyed: list[tuple[float, Link, bool]] = [
+        (float(k), link, False) for k, link in enumerate(links) if k not in broken
+    ]
+    keyed += [(src_link.get(i, -1) + 0.5, ((i,), (j,)), True) for i, j in pairs]
+    keyed.sort(key=lambda t: t[0])
+    # a deletion whose line a new link took leaves the alignment
+    taken = {i for i, _ in pairs}, {j for _, j in pairs}
+
+    def stays(link: Link, moved: bool) -> bool:
+        if moved or (link[0] and link[1]):
+            return True
+        return not (set(link[0]) & taken[0] or set(link[1]) & taken[1])
+
+    out = [(link, moved) for _, link, moved in keyed if stays(link, moved)]
+    return Reordered([x[0] for x in out], [x[1] for x in out], len(broken))

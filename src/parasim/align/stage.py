@@ -15,9 +15,14 @@ Policy of :func:`align_pairs` per page pair:
    queue and, when ``realign`` is true, realigned by DP now. ``discarded``: realigned by DP when
    ``realign`` is true, else discarded;
 3. different line counts: DP when ``realign`` is true, else discarded;
-4. DP links with one empty side are not positives; DP links whose score is under ``min_score``
+4. lines the two pages list in another order (a list sorted by name in each language): after the
+   DP, :func:`parasim.align.dp.reorder` links the pairs that are each other's clear best match
+   nearby (``reorder_margin``, ``reorder_max_jump``) and takes apart the DP links they
+   contradict (counted: ``dp_links_reordered``, ``dp_links_broken``);
+5. DP links with one empty side are not positives; DP links whose score is under ``min_score``
    (word cosine; ``min_score_emb`` for the sentence-vector cosine) are dropped and counted,
-   except a short link held between two confident ones (:func:`held`).
+   except a short link held between two confident ones (:func:`held`; a reordered link is never
+   held: its neighbours in the list are not its neighbours on the pages).
 
 With the ``embeddings`` / ``both`` scorers the DP compares sentence vectors centred on their
 language's mean (``center``; the mean over the distinct lines of the shard's pages that go to the
@@ -35,7 +40,7 @@ import logging
 import time
 from collections import Counter
 from collections.abc import Mapping, Sequence
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -107,6 +112,8 @@ class AlignSettings(Settings, section="align"):
     weighting: str
     min_score: float
     held_max_words: int
+    reorder_margin: float | None
+    reorder_max_jump: int
     min_score_emb: float
     review_dir: str
     dp: DPSettings
@@ -175,7 +182,9 @@ def align_lines(
             (:class:`~parasim.align.scoring.EmbeddingScorer`); None: raw cosines.
 
     Returns:
-        the alignment, the word cosine of each link and its sentence-vector cosine (None when
+        the alignment (with ``align.reorder_margin``, repaired by :func:`parasim.align.dp.reorder`:
+        ``extra["moved"]`` marks its new links, ``extra["broken"]`` counts the links it took
+        apart), the word cosine of each link and its sentence-vector cosine (None when
         embeddings are not used; NaN / None for deletions).
     """
     s = AlignSettings.from_config(settings)
@@ -201,6 +210,11 @@ def align_lines(
         en_lines, other_lines, other_en_lines, scorer=kind, length_text=s.dp.length_text
     )
     res = dp.align(sc, params, lengths)
+    if s.reorder_margin is not None:
+        rep = dp.reorder(res.links, sc, s.reorder_margin, s.reorder_max_jump, res.sims)
+        res = replace(
+            res, links=rep.links, extra={**res.extra, "moved": rep.moved, "broken": rep.broken}
+        )
     wsims: list[float] = []
     esims: list[float | None] = []
     for src, tgt in res.links:
@@ -487,12 +501,14 @@ def _realign(page: _Page, s, review_dir, enc, stats, centers=None) -> tuple[list
         return [], "queued_only" if chk.outcome == paper.REVIEW else f"discarded_{reason}"
 
     out = []
+    moved = res.extra.get("moved") or [False] * len(res.links)
+    stats["dp_links_broken"] += res.extra.get("broken", 0)
     for k, ((src, tgt), ws, es) in enumerate(zip(res.links, wsims, esims, strict=True)):
         if not src or not tgt:
             stats["dp_deletions"] += 1
             continue
         low = ws < s.min_score and s.scorer != "embeddings"
-        if low and not held(res.links, wsims, k, en, s.min_score, s.held_max_words):
+        if low and (moved[k] or not held(res.links, wsims, k, en, s.min_score, s.held_max_words)):
             stats["dp_links_low_score"] += 1
             continue
         if es is not None and es < s.min_score_emb:
@@ -500,6 +516,8 @@ def _realign(page: _Page, s, review_dir, enc, stats, centers=None) -> tuple[list
             continue
         if low:  # counted once it is a positive (the sentence-vector floor may still drop it)
             stats["dp_links_held"] += 1
+        if moved[k]:
+            stats["dp_links_reordered"] += 1
         out.append(_positive(rec, en, other, other_en, src, tgt, DP, ws, es))
     stats[f"dp_from_{chk.outcome}"] += 1
     return out, "realigned"

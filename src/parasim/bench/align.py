@@ -267,11 +267,13 @@ def run_method(
     centers=None,
     length_text: str | None = None,
     emb_weight: float | None = None,
+    reorder_margin: float | None | str = "config",
 ):
     """Links predicted for one document by ``method``; also the CPU seconds it took
     (embedding time included for the embedding methods, minus cache hits). ``centers``: the
     two languages' mean sentence vectors (``align.center``); ``length_text`` and ``emb_weight``:
-    ``align.dp.length_text`` and ``align.emb_weight`` (None: as the config says)."""
+    ``align.dp.length_text`` and ``align.emb_weight`` (None: as the config says);
+    ``reorder_margin``: ``align.reorder_margin`` (``"config"``: as the config says; None: off)."""
     t0 = time.process_time()
     n, m = len(doc["src"]), len(doc["tgt"])
     if method in ("paper", "paper-filtered"):
@@ -303,7 +305,14 @@ def run_method(
         length_text=length_text or settings.dp.length_text,
     )
     res = dp.align(sc, params, lengths)
-    return res.links, time.process_time() - t0
+    if reorder_margin == "config":
+        reorder_margin = settings.reorder_margin
+    links = res.links
+    if reorder_margin is not None:
+        links = dp.reorder(
+            links, sc, float(reorder_margin), settings.reorder_max_jump, res.sims
+        ).links
+    return links, time.process_time() - t0
 
 
 def bench_quality(
@@ -428,8 +437,9 @@ def bench_speed(params: dp.DPParams, repeats: int = 3) -> dict:
 def bench_site(shards: Sequence[Path], encoder: str, repeats: int = 1) -> dict:
     """CPU seconds of the align stage (:func:`parasim.align.align_pairs`, as the workflow runs
     it: one shard at a time) over translated ``shards``: the word scorer as it ran before issue
-    35 (lengths of the translations, no held links), then the embedding scorer and ``both``
-    with ``encoder`` (the rest of ``align`` as the config says). The encoder's cold load (once
+    35 (lengths of the translations, no held links, no reordering), then the embedding scorer,
+    ``both`` without reordering (``align.reorder_margin`` null) and ``both`` with ``encoder``
+    (the rest of ``align`` as the config says). The encoder's cold load (once
     per shard job in the workflow) is timed apart: ``load_cpu_s``. Best of ``repeats`` per
     shard; nothing is written (no review folder)."""
     from parasim.align import align_pairs
@@ -443,8 +453,18 @@ def bench_site(shards: Sequence[Path], encoder: str, repeats: int = 1) -> dict:
     out["load_cpu_s"] = time.process_time() - c0
     out["load_wall_s"] = time.perf_counter() - w0
     for label, settings, e in (
-        ("words", {"scorer": "words", "dp": {"length_text": "scorer"}, "held_max_words": 0}, None),
+        (
+            "words",
+            {
+                "scorer": "words",
+                "dp": {"length_text": "scorer"},
+                "held_max_words": 0,
+                "reorder_margin": None,
+            },
+            None,
+        ),
         ("embeddings", {"scorer": "embeddings", "encoder": encoder}, enc),
+        ("both_no_reorder", {"scorer": "both", "encoder": encoder, "reorder_margin": None}, enc),
         ("both", {"scorer": "both", "encoder": encoder}, enc),
     ):
         cpu = 0.0

@@ -509,8 +509,8 @@ def _reorder(
         if not others:
             return 0.0
         one, many = np.array([line]), np.array(others)
-        sims = scorer.sample_sims(one, many) if source else scorer.sample_sims(many, one)
-        return float(np.max(sims))
+        vals = scorer.sample_sims(one, many) if source else scorer.sample_sims(many, one)
+        return float(np.max(vals))
 
     pairs: list[tuple[int, int]] = []
     broken: set[int] = set()

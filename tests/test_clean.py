@@ -708,6 +708,26 @@ def test_a_translated_html_example_is_kept_by_its_markup_not_against_its_languag
     assert sum(t.num_rows for t in kept) == 0
 
 
+def test_a_heading_and_its_example_linked_two_to_two_are_kept_by_their_markup():
+    """A 2:2 link (a heading and the example under it, on each side) is one example; a 1:2 link
+    (one side holds a line more) is not vouched for by its markup."""
+    head_en, head_fr, head_mt = "View code", "Visualiser le code", "Visualise the code"
+    rows = [("p1", f"{head_en} {FIG_EN}", f"{head_fr} {FIG_FR}", 0, f"{head_mt} {FIG_MT}")]
+    pages = [("p1", [head_en, FIG_EN], [head_fr, FIG_FR])]
+
+    def linked(en_idx, other_idx, en_text):
+        t = _aligned(rows).to_pylist()
+        t[0].update(en_idx=en_idx, other_idx=other_idx, en_text=en_text)
+        return io.rows_to_table(t, io.ALIGNED_SCHEMA)
+
+    kept, _, stats = clean_positives([linked([0, 1], [0, 1], rows[0][1])], [_translated(pages)])
+    assert [r["overruled"] for t in kept for r in t.to_pylist()] == [["code_markup"]]
+    assert stats["vouched_by_markup"] == 1
+    kept, dropped, _ = clean_positives([linked([1], [0, 1], FIG_EN)], [_translated(pages)])
+    assert sum(t.num_rows for t in kept) == 0
+    assert [r["reason"] for t in dropped for r in t.to_pylist()] == ["code_markup"]
+
+
 def test_the_language_check_reads_prose_not_markup():
     from parasim.clean import langid
 

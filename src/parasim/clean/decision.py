@@ -64,7 +64,9 @@ example translated ("<figcaption> <p>Looking for a Job</p> </figcaption>" | "<fi
 ("Section qui glisse vers l'intérieur" gives "Section that slips to the interior" for "Section
 that slides in"), while the markup says which example it is. It overrules only ``code_markup``,
 ``url_email`` and ``near_identical`` (flags of the pair's surface), never the language check;
-1:1 links only, and the numbers must agree.
+links of as many lines on each side only (1:1, or 2:2 where a heading and its example are linked
+together: "View code <section…> <h4>Image gallery</h4> …" | "Visualiser le code <section…>
+<h4>Galerie d'images</h4> …"), and the numbers must agree.
 
 Cosines are binary (each word type once, as the align stage's default ``weighting: binary``), on
 lower-cased ``\\w+`` tokens, with HTML tags and tokens of digits only left out (a number or a

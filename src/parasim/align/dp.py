@@ -25,6 +25,7 @@ operations per link type; insertions (0:1, within a row) use a running minimum.
 from __future__ import annotations
 
 import contextlib
+import functools
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -329,13 +330,22 @@ def _one_blas_thread(active: bool):
     spinning (measured 7x slower wall-clock on Text+Berg dev with embeddings).
     """
     if active:
-        try:
-            from threadpoolctl import threadpool_limits
-
-            return threadpool_limits(1, user_api="blas")
-        except ImportError:
-            pass
+        controller = _blas_controller()
+        if controller is not None:
+            return controller.limit(limits=1, user_api="blas")
     return contextlib.nullcontext()
+
+
+@functools.cache
+def _blas_controller():
+    """threadpoolctl's view of the loaded BLAS libraries, built once (None without
+    threadpoolctl): a fresh ``threadpool_limits`` scans the process's libraries each time,
+    2–3 ms a call, as much as the DP of a small page."""
+    try:
+        from threadpoolctl import ThreadpoolController
+    except ImportError:
+        return None
+    return ThreadpoolController()
 
 
 def _halve(x: np.ndarray) -> np.ndarray:
@@ -368,6 +378,100 @@ def _align_rec(
     # step 2: every n:m link type, within anchor_width cells of the anchor path
     links, sims, c = _dp(scorer, types, lo, hi, pen, params, lengths)
     return Alignment(links, sims, del_penalty=pen, levels=levels, cells=cells + c)
+
+
+@dataclass
+class Trimmed:
+    """Result of :func:`trim`.
+
+    Attributes:
+        links: the links after trimming, in order; a detached line is a deletion next to the
+            link it left (before it for a first line, after it for a last one).
+        sims: the scorer's similarity of each link (NaN for deletions).
+        detached: how many lines were taken out of n:m links.
+    """
+
+    links: list[Link]
+    sims: np.ndarray
+    detached: int
+
+
+def _link_sim(scorer: Scorer, src: list[int], tgt: list[int]) -> float:
+    """The scorer's similarity of one link (its concatenations)."""
+    i, j = src[-1] + 1, tgt[-1] + 1
+    return float(scorer.block_sims([(len(src), len(tgt))], i, i + 1, j, j + 1)[0, 0, 0])
+
+
+def trim(
+    links: list[Link], scorer: Scorer, margin: float, sims: np.ndarray | None = None
+) -> Trimmed:
+    """Take out of each n:m link a first or last line the link matches better without.
+
+    The DP weighs a merge against a deletion by its costs: a merge costs its lost similarity
+    times ``(a * b) ** size_penalty`` plus ``merge_penalty``, a deletion ``del_penalty``. A
+    sentence vector (a mean over tokens) moves little when an unrelated sentence joins a long
+    one, so the DP often absorbs a line only one side holds into the neighbouring link rather
+    than leave it unlinked ("While one experimental vaccine appears able to reduce Ebola
+    mortality…" | "Ring también llegó a un acuerdo… ADT Corporation. Al día de hoy no se ha
+    demostrado…"). Here, for each link with more than one line on a side, the similarity of
+    the link without its first or last line of that side is compared with the link's own; where
+    it is higher by more than ``margin``, the line that gains most is detached (it becomes a
+    deletion), and the link is looked at again. A line that belongs to the link adds to its
+    similarity, or takes little from it: a true 2:1 link loses its match without either half.
+
+    ``sims``: the links' similarities as the DP gave them (computed where missing). The work
+    is a few cells per n:m link, on one BLAS thread as the DP's.
+    """
+    with _one_blas_thread(getattr(scorer, "uses_blas", False)):
+        return _trim(links, scorer, margin, sims)
+
+
+def _trim(links: list[Link], scorer: Scorer, margin: float, sims: np.ndarray | None) -> Trimmed:
+    out: list[Link] = []
+    out_sims: list[float] = []
+    detached = 0
+    for k, (src0, tgt0) in enumerate(links):
+        own = float(sims[k]) if sims is not None and k < len(sims) else float("nan")
+        if not src0 or not tgt0 or len(src0) + len(tgt0) <= 2:
+            if src0 and tgt0 and not np.isfinite(own):
+                own = _link_sim(scorer, list(src0), list(tgt0))
+            out.append((src0, tgt0))
+            out_sims.append(own if src0 and tgt0 else float("nan"))
+            continue
+        src, tgt = list(src0), list(tgt0)
+        cur = own if np.isfinite(own) else _link_sim(scorer, src, tgt)
+        before: list[Link] = []
+        after: list[Link] = []
+        while len(src) + len(tgt) > 2:
+            best = None
+            for side, first in ((0, True), (0, False), (1, True), (1, False)):
+                lines = src if side == 0 else tgt
+                if len(lines) < 2:
+                    continue
+                rest = lines[1:] if first else lines[:-1]
+                v = _link_sim(scorer, rest, tgt) if side == 0 else _link_sim(scorer, src, rest)
+                if v - cur > margin and (best is None or v > best[0]):
+                    best = (v, side, first)
+            if best is None:
+                break
+            cur, side, first = best
+            lines = src if side == 0 else tgt
+            line = lines.pop(0 if first else -1)
+            dele: Link = ((line,), ()) if side == 0 else ((), (line,))
+            if first:
+                before.append(dele)
+            else:
+                after.insert(0, dele)
+            detached += 1
+        for d in before:
+            out.append(d)
+            out_sims.append(float("nan"))
+        out.append((tuple(src), tuple(tgt)))
+        out_sims.append(cur)
+        for d in after:
+            out.append(d)
+            out_sims.append(float("nan"))
+    return Trimmed(out, np.array(out_sims, dtype=np.float64), detached)
 
 
 @dataclass

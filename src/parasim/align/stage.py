@@ -15,11 +15,14 @@ Policy of :func:`align_pairs` per page pair:
    queue and, when ``realign`` is true, realigned by DP now. ``discarded``: realigned by DP when
    ``realign`` is true, else discarded;
 3. different line counts: DP when ``realign`` is true, else discarded;
-4. lines the two pages list in another order (a list sorted by name in each language): after the
+4. a line one side holds that the DP merged into a neighbouring link: :func:`parasim.align.dp.trim`
+   takes a first or last line out of an n:m link that matches better without it by more than
+   ``trim_margin`` (counted: ``dp_lines_trimmed``; the line is then a deletion);
+5. lines the two pages list in another order (a list sorted by name in each language): after the
    DP, :func:`parasim.align.dp.reorder` links the pairs that are each other's clear best match
    nearby (``reorder_margin``, ``reorder_max_jump``) and takes apart the DP links they
    contradict (counted: ``dp_links_reordered``, ``dp_links_broken``);
-5. DP links with one empty side are not positives; DP links whose score is under ``min_score``
+6. DP links with one empty side are not positives; DP links whose score is under ``min_score``
    (word cosine; ``min_score_emb`` for the sentence-vector cosine) are dropped and counted,
    except a short link held between two confident ones (:func:`held`; a reordered link is never
    held: its neighbours in the list are not its neighbours on the pages).
@@ -112,6 +115,7 @@ class AlignSettings(Settings, section="align"):
     weighting: str
     min_score: float
     held_max_words: int
+    trim_margin: float | None
     reorder_margin: float | None
     reorder_max_jump: int
     min_score_emb: float
@@ -182,10 +186,12 @@ def align_lines(
             (:class:`~parasim.align.scoring.EmbeddingScorer`); None: raw cosines.
 
     Returns:
-        the alignment (with ``align.reorder_margin``, repaired by :func:`parasim.align.dp.reorder`:
-        ``extra["moved"]`` marks its new links, ``extra["broken"]`` counts the links it took
-        apart), the word cosine of each link and its sentence-vector cosine (None when
-        embeddings are not used; NaN / None for deletions).
+        the alignment (with ``align.trim_margin``, trimmed by :func:`parasim.align.dp.trim`:
+        ``extra["trimmed"]`` counts the lines it detached; with ``align.reorder_margin``,
+        repaired by :func:`parasim.align.dp.reorder`: ``extra["moved"]`` marks its new links,
+        ``extra["broken"]`` counts the links it took apart), the word cosine of each link and
+        its sentence-vector cosine (None when embeddings are not used; NaN / None for
+        deletions).
     """
     s = AlignSettings.from_config(settings)
     params = dp_params(s)
@@ -210,6 +216,11 @@ def align_lines(
         en_lines, other_lines, other_en_lines, scorer=kind, length_text=s.dp.length_text
     )
     res = dp.align(sc, params, lengths)
+    if s.trim_margin is not None:
+        cut = dp.trim(res.links, sc, s.trim_margin, res.sims)
+        res = replace(
+            res, links=cut.links, sims=cut.sims, extra={**res.extra, "trimmed": cut.detached}
+        )
     if s.reorder_margin is not None:
         rep = dp.reorder(res.links, sc, s.reorder_margin, s.reorder_max_jump, res.sims)
         res = replace(
@@ -503,6 +514,7 @@ def _realign(page: _Page, s, review_dir, enc, stats, centers=None) -> tuple[list
     out = []
     moved = res.extra.get("moved") or [False] * len(res.links)
     stats["dp_links_broken"] += res.extra.get("broken", 0)
+    stats["dp_lines_trimmed"] += res.extra.get("trimmed", 0)
     for k, ((src, tgt), ws, es) in enumerate(zip(res.links, wsims, esims, strict=True)):
         if not src or not tgt:
             stats["dp_deletions"] += 1

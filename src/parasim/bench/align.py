@@ -268,12 +268,14 @@ def run_method(
     length_text: str | None = None,
     emb_weight: float | None = None,
     reorder_margin: float | None | str = "config",
+    trim_margin: float | None | str = "config",
 ):
     """Links predicted for one document by ``method``; also the CPU seconds it took
     (embedding time included for the embedding methods, minus cache hits). ``centers``: the
     two languages' mean sentence vectors (``align.center``); ``length_text`` and ``emb_weight``:
     ``align.dp.length_text`` and ``align.emb_weight`` (None: as the config says);
-    ``reorder_margin``: ``align.reorder_margin`` (``"config"``: as the config says; None: off)."""
+    ``reorder_margin``, ``trim_margin``: ``align.reorder_margin``, ``align.trim_margin``
+    (``"config"``: as the config says; None: off)."""
     t0 = time.process_time()
     n, m = len(doc["src"]), len(doc["tgt"])
     if method in ("paper", "paper-filtered"):
@@ -307,11 +309,14 @@ def run_method(
     res = dp.align(sc, params, lengths)
     if reorder_margin == "config":
         reorder_margin = settings.reorder_margin
-    links = res.links
+    if trim_margin == "config":
+        trim_margin = settings.trim_margin
+    links, sims = res.links, res.sims
+    if trim_margin is not None:
+        cut = dp.trim(links, sc, float(trim_margin), sims)
+        links, sims = cut.links, cut.sims
     if reorder_margin is not None:
-        links = dp.reorder(
-            links, sc, float(reorder_margin), settings.reorder_max_jump, res.sims
-        ).links
+        links = dp.reorder(links, sc, float(reorder_margin), settings.reorder_max_jump, sims).links
     return links, time.process_time() - t0
 
 
@@ -437,8 +442,9 @@ def bench_speed(params: dp.DPParams, repeats: int = 3) -> dict:
 def bench_site(shards: Sequence[Path], encoder: str, repeats: int = 1) -> dict:
     """CPU seconds of the align stage (:func:`parasim.align.align_pairs`, as the workflow runs
     it: one shard at a time) over translated ``shards``: the word scorer as it ran before issue
-    35 (lengths of the translations, no held links, no reordering), then the embedding scorer,
-    ``both`` without reordering (``align.reorder_margin`` null) and ``both`` with ``encoder``
+    35 (lengths of the translations, no held links, no trimming or reordering), then the
+    embedding scorer, ``both`` without the passes after the DP (``align.trim_margin`` and
+    ``align.reorder_margin`` null) and ``both`` with ``encoder``
     (the rest of ``align`` as the config says). The encoder's cold load (once
     per shard job in the workflow) is timed apart: ``load_cpu_s``. Best of ``repeats`` per
     shard; nothing is written (no review folder)."""
@@ -460,11 +466,16 @@ def bench_site(shards: Sequence[Path], encoder: str, repeats: int = 1) -> dict:
                 "dp": {"length_text": "scorer"},
                 "held_max_words": 0,
                 "reorder_margin": None,
+                "trim_margin": None,
             },
             None,
         ),
         ("embeddings", {"scorer": "embeddings", "encoder": encoder}, enc),
-        ("both_no_reorder", {"scorer": "both", "encoder": encoder, "reorder_margin": None}, enc),
+        (
+            "both_dp_only",
+            {"scorer": "both", "encoder": encoder, "reorder_margin": None, "trim_margin": None},
+            enc,
+        ),
         ("both", {"scorer": "both", "encoder": encoder}, enc),
     ):
         cpu = 0.0
@@ -473,7 +484,7 @@ def bench_site(shards: Sequence[Path], encoder: str, repeats: int = 1) -> dict:
             best = None
             for _ in range(repeats):
                 if e is not None:
-                    e._cache.clear()  # every run encodes its own lines, as a fresh job does
+                    e.clear()  # every run encodes its own lines, as a fresh job does
                 c = time.process_time()
                 table, _stats = align_pairs(t, settings, None, encoder=e)
                 best = min(best or 1e9, time.process_time() - c)

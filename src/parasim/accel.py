@@ -74,3 +74,14 @@ def resolve_dtype(device: str, dtype: str, key: str = "dtype"):
 def dtype_name(dtype) -> str:
     """``"bfloat16"`` for ``torch.bfloat16`` (for logs, cache keys and dataset cards)."""
     return str(dtype).removeprefix("torch.")
+
+
+@functools.cache
+def blas_controller():
+    """threadpoolctl's view of the loaded BLAS libraries, built once per process: a fresh
+    ``threadpool_limits`` rescans the process's libraries on every call (2–3 ms), as much as
+    the aligner's DP of a small page. ``blas_controller().limit(limits=1, user_api="blas")``
+    is the context for one BLAS thread."""
+    from threadpoolctl import ThreadpoolController
+
+    return ThreadpoolController()

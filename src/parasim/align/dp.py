@@ -25,10 +25,11 @@ operations per link type; insertions (0:1, within a row) use a running minimum.
 from __future__ import annotations
 
 import contextlib
-import functools
 from dataclasses import dataclass, field
 
 import numpy as np
+
+from parasim.accel import blas_controller
 
 from .scoring import Scorer
 
@@ -324,28 +325,14 @@ def align(
 
 
 def _one_blas_thread(active: bool):
-    """Single-threaded BLAS while the DP runs (when threadpoolctl is installed).
+    """Single-threaded BLAS while the DP runs.
 
     The DP does many small matrix products; multi-threaded OpenBLAS spends most of their time
     spinning (measured 7x slower wall-clock on Text+Berg dev with embeddings).
     """
     if active:
-        controller = _blas_controller()
-        if controller is not None:
-            return controller.limit(limits=1, user_api="blas")
+        return blas_controller().limit(limits=1, user_api="blas")
     return contextlib.nullcontext()
-
-
-@functools.cache
-def _blas_controller():
-    """threadpoolctl's view of the loaded BLAS libraries, built once (None without
-    threadpoolctl): a fresh ``threadpool_limits`` scans the process's libraries each time,
-    2–3 ms a call, as much as the DP of a small page."""
-    try:
-        from threadpoolctl import ThreadpoolController
-    except ImportError:
-        return None
-    return ThreadpoolController()
 
 
 def _halve(x: np.ndarray) -> np.ndarray:

@@ -26,7 +26,6 @@ Cosines are computed in float64 in both, so the band test agrees.
 from __future__ import annotations
 
 import dataclasses
-import functools
 import hashlib
 import logging
 import math
@@ -41,6 +40,7 @@ from typing import Any
 import numpy as np
 import pyarrow as pa
 
+from parasim.accel import blas_controller
 from parasim.config import Settings
 from parasim.io import NEGATIVES_SCHEMA, stable_id
 from parasim.negatives.vectors import row_norms, unit_rows
@@ -566,14 +566,6 @@ def _blocks(pr: _Prepared) -> dict[tuple[int, int, int], np.ndarray]:
     }
 
 
-@functools.cache
-def _blas_controller() -> Any:
-    """threadpoolctl's view of the loaded BLAS libraries (built once: ~1 ms a scan)."""
-    from threadpoolctl import ThreadpoolController
-
-    return ThreadpoolController()
-
-
 def _run_vectorized(
     pr: _Prepared, bands: dict[int, tuple[float, float]], cfg: SelectConfig
 ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
@@ -598,7 +590,7 @@ def _run_vectorized(
 
     if cfg.threads > 1 and len(jobs) > 1:
         jobs.sort(key=lambda j: -len(j[0]))
-        one_blas_thread = _blas_controller().limit(limits=1, user_api="blas")
+        one_blas_thread = blas_controller().limit(limits=1, user_api="blas")
         with one_blas_thread, ThreadPoolExecutor(cfg.threads) as pool:
             done = list(pool.map(run, jobs))
     else:

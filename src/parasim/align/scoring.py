@@ -590,22 +590,23 @@ class CombinedScorer:
         self.words, self.emb, self.emb_weight = words, emb, emb_weight
         self.n_src, self.n_tgt = words.n_src, words.n_tgt
 
-    def _mix(self, w: np.ndarray, e: np.ndarray) -> np.ndarray:
+    def mix(self, w: np.ndarray, e: np.ndarray) -> np.ndarray:
+        """The combined similarity of word cosines ``w`` and embedding cosines ``e``."""
         return (1 - self.emb_weight) * w + self.emb_weight * e
 
     def block_sims(self, types, r0, r1, c0, c1) -> np.ndarray:
-        return self._mix(
+        return self.mix(
             self.words.block_sims(types, r0, r1, c0, c1), self.emb.block_sims(types, r0, r1, c0, c1)
         )
 
     def src_norm(self, a: int) -> np.ndarray:
-        return self._mix(self.words.src_norm(a), self.emb.src_norm(a))
+        return self.mix(self.words.src_norm(a), self.emb.src_norm(a))
 
     def tgt_norm(self, b: int) -> np.ndarray:
-        return self._mix(self.words.tgt_norm(b), self.emb.tgt_norm(b))
+        return self.mix(self.words.tgt_norm(b), self.emb.tgt_norm(b))
 
     def sample_sims(self, si, tj) -> np.ndarray:
-        return self._mix(self.words.sample_sims(si, tj), self.emb.sample_sims(si, tj))
+        return self.mix(self.words.sample_sims(si, tj), self.emb.sample_sims(si, tj))
 
     def downsample(self) -> CombinedScorer:
         return CombinedScorer(self.words.downsample(), self.emb.downsample(), self.emb_weight)

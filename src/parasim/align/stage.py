@@ -116,6 +116,7 @@ class AlignSettings(Settings, section="align"):
     min_score: float
     held_max_words: int
     trim_margin: float | None
+    trim_agree: float | None
     reorder_margin: float | None
     reorder_max_jump: int
     min_score_emb: float
@@ -217,7 +218,7 @@ def align_lines(
     )
     res = dp.align(sc, params, lengths)
     if s.trim_margin is not None:
-        cut = dp.trim(res.links, sc, s.trim_margin, res.sims)
+        cut = dp.trim(res.links, sc, s.trim_margin, res.sims, s.trim_agree)
         res = replace(
             res, links=cut.links, sims=cut.sims, extra={**res.extra, "trimmed": cut.detached}
         )

@@ -232,12 +232,15 @@ def synthetic_docs(
 TO_ENGLISH = {"fr": ("fr-es", "spa-eng"), "es": ("spa-eng",)}
 
 
-def synthetic_sets(cache: Path) -> dict[str, list[dict]]:
+def synthetic_sets(cache: Path, seed: int | None = None) -> dict[str, list[dict]]:
     """``flores-<lang>-synth`` / ``tatoeba-<lang>-synth`` (lang fr, es): :func:`synthetic_docs`
     of Flores-200 devtest (consecutive sentences of articles, documents of 40) and Tatoeba
     (1,000 independent short sentences, documents of 40), the other side translated into
-    English with Apertium for the word scorer."""
+    English with Apertium for the word scorer. ``seed``: draw the merges and one-sided lines
+    with it, the sets named ``<name>@<seed>`` (None: the recorded draws, Flores seed 1 and
+    Tatoeba seed 2: the sets the figures in BENCHMARKS.md were first measured on)."""
     out: dict[str, list[dict]] = {}
+    at = "" if seed is None else f"@{seed}"
     flores = PARALLEL / "flores200-devtest"
     files = {"fr": "fra_Latn", "es": "spa_Latn"}
     for lang, code in files.items():
@@ -245,7 +248,9 @@ def synthetic_sets(cache: Path) -> dict[str, list[dict]]:
             en = read_lines(flores / "eng_Latn.devtest")
             other = read_lines(flores / f"{code}.devtest")
             mt = apertium_translate(other, TO_ENGLISH[lang], cache=cache)
-            out[f"flores-{lang}-synth"] = synthetic_docs(en, other, mt, f"flores-{lang}", seed=1)
+            out[f"flores-{lang}-synth{at}"] = synthetic_docs(
+                en, other, mt, f"flores-{lang}", seed=1 if seed is None else seed
+            )
     tat = PARALLEL / "tatoeba"
     for lang, code in {"fr": "fra", "es": "spa"}.items():
         stem = tat / f"tatoeba.{code}-eng"
@@ -253,7 +258,9 @@ def synthetic_sets(cache: Path) -> dict[str, list[dict]]:
             en = read_lines(Path(f"{stem}.eng"))
             other = read_lines(Path(f"{stem}.{code}"))
             mt = apertium_translate(other, TO_ENGLISH[lang], cache=cache)
-            out[f"tatoeba-{lang}-synth"] = synthetic_docs(en, other, mt, f"tatoeba-{lang}", seed=2)
+            out[f"tatoeba-{lang}-synth{at}"] = synthetic_docs(
+                en, other, mt, f"tatoeba-{lang}", seed=2 if seed is None else seed
+            )
     return out
 
 
@@ -269,13 +276,14 @@ def run_method(
     emb_weight: float | None = None,
     reorder_margin: float | None | str = "config",
     trim_margin: float | None | str = "config",
+    trim_agree: float | None | str = "config",
 ):
     """Links predicted for one document by ``method``; also the CPU seconds it took
     (embedding time included for the embedding methods, minus cache hits). ``centers``: the
     two languages' mean sentence vectors (``align.center``); ``length_text`` and ``emb_weight``:
     ``align.dp.length_text`` and ``align.emb_weight`` (None: as the config says);
-    ``reorder_margin``, ``trim_margin``: ``align.reorder_margin``, ``align.trim_margin``
-    (``"config"``: as the config says; None: off)."""
+    ``reorder_margin``, ``trim_margin``, ``trim_agree``: ``align.reorder_margin``,
+    ``align.trim_margin``, ``align.trim_agree`` (``"config"``: as the config says; None: off)."""
     t0 = time.process_time()
     n, m = len(doc["src"]), len(doc["tgt"])
     if method in ("paper", "paper-filtered"):
@@ -311,9 +319,11 @@ def run_method(
         reorder_margin = settings.reorder_margin
     if trim_margin == "config":
         trim_margin = settings.trim_margin
+    if trim_agree == "config":
+        trim_agree = settings.trim_agree
     links, sims = res.links, res.sims
     if trim_margin is not None:
-        cut = dp.trim(links, sc, float(trim_margin), sims)
+        cut = dp.trim(links, sc, float(trim_margin), sims, trim_agree)
         links, sims = cut.links, cut.sims
     if reorder_margin is not None:
         links = dp.reorder(links, sc, float(reorder_margin), settings.reorder_max_jump, sims).links
@@ -338,9 +348,12 @@ def bench_quality(
     all_sets = gold_sets(cache)
     if sets and any(x.endswith("-synth") for x in sets):
         all_sets.update(synthetic_sets(cache))
-    for set_name, docs in all_sets.items():
-        if sets and set_name not in sets:
-            continue
+    for seed in sorted({int(x.rsplit("@", 1)[1]) for x in sets or () if "-synth@" in x}):
+        all_sets.update(synthetic_sets(cache, seed))
+    for set_name in list(sets or all_sets):
+        if set_name not in all_sets:
+            raise SystemExit(f"no gold set {set_name!r} (data missing, or no such set)")
+        docs = all_sets[set_name]
         equal = sum(len(d["src"]) == len(d["tgt"]) for d in docs)
         print(
             f"{set_name}: {equal} of {len(docs)} documents have equal line counts; the paper's "
@@ -529,7 +542,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     ap.add_argument(
         "--sets", nargs="*", default=None,
         help="textberg-dev, transread; flores-fr-synth, flores-es-synth, tatoeba-fr-synth, "
-        "tatoeba-es-synth (synthetic documents from sentence pairs: named only)",
+        "tatoeba-es-synth (synthetic documents from sentence pairs: named only; "
+        "<name>@<seed>: drawn with another seed, e.g. flores-es-synth@3)",
     )  # fmt: skip
     ap.add_argument(
         "--emb-overlaps", type=int, default=3, help="embed runs of up to N lines (vecalign)"

@@ -31,7 +31,7 @@ import numpy as np
 
 from parasim.accel import blas_controller
 
-from .scoring import Scorer
+from .scoring import CombinedScorer, Scorer
 
 Link = tuple[tuple[int, ...], tuple[int, ...]]
 
@@ -389,7 +389,9 @@ def _link_sim(scorer: Scorer, src: list[int], tgt: list[int]) -> float:
     return float(scorer.block_sims([(len(src), len(tgt))], i, i + 1, j, j + 1)[0, 0, 0])
 
 
-def _link_parts(scorer: Scorer, src: list[int], tgt: list[int]) -> tuple[float, float, float]:
+def _link_parts(
+    scorer: CombinedScorer, src: list[int], tgt: list[int]
+) -> tuple[float, float, float]:
     """A combined scorer's similarity of one link, and its word and embedding parts."""
     i, j = src[-1] + 1, tgt[-1] + 1
     t = [(len(src), len(tgt))]
@@ -429,7 +431,7 @@ def trim(
     ``sims``: the links' similarities as the DP gave them (computed where missing). The work
     is a few cells per n:m link, on one BLAS thread as the DP's.
     """
-    if agree is not None and not (hasattr(scorer, "words") and hasattr(scorer, "emb")):
+    if not isinstance(scorer, CombinedScorer):
         agree = None  # one kind of evidence: nothing to agree
     with _one_blas_thread(getattr(scorer, "uses_blas", False)):
         return _trim(links, scorer, margin, sims, agree)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
@@ -111,3 +112,26 @@ def make_tiny_bert(d: Path, chars: bool = False) -> str:
 def tiny_model(tmp_path_factory) -> str:
     """:func:`make_tiny_bert` over the toy words (tests/train/test_ranker.py)."""
     return make_tiny_bert(tmp_path_factory.mktemp("tiny-bert"))
+
+
+@dataclass(frozen=True)
+class DemoRun:
+    """A finished workflow run: its folder (``results/``, ``logs/``, ``config.yaml``) and what
+    Snakemake printed."""
+
+    work: Path
+    log: str
+
+
+@pytest.fixture(scope="session")
+def demo_run(tmp_path_factory) -> DemoRun:
+    """The shipped config with light models (``tests/workflow/test_workflow.py::light_demo``),
+    run once from scratch with ``--cores 2`` in a temporary folder, for the workflow tests that
+    read a finished run (one run instead of one per test: each is minutes on two cores).
+    Read-only: a test that changes a run makes its own."""
+    from test_workflow import light_demo, run_demo  # tests/workflow (on sys.path once collected)
+
+    work = tmp_path_factory.mktemp("demo") / "run"
+    light_demo(work)
+    proc = run_demo(work)
+    return DemoRun(work, proc.stdout + proc.stderr)

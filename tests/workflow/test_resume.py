@@ -89,8 +89,9 @@ def _clean_run(tmp_path_factory, name: str) -> Path:
 
 
 @pytest.fixture(scope="module")
-def reference(tmp_path_factory):
-    return _clean_run(tmp_path_factory, "reference")
+def reference(demo_run):
+    """The session's light demo run (tests/conftest.py), read-only."""
+    return demo_run.work
 
 
 @pytest.fixture(scope="module")

@@ -150,12 +150,13 @@ def _compare_shards(local: Path, remote: Path) -> list[dict]:
 
 @pytest.mark.slurm
 @pytest.mark.slow
-def test_demo_through_slurm_equals_local_run(tmp_path, slurm_cluster):
+def test_demo_through_slurm_equals_local_run(tmp_path, slurm_cluster, demo_run):
     profile = yaml.safe_load((PROFILE / "config.yaml").read_text())
     account = str(profile["default-resources"]["slurm_account"])
     partition = str(profile["default-resources"]["slurm_partition"])
 
-    local_log = _run(tmp_path / "local", "--cores", "2")
+    # the local run: the session's light demo run, from scratch with --cores 2 (tests/conftest.py)
+    local, local_log = demo_run.work, demo_run.log
     slurm_log = _run(tmp_path / "slurm", "--workflow-profile", str(PROFILE))
 
     # Every job Snakemake did not run itself went through SLURM and finished there.
@@ -178,7 +179,7 @@ def test_demo_through_slurm_equals_local_run(tmp_path, slurm_cluster):
     assert log_ids == sorted(submitted), (log_ids, submitted)
 
     # The same shards out of both runs, byte for byte (eflomal runs seeded).
-    report = _compare_shards(tmp_path / "local", tmp_path / "slurm")
+    report = _compare_shards(local, tmp_path / "slurm")
     for r in report:
         print(
             f"{r['shard']}: bytes {'identical' if r['bytes'] else 'differ'}, table "

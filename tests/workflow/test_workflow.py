@@ -230,11 +230,11 @@ def test_empty_sites_fail_their_done_with_one_sentence_and_no_traceback(tmp_path
 
 
 @pytest.mark.slow
-def test_end_to_end_demo(tmp_path):
-    """The shipped config, run in a temp dir: every stage's output exists and is non-empty."""
-    work = tmp_path / "run"
-    cfg = light_demo(work)
-    run_demo(work)
+def test_end_to_end_demo(demo_run):
+    """The shipped config, run in a temp dir: every stage's output exists and is non-empty
+    (the session's light demo run: tests/conftest.py)."""
+    work = demo_run.work
+    cfg = yaml.safe_load((work / "config.yaml").read_text())
     for site in cfg["sites"]:
         name = site["name"]
         done = json.loads((work / "results" / "lines" / f"{name}.done").read_text())
@@ -280,22 +280,24 @@ def test_end_to_end_demo(tmp_path):
 
 
 @pytest.mark.slow
-def test_global_stages_split_per_partition_write_what_one_job_writes(tmp_path):
+def test_global_stages_split_per_partition_write_what_one_job_writes(demo_run, tmp_path):
     """The workflow runs fit_topics and select_negatives as a job per partition and a gather;
     one job over all partitions (`--positives`) writes the same topics, negatives and corpus
-    files, byte for byte, on the demo."""
+    files, byte for byte, on the demo (the session's light demo run; what the one job writes
+    goes to `tmp_path`)."""
     from parasim.cli import main
     from parasim.config import validate_config
 
-    work = tmp_path / "run"
-    cfg = light_demo(work)
-    run_demo(work, "results/corpus")
+    work = demo_run.work
+    cfg = yaml.safe_load((work / "config.yaml").read_text())
     full = validate_config(cfg)
     sections = [
         "--negatives-json", json.dumps(full["negatives"], sort_keys=True),
         "--corpus-json", json.dumps(full["corpus"], sort_keys=True),
     ]  # fmt: skip
     res, one = work / "results", tmp_path / "one"
+    # the run's vector cache, copied: the session's run stays as it finished
+    vectors = shutil.copytree(res / "cache" / "vectors", tmp_path / "vectors")
     positives = [str(p) for p in sorted(res.glob("positives/*/*.parquet"))]
     parts = sorted(p.name for p in (res / "topics").iterdir() if p.is_dir())
     assert parts == ["EN-ES-IB", "EN-FR-G"], parts
@@ -308,7 +310,7 @@ def test_global_stages_split_per_partition_write_what_one_job_writes(tmp_path):
     main(["fit-topics", "--positives", *positives, "--out", str(one / "topics"), *sections])
     main([
         "select-negatives", "--positives", *positives, "--topics", str(one / "topics"),
-        "--out", str(one / "negatives.parquet"), "--cache-dir", str(res / "cache" / "vectors"),
+        "--out", str(one / "negatives.parquet"), "--cache-dir", str(vectors),
         *sections,
     ])  # fmt: skip
     clean = [str(p) for p in sorted(res.glob("stats/clean_positives/*.json"))]

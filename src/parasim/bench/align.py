@@ -24,6 +24,8 @@ Run::
     parasim bench align --only quality --embeddings --encoder e5-static   # the static encoder
     parasim bench align --only quality --embeddings --encoder e5-static \
         --sets flores-fr-synth flores-es-synth tatoeba-fr-synth tatoeba-es-synth
+    parasim bench align --only quality --embeddings --encoder e5-static \
+        --sets flores-es-synth@3 flores-es-synth@4      # the same sentences, other draws
     parasim bench align --only site --encoder e5-static \
         --shards results/translated/wet-boew/*.parquet
 """

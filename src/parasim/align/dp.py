@@ -453,6 +453,7 @@ def _trim(
             continue
         src, tgt = list(src0), list(tgt0)
         cur = own if np.isfinite(own) else _link_sim(scorer, src, tgt)
+        cur_w = cur_e = float("nan")  # the link's word and embedding parts, with agree
         if agree is not None:
             _, cur_w, cur_e = _link_parts(scorer, src, tgt)
         before: list[Link] = []
@@ -466,17 +467,16 @@ def _trim(
                 rest = lines[1:] if first else lines[:-1]
                 s2, t2 = (rest, tgt) if side == 0 else (src, rest)
                 if agree is None:
-                    v, ok = _link_sim(scorer, s2, t2), False
+                    v, w, e = _link_sim(scorer, s2, t2), float("nan"), float("nan")
+                    ok = False
                 else:
                     v, w, e = _link_parts(scorer, s2, t2)
                     ok = w - cur_w > agree and e - cur_e > agree
                 if (ok or v - cur > margin) and (best is None or v > best[0]):
-                    best = (v, side, first, w, e) if agree is not None else (v, side, first)
+                    best = (v, side, first, w, e)
             if best is None:
                 break
-            cur, side, first = best[:3]
-            if agree is not None:
-                cur_w, cur_e = best[3], best[4]
+            cur, side, first, cur_w, cur_e = best
             lines = src if side == 0 else tgt
             line = lines.pop(0 if first else -1)
             dele: Link = ((line,), ()) if side == 0 else ((), (line,))

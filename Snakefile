@@ -36,6 +36,21 @@ include: "workflow/rules/entity_siamese.smk"
 include: "workflow/rules/models_table.smk"
 
 
+# Bookkeeping: each stage's .done target and the reports read stats files for a second or so;
+# under a cluster executor Snakemake runs them itself instead of queueing a job for each.
+localrules:
+    all,
+    pair_done,
+    parse_done,
+    translate_done,
+    clean_done,
+    divergences_done,
+    scores_done,
+    yield_report,
+    similarity_report,
+    models_table,
+
+
 rule all:
     default_target: True
     input:

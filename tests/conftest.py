@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+import os
 from pathlib import Path
 
 import pytest
@@ -114,24 +114,34 @@ def tiny_model(tmp_path_factory) -> str:
     return make_tiny_bert(tmp_path_factory.mktemp("tiny-bert"))
 
 
-@dataclass(frozen=True)
-class DemoRun:
-    """A finished workflow run: its folder (``results/``, ``logs/``, ``config.yaml``) and what
-    Snakemake printed."""
+@pytest.fixture(scope="session")
+def site_run(tmp_path_factory):
+    """The fixture site run once from scratch with ``--cores 2`` (tests/workflow/runs.py), for
+    the workflow tests that read a finished run: one run instead of one per test. Read-only: a
+    test that changes a run makes its own."""
+    from runs import local_run  # tests/workflow (on sys.path once collected)
 
-    work: Path
-    log: str
+    return local_run(tmp_path_factory.mktemp("site") / "run")
 
 
 @pytest.fixture(scope="session")
-def demo_run(tmp_path_factory) -> DemoRun:
-    """The shipped config with light models (``tests/workflow/test_workflow.py::light_demo``),
-    run once from scratch with ``--cores 2`` in a temporary folder, for the workflow tests that
-    read a finished run (one run instead of one per test: each is minutes on two cores).
-    Read-only: a test that changes a run makes its own."""
-    from test_workflow import light_demo, run_demo  # tests/workflow (on sys.path once collected)
+def second_site_run(tmp_path_factory):
+    """A second run of the fixture site from scratch, for the tests that compare two runs:
+    through the one-node SLURM cluster where one answers (CI), else locally."""
+    from runs import local_run, slurm_run, slurm_unavailable
 
-    work = tmp_path_factory.mktemp("demo") / "run"
-    light_demo(work)
-    proc = run_demo(work)
-    return DemoRun(work, proc.stdout + proc.stderr)
+    work = tmp_path_factory.mktemp("second") / "run"
+    return slurm_run(work) if slurm_unavailable() is None else local_run(work)
+
+
+@pytest.fixture
+def slurm_cluster() -> None:
+    """Skips (or fails, with PARASIM_REQUIRE_SLURM=1) unless a SLURM cluster answers."""
+    from runs import slurm_unavailable
+
+    reason = slurm_unavailable()
+    if reason is None:
+        return
+    if os.environ.get("PARASIM_REQUIRE_SLURM") == "1":
+        pytest.fail(f"PARASIM_REQUIRE_SLURM=1 but {reason}")
+    pytest.skip(reason)

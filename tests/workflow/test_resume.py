@@ -13,7 +13,14 @@ from pathlib import Path
 
 import pytest
 import yaml
-from test_workflow import SNAKEMAKE, demo_args, light_demo, run_demo, snakemake
+from test_workflow import (
+    FIXTURE_RUN,
+    SNAKEMAKE,
+    fixture_site,
+    run_workflow,
+    snakemake,
+    workflow_args,
+)
 
 #: Outputs that must be byte-identical between runs: every stage's shards. The divergences too:
 #: eflomal, their word aligner, runs seeded (src/parasim/divergences/wordalign.py).
@@ -81,40 +88,41 @@ def _incomplete(work: Path) -> set[str]:
     return out
 
 
-def _clean_run(tmp_path_factory, name: str) -> Path:
-    work = tmp_path_factory.mktemp(name) / "run"
-    light_demo(work)
-    run_demo(work)
-    return work
-
-
 @pytest.fixture(scope="module")
-def reference(demo_run):
-    """The session's light demo run (tests/conftest.py), read-only."""
-    return demo_run.work
-
-
-@pytest.fixture(scope="module")
-def second_run(tmp_path_factory):
-    return _clean_run(tmp_path_factory, "second")
+def reference(site_run):
+    """The session's run of the fixture site (tests/workflow/conftest.py), read-only."""
+    return site_run.work
 
 
 @pytest.mark.slow
-def test_two_clean_runs_give_identical_shards(reference, second_run):
-    got, want = _hashes(second_run), _hashes(reference)
-    for stage in ("positives", "corpus", "divergences", "scores"):
-        assert any(k.startswith(f"results/{stage}/") for k in want), (stage, want)
-    assert got == want
-    _same_ranker(second_run, reference)
+def test_parameter_change_reruns_its_stage_and_dependants_only(reference, tmp_path):
+    cfg = yaml.safe_load((reference / "config.yaml").read_text())
+    cfg["divergences"]["per_type"] = 2
+    changed = tmp_path / "changed.yaml"
+    changed.write_text(yaml.safe_dump(cfg))
+    args = workflow_args(reference, "-n", "--quiet", "rules")
+    args[args.index("--configfile") + 1] = str(changed)
+    out = snakemake(*args, cwd=reference).stdout
+    rules = {
+        ln.split()[0] for ln in out.splitlines() if len(ln.split()) == 2 and ln.split()[1].isdigit()
+    } - {"total"}
+    # the scores read the divergences: they and the models trained on them follow; so do the
+    # word pairs (they read the divergences' seed links: train.align_encoder.links) and the
+    # aligned encoder trained on them
+    assert rules == {
+        "make_divergences", "divergences_done", "score_pairs", "scores_done", "yield_report",
+        "train_divergence_ranker", "train_s3bert", "train_entity_siamese",
+        "align_encoder_wordpairs", "train_align_encoder", "models_table", "all"
+    }, out  # fmt: skip
 
 
 @pytest.mark.slow
 def test_kill_9_mid_run_resumes_and_ends_identical(reference, tmp_path):
     work = tmp_path / "run"
-    light_demo(work)
+    fixture_site(work)
     log = (tmp_path / "killed.log").open("w")
     proc = subprocess.Popen(
-        [*SNAKEMAKE, *demo_args(work)],
+        [*SNAKEMAKE, *workflow_args(work, *FIXTURE_RUN)],
         stdout=log,
         stderr=subprocess.STDOUT,
         start_new_session=True,  # its own process group: kill snakemake and every job at once
@@ -143,8 +151,8 @@ def test_kill_9_mid_run_resumes_and_ends_identical(reference, tmp_path):
 
     # A killed Snakemake leaves its lock behind: unlock, then the same command again
     # (profiles/default sets rerun-incomplete, so the interrupted jobs start over).
-    run_demo(work, "--unlock")
-    run_demo(work)
+    run_workflow(work, "--unlock")
+    run_workflow(work, *FIXTURE_RUN)
     changed = [str(p) for p, mtime in finished.items() if p.stat().st_mtime_ns != mtime]
     assert not changed, f"finished outputs were recomputed: {changed}"
     assert _hashes(work) == _hashes(reference)
@@ -152,22 +160,11 @@ def test_kill_9_mid_run_resumes_and_ends_identical(reference, tmp_path):
 
 
 @pytest.mark.slow
-def test_parameter_change_reruns_its_stage_and_dependants_only(reference, tmp_path):
-    cfg = yaml.safe_load((reference / "config.yaml").read_text())
-    cfg["divergences"]["per_type"] = 2
-    changed = tmp_path / "changed.yaml"
-    changed.write_text(yaml.safe_dump(cfg))
-    args = demo_args(reference, "-n", "--quiet", "rules")
-    args[args.index("--configfile") + 1] = str(changed)
-    out = snakemake(*args, cwd=reference).stdout
-    rules = {
-        ln.split()[0] for ln in out.splitlines() if len(ln.split()) == 2 and ln.split()[1].isdigit()
-    } - {"total"}
-    # the scores read the divergences: they and the models trained on them follow; so do the
-    # word pairs (they read the divergences' seed links: train.align_encoder.links) and the
-    # aligned encoder trained on them
-    assert rules == {
-        "make_divergences", "divergences_done", "score_pairs", "scores_done", "yield_report",
-        "train_divergence_ranker", "train_s3bert", "train_entity_siamese",
-        "align_encoder_wordpairs", "train_align_encoder", "models_table", "all"
-    }, out  # fmt: skip
+def test_two_clean_runs_give_identical_shards(reference, second_site_run):
+    """Every stage's shards and the trained ranker, from two runs from scratch (the second
+    through SLURM where a cluster answers: tests/workflow/conftest.py)."""
+    got, want = _hashes(second_site_run.work), _hashes(reference)
+    for stage in ("positives", "corpus", "divergences", "scores"):
+        assert any(k.startswith(f"results/{stage}/") for k in want), (stage, want)
+    assert got == want
+    _same_ranker(second_site_run.work, reference)

@@ -1,4 +1,5 @@
-"""The workflow on a real SLURM cluster: the demo once locally, once through profiles/slurm-local.
+"""The workflow on a real SLURM cluster: the fixture site once locally, once through
+profiles/slurm-local (the session's two runs: tests/workflow/conftest.py).
 
 Needs a cluster that answers `sinfo`: `bash scripts/slurm_cluster.sh install && bash
 scripts/slurm_cluster.sh start` makes a one-node one on this machine, with the account and
@@ -8,10 +9,7 @@ that is a failure.
 
 from __future__ import annotations
 
-import importlib.util
-import os
 import re
-import shutil
 import subprocess
 from collections import Counter
 from pathlib import Path
@@ -20,62 +18,24 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 import yaml
-from test_workflow import ROOT, light_demo, snakemake
+from runs import ROOT, SLURM_PROFILE
 
-PROFILE = ROOT / "profiles" / "slurm-local"
 STAGES = ("positives", "divergences", "corpus")
-RUN_TIMEOUT = 2400
 
 
-def _unavailable(reason: str):
-    if os.environ.get("PARASIM_REQUIRE_SLURM") == "1":
-        pytest.fail(f"PARASIM_REQUIRE_SLURM=1 but {reason}")
-    pytest.skip(reason)
-
-
-@pytest.fixture
-def slurm_cluster() -> None:
-    """Skips (or fails, with PARASIM_REQUIRE_SLURM=1) unless a SLURM cluster answers."""
-    for tool in ("sbatch", "sinfo", "sacct"):
-        if shutil.which(tool) is None:
-            _unavailable(f"`{tool}` not on PATH (bash scripts/slurm_cluster.sh install)")
-    if importlib.util.find_spec("snakemake_executor_plugin_slurm") is None:
-        _unavailable('snakemake-executor-plugin-slurm not installed (pip install -e ".[slurm]")')
-    try:
-        proc = subprocess.run(
-            ["sinfo", "-h", "-o", "%P %a %t"], capture_output=True, text=True, timeout=30
-        )
-    except subprocess.TimeoutExpired:
-        _unavailable("no SLURM cluster answers (`sinfo` timed out)")
-    if proc.returncode != 0 or " up " not in proc.stdout:
-        _unavailable(
-            "no SLURM cluster answers (bash scripts/slurm_cluster.sh start): "
-            f"sinfo: {(proc.stdout + proc.stderr).strip().splitlines()[-1:]}"
-        )
-
-
-def _run(work: Path, *extra: str) -> str:
-    light_demo(work)
-    config = work / "config.yaml"
-    proc = snakemake(
-        "--snakefile",
-        str(ROOT / "Snakefile"),
-        "--directory",
-        str(work),
-        "--configfile",
-        str(config),
-        *extra,
-        cwd=work,  # the SLURM executor puts its logs in .snakemake/slurm_logs of the cwd
-        timeout=RUN_TIMEOUT,
-    )
-    return proc.stdout + proc.stderr
+def _local_rules() -> set[str]:
+    """The rules the Snakefile's `localrules:` block names (Snakemake runs them itself)."""
+    text = (ROOT / "Snakefile").read_text()
+    block = re.search(r"^localrules:\n((?:[ \t]+\w+,?\n)+)", text, re.M)
+    assert block, "no localrules block in the Snakefile"
+    return {name.strip(" \t,") for name in block.group(1).splitlines()}
 
 
 def _jobs(log: str) -> tuple[Counter, Counter]:
     """Jobs per rule that Snakemake submitted (`rule x:`) and that it ran itself (`localrule x:`).
 
-    Without an executor every job is a `localrule`; with SLURM only the rules that are local
-    (`all`: no command) are.
+    Without an executor every job is a `localrule`; with SLURM only the rules the Snakefile
+    names in `localrules:` (bookkeeping: the `.done` targets and the reports) are.
     """
     remote = Counter(re.findall(r"^rule (\w+):$", log, re.M))
     local = Counter(re.findall(r"^localrule (\w+):$", log, re.M))
@@ -150,19 +110,20 @@ def _compare_shards(local: Path, remote: Path) -> list[dict]:
 
 @pytest.mark.slurm
 @pytest.mark.slow
-def test_demo_through_slurm_equals_local_run(tmp_path, slurm_cluster, demo_run):
-    profile = yaml.safe_load((PROFILE / "config.yaml").read_text())
+def test_site_through_slurm_equals_local_run(slurm_cluster, site_run, second_site_run):
+    profile = yaml.safe_load((SLURM_PROFILE / "config.yaml").read_text())
     account = str(profile["default-resources"]["slurm_account"])
     partition = str(profile["default-resources"]["slurm_partition"])
-
-    # the local run: the session's light demo run, from scratch with --cores 2 (tests/conftest.py)
-    local, local_log = demo_run.work, demo_run.log
-    slurm_log = _run(tmp_path / "slurm", "--workflow-profile", str(PROFILE))
+    assert second_site_run.executor == "slurm"
+    local, local_log = site_run.work, site_run.log
+    remote, slurm_log = second_site_run.work, second_site_run.log
 
     # Every job Snakemake did not run itself went through SLURM and finished there.
     remote_jobs, ran_locally = _jobs(slurm_log)
     assert remote_jobs, slurm_log
-    assert set(ran_locally) <= {"all"}, ran_locally
+    local_rules = _local_rules()
+    assert "all" in local_rules and "scores_done" in local_rules, local_rules
+    assert set(ran_locally) == local_rules & set(_jobs(local_log)[1]), ran_locally
     assert remote_jobs + ran_locally == sum(_jobs(local_log), Counter())
     run_id = re.search(r"SLURM run ID: (\S+)", slurm_log).group(1)
     records = _sacct(run_id)
@@ -174,12 +135,12 @@ def test_demo_through_slurm_equals_local_run(tmp_path, slurm_cluster, demo_run):
     by_rule = Counter(_rule_of(r["Comment"], remote_jobs) for r in records)
     assert by_rule == remote_jobs, (by_rule, remote_jobs)
     # and each left its SLURM log (slurm-keep-successful-logs in the profile)
-    logs = tmp_path / "slurm" / ".snakemake" / "slurm_logs"
+    logs = remote / ".snakemake" / "slurm_logs"
     log_ids = sorted(p.stem for p in logs.rglob("*.log"))
     assert log_ids == sorted(submitted), (log_ids, submitted)
 
     # The same shards out of both runs, byte for byte (eflomal runs seeded).
-    report = _compare_shards(local, tmp_path / "slurm")
+    report = _compare_shards(local, remote)
     for r in report:
         print(
             f"{r['shard']}: bytes {'identical' if r['bytes'] else 'differ'}, table "

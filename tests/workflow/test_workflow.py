@@ -278,6 +278,9 @@ def test_end_to_end_fixture_site(site_run):
         assert (work / "results" / "scores" / name / "distributions.png").exists()
     corpus = pd.read_parquet(work / "results" / "corpus" / "data")
     assert set(corpus["label"]) == {0, 1}
+    # both classes in the test split of both partitions: the models evaluated there train
+    cells = corpus.groupby(["partition", "split"])["label"].nunique().to_dict()
+    assert cells == {(p, s): 2 for p in ("EN-ES-government", "EN-FR-G") for s in ("test", "train")}
     assert (work / "results" / "corpus" / "README.md").exists()
     report = (work / "results" / "report" / "yield.tsv").read_text()
     assert "funnel: positives" in report and "funnel: pairs scored" in report
@@ -299,6 +302,8 @@ def test_end_to_end_fixture_site(site_run):
     assert "skipped" not in sim, sim
     assert (models / "similarity.done").exists()
     assert (models / "aligned-encoder" / "config.json").exists()
+    entity = json.loads((models / "entity-siamese" / "metrics.json").read_text())
+    assert "skipped" not in entity, entity
     # the corpus with its scores, as a user loads it
     from parasim.scores import load
 

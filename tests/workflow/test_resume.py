@@ -90,7 +90,7 @@ def _incomplete(work: Path) -> set[str]:
 
 @pytest.fixture(scope="module")
 def reference(site_run):
-    """The session's run of the fixture site (tests/workflow/conftest.py), read-only."""
+    """The session's run of the fixture site (tests/workflow/runs.py), read-only."""
     return site_run.work
 
 
@@ -162,7 +162,7 @@ def test_kill_9_mid_run_resumes_and_ends_identical(reference, tmp_path):
 @pytest.mark.slow
 def test_two_clean_runs_give_identical_shards(reference, second_site_run):
     """Every stage's shards and the trained ranker, from two runs from scratch (the second
-    through SLURM where a cluster answers: tests/workflow/conftest.py)."""
+    through SLURM where a cluster answers: tests/workflow/runs.py)."""
     got, want = _hashes(second_site_run.work), _hashes(reference)
     for stage in ("positives", "corpus", "divergences", "scores"):
         assert any(k.startswith(f"results/{stage}/") for k in want), (stage, want)

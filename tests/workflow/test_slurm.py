@@ -1,5 +1,5 @@
 """The workflow on a real SLURM cluster: the fixture site once locally, once through
-profiles/slurm-local (the session's two runs: tests/workflow/conftest.py).
+profiles/slurm-local (the session's two runs: tests/workflow/runs.py).
 
 Needs a cluster that answers `sinfo`: `bash scripts/slurm_cluster.sh install && bash
 scripts/slurm_cluster.sh start` makes a one-node one on this machine, with the account and

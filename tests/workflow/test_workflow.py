@@ -41,7 +41,7 @@ def shipped_config(work: Path) -> dict:
     return cfg
 
 
-#: The workflow tests' own site (tests/data/sites/library, written by make_library.py beside it):
+#: The workflow tests' own site (tests/data/sites/library, its README says what it holds):
 #: 8 pages in each of English, French and Spanish, so that one site makes two partitions (EN-FR-G
 #: and EN-ES-government) and every stage and model has rows, in a few dozen jobs.
 FIXTURE_SITE = ROOT / "tests" / "data" / "sites" / "library"

@@ -63,3 +63,50 @@ def test_done_summary_adds_up_each_stage_apart():
     d = done_summary("clean", "s", 2, 4, own)
     assert d["rows"] == 4 and list(d["stats"]) == ["align", "clean"]
     assert d["stats"]["align"]["rows_out"] == 6 and d["stats"]["align"]["dropped"] == {"error": 1}
+
+
+def test_a_recorder_builds_the_stats_a_stage_writes():
+    from parasim.stats import Recorder
+
+    rec = Recorder("parse", site="s")
+    rec.rows_in += 5
+    rec.drop("missing_page")
+    rec.drop("missing_page", 2)
+    rec.drop("empty_side", 0)  # a reason counted zero times is still named
+    rec.count("selector_used", 2)
+    rec.count("lines", {"en": {"kept": 3}, "fr": {"kept": 1}})
+    rec.count("lines", {"en": {"kept": 2, "few_words": 1}})
+    rec.rows_out = 2
+    rec.seconds("parse", 0.5)
+    rec.seconds("parse", 0.25)
+    with rec.time("write"):
+        pass
+    rec.figure("pairs_per_s", 4.0)
+    s = rec.stats()
+    assert (s.stage, s.site, s.rows_in, s.rows_out) == ("parse", "s", 5, 2)
+    assert s.dropped == {"missing_page": 3, "empty_side": 0}
+    assert s.counts == {
+        "selector_used": 2,
+        "lines": {"en": {"kept": 5, "few_words": 1}, "fr": {"kept": 1}},
+    }
+    assert s.seconds["parse"] == 0.75 and s.seconds["write"] >= 0
+    assert s.figures == {"pairs_per_s": 4.0}
+    assert rec.counted("selector_used") == 2 and rec.dropped("missing_page") == 3
+    assert rec.counted("never") == 0
+
+
+def test_a_recorder_copies_what_it_is_given_and_checks_counts():
+    from parasim.stats import Recorder
+
+    rec = Recorder("x")
+    given = {"a": {"b": 1}}
+    rec.count("m", given)
+    rec.count("m", given)
+    assert given == {"a": {"b": 1}} and rec.counted("m") == {"a": {"b": 2}}
+    with pytest.raises(TypeError, match="count share: a count must be an integer"):
+        rec.count("share", 0.5)
+    with pytest.raises(ValueError, match="drop bad: a count cannot be negative"):
+        rec.drop("bad", -1)
+    with pytest.raises(ValueError, match=r"counts may not be named \['rows_in'\]"):
+        rec.count("rows_in", 1)
+        rec.stats()

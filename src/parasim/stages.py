@@ -61,6 +61,9 @@ class Stage:
             parsed): they depend on the order jobs ran in and on what earlier runs left, so the
             yield report leaves them out, as it leaves out timings (the stats files and the
             `.done` summaries keep them).
+        done_extras: name -> ``"module:function"`` of the other files its `.done` target writes
+            from the site's shards and stats (the divergences' dataset card, the scores' plot):
+            ``parasim summarize --extra NAME=PATH`` calls ``function(path, shards, stats, site)``.
     """
 
     name: str
@@ -80,6 +83,7 @@ class Stage:
     commands_module: str | None = None
     aliases: Mapping[str, tuple[str, ...]] = field(default_factory=dict)
     cache_counts: tuple[str, ...] = ()
+    done_extras: Mapping[str, str] = field(default_factory=dict)
 
     @property
     def commands(self) -> tuple[str, ...]:

@@ -21,12 +21,14 @@ from __future__ import annotations
 
 import json
 import operator
-from collections.abc import Iterable, Mapping, Sequence
+import time
+from collections.abc import Iterable, Iterator, Mapping, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-__all__ = ["Stats", "done_summary"]
+__all__ = ["Recorder", "Stats", "add", "done_summary"]
 
 #: Keys a stats file may have (the fields of :class:`Stats`).
 _FIELDS = ("stage", "site", "rows_in", "rows_out", "dropped", "counts", "seconds", "figures")
@@ -61,21 +63,30 @@ def _seconds(where: str, value: Any) -> Any:
     return float(value)
 
 
-def _add(a: Any, b: Any) -> Any:
-    """``a + b`` for numbers, key by key for mappings (a key of one side only is kept)."""
+def add(a: Any, b: Any) -> Any:
+    """``a + b`` for numbers, key by key for (nested) mappings; a key of one side only is kept.
+
+    The one adder of counts and timings: :meth:`Stats.total` and :class:`Recorder` use it.
+    """
     if isinstance(a, Mapping):
         out = dict(a)
         for k, v in b.items():
-            out[k] = _add(out[k], v) if k in out else v
+            out[k] = add(out[k], v) if k in out else _copy(v)
         return out
     return a + b
 
 
-def _round(value: Any) -> Any:
-    """Timings rounded to 0.1 ms, leaf by leaf (a sum of rounded floats gathers noise)."""
+def _copy(value: Any) -> Any:
+    """A copy of a (nested) mapping of numbers: later additions never change the caller's."""
+    return {k: _copy(v) for k, v in value.items()} if isinstance(value, Mapping) else value
+
+
+def _round(value: Any, digits: int = 4) -> Any:
+    """Timings rounded to 0.1 ms (``digits``), leaf by leaf (a sum of rounded floats gathers
+    noise)."""
     if isinstance(value, Mapping):
-        return {k: _round(v) for k, v in value.items()}
-    return round(value, 4)
+        return {k: _round(v, digits) for k, v in value.items()}
+    return round(value, digits)
 
 
 @dataclass(frozen=True)
@@ -180,9 +191,89 @@ class Stats:
         out["seconds"] = {}
         for s in items:
             for k in out:
-                out[k] = _add(out[k], getattr(s, k))
+                out[k] = add(out[k], getattr(s, k))
         out["seconds"] = _round(out["seconds"])
         return cls(stage=stages[0], site=sites.pop() if len(sites) == 1 else None, **out)
+
+
+class Recorder:
+    """What one job of a stage counts, as it runs: the stage's :class:`Stats`, built directly.
+
+    Every stage function takes one (``rec``) and returns only its outputs; the stage's command
+    writes :meth:`stats` (``--stats``). A count keeps the name it is recorded under, in the
+    stats file, the `.done` summary and the yield report::
+
+        rec.rows_in += len(pairs)
+        rec.drop("missing_page")             # one row of rows_in left out, by reason
+        rec.count("selector_used")           # any other count; a mapping adds key by key
+        with rec.time("parse"):              # seconds of a step (added up over calls)
+            ...
+        rec.figure("pairs_per_s", 12.5)      # a rate, a setting, a size: never added up
+
+    Attributes:
+        stage: the stage's name (:mod:`parasim.stages`).
+        site: the site, where the job is one site's.
+        rows_in: rows received (the stage's input unit).
+        rows_out: rows passed on.
+    """
+
+    def __init__(self, stage: str, site: str | None = None) -> None:
+        self.stage, self.site = stage, site
+        self.rows_in = self.rows_out = 0
+        self._dropped: dict[str, int] = {}
+        self._counts: dict[str, Any] = {}
+        self._seconds: dict[str, Any] = {}
+        self._figures: dict[str, Any] = {}
+
+    def drop(self, reason: str, n: int = 1) -> None:
+        """``n`` rows of ``rows_in`` left out for ``reason`` (0 still names the reason)."""
+        self._dropped[reason] = self._dropped.get(reason, 0) + _count(f"drop {reason}", n)
+
+    def count(self, name: str, n: Any = 1) -> None:
+        """Add ``n`` (an int, or a nested mapping of ints) to the count ``name``."""
+        n = _counts(f"count {name}", n)
+        self._counts[name] = add(self._counts[name], n) if name in self._counts else _copy(n)
+
+    def seconds(self, step: str, value: Any) -> None:
+        """Add ``value`` seconds (or a mapping of them) to the timing of ``step``."""
+        value = _seconds(f"seconds {step}", value)
+        old = self._seconds.get(step)
+        self._seconds[step] = _copy(value) if old is None else add(old, value)
+
+    @contextmanager
+    def time(self, step: str) -> Iterator[None]:
+        """Time the block (wall clock) into ``seconds[step]``."""
+        t0 = time.perf_counter()
+        try:
+            yield
+        finally:
+            self.seconds(step, time.perf_counter() - t0)
+
+    def figure(self, name: str, value: Any) -> None:
+        """Set the figure ``name`` (a rate, share, size, setting or list; never added up)."""
+        self._figures[name] = value
+
+    def dropped(self, reason: str) -> int:
+        """The rows dropped so far for ``reason``."""
+        return self._dropped.get(reason, 0)
+
+    def counted(self, name: str, default: Any = 0) -> Any:
+        """The count ``name`` so far (``default`` when never counted)."""
+        return self._counts.get(name, default)
+
+    def stats(self, rounding: int | None = None) -> Stats:
+        """The job's stats (timings rounded to ``rounding`` digits when given)."""
+        seconds = self._seconds if rounding is None else _round(self._seconds, rounding)
+        return Stats(
+            self.stage,
+            site=self.site,
+            rows_in=self.rows_in,
+            rows_out=self.rows_out,
+            dropped=self._dropped,
+            counts=self._counts,
+            seconds=seconds,
+            figures=self._figures,
+        )
 
 
 def by_stage(items: Sequence[Stats]) -> dict[str, Stats]:

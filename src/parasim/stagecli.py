@@ -1,8 +1,12 @@
-"""Helpers shared by every stage command (`parasim <stage> ...`), below every stage.
+"""The one way a stage command runs (`parasim <stage> ...`), below every stage.
 
-Each stage's ``commands.py`` reads its inputs, calls one function of the stage, then writes its
-output and a JSON file of counts with these helpers. ``parasim.cli`` only builds the parser and
-dispatches; no stage imports it.
+Each stage's ``commands.py`` turns its options into its inputs and settings and runs one job of
+the stage inside :func:`stage_job`: a :class:`~parasim.stats.Recorder` for the stage function to
+count into, its stats written (``--stats``) when the job succeeds, and a bad input (a missing or
+unreadable file, a table without a column the stage reads, a value the stage rejects) turned into
+one sentence naming the culprit (:class:`UsageError`, exit status 2). :func:`read_input` reads an
+input table the same way for every stage. ``parasim.cli`` only builds the parser and dispatches;
+no stage imports it.
 """
 
 from __future__ import annotations
@@ -10,9 +14,10 @@ from __future__ import annotations
 import argparse
 import json
 import logging
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
+from contextlib import contextmanager
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from parasim.config import (
     SiteConfig,
@@ -21,7 +26,10 @@ from parasim.config import (
     validate_config,
     validate_section,
 )
-from parasim.stats import Stats
+from parasim.stats import Recorder, Stats
+
+if TYPE_CHECKING:
+    import pyarrow as pa
 
 log = logging.getLogger("parasim")
 
@@ -86,3 +94,66 @@ def need(path: str, what: str) -> Path:
     if not p.exists():
         raise UsageError(f"{what} not found: {p}")
     return p
+
+
+@contextmanager
+def stage_job(
+    stage: str, stats: str | None, site: str | None = None, culprit: str | None = None
+) -> Iterator[Recorder]:
+    """One job of ``stage``: yields the recorder its function counts into; writes its stats.
+
+    Args:
+        stage: the stage's name (:mod:`parasim.stages`).
+        stats: where to write the job's stats (``--stats``; None: logged only).
+        site: the site, where the job is one site's.
+        culprit: the input the job reads (a file): a ``ValueError`` the stage raises about it
+            (a missing column, a bad value) becomes one sentence naming it. Without it, errors
+            propagate.
+
+    The stats are written only when the job succeeds: a failed job leaves no stats file that
+    could pass for a finished one.
+    """
+    rec = Recorder(stage, site=site)
+    try:
+        yield rec
+    except ValueError as exc:
+        if culprit is None:
+            raise
+        raise UsageError(f"{culprit}: {exc}") from None
+    write_stats(stats, rec.stats())
+
+
+def read_input(
+    path: str | Path,
+    what: str,
+    columns: Sequence[str] | None = None,
+    schema: pa.Schema | None = None,
+    **kwargs: Any,
+) -> pa.Table:
+    """The input table at ``path`` (a file or a folder of parts): one sentence on what is wrong.
+
+    Args:
+        path: the file or folder.
+        what: what it is, for the message ("pairs shard").
+        columns: read only these columns.
+        schema: the columns it must have (those of ``columns`` when given, else all of the
+            schema's): a file without one is "not a <what>", named.
+        kwargs: passed to :func:`parasim.io.read_table` (``filters``).
+
+    Raises:
+        UsageError: the path is missing, unreadable, or lacks a column.
+    """
+    import pyarrow as pa
+
+    from parasim.io import column_names, read_table
+
+    p = need(str(path), what)
+    try:
+        if schema is not None:
+            have = set(column_names(p))
+            missing = [c for c in (columns or schema.names) if c not in have]
+            if missing:
+                raise UsageError(f"{p}: not a {what} (no column {', '.join(missing)})")
+        return read_table(p, columns=list(columns) if columns else None, **kwargs)
+    except (pa.ArrowException, OSError) as exc:
+        raise UsageError(f"{p}: cannot read the {what}: {exc}") from None

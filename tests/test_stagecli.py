@@ -23,14 +23,14 @@ def test_a_job_writes_the_stats_its_function_recorded(tmp_path):
 
 def test_a_failed_job_leaves_no_stats_and_names_its_input(tmp_path):
     out = tmp_path / "job.json"
-    with pytest.raises(UsageError, match=r"^in\.parquet: no column 'x'$"):
-        with stage_job("parse", str(out), culprit="in.parquet") as rec:
-            rec.rows_in += 1
-            raise ValueError("no column 'x'")
+    error = pytest.raises(UsageError, match=r"^in\.parquet: no column 'x'$")
+    with error, stage_job("parse", str(out), culprit="in.parquet") as rec:
+        rec.rows_in += 1
+        raise ValueError("no column 'x'")
     assert not out.exists()
-    with pytest.raises(ValueError, match="a bug"):  # without a culprit: not a user's error
-        with stage_job("parse", str(out)):
-            raise ValueError("a bug")
+    # without a culprit: not a user's error
+    with pytest.raises(ValueError, match="a bug"), stage_job("parse", str(out)):
+        raise ValueError("a bug")
     assert not out.exists()
 
 

@@ -25,6 +25,45 @@ def test_process_slices_cover_a_global_batch_once():
         assert sum(parts, []) == b and [len(p) for p in parts] == [3, 3, 2]
 
 
+def test_fit_takes_its_options_as_a_dataclass_or_as_keywords(tmp_path):
+    from parasim.train.core.loop import FitOptions, TrainingArguments, fit
+
+    args = TrainingArguments(
+        seed=0, learning_rate=0.1, weight_decay=0.0, epochs=2, max_steps=None, batch_size=2,
+        schedule="linear", max_grad_norm=1.0, checkpoint_every=0, keep_checkpoints=1,
+        max_minutes=None, log_every=1, device="cpu", dtype="float32", threads=1,
+    )  # fmt: skip
+
+    def loss_fn(m, batch):
+        x = torch.tensor([[float(i)] for i in batch])
+        return {"mse": (((m(x) - 2 * x) ** 2).sum(), len(batch))}
+
+    def evaluate(m):
+        return {"dev": -abs(float(m.weight) - 2.0)}
+
+    runs = []
+    for how in ("keywords", "options"):
+        torch.manual_seed(0)
+        model = torch.nn.Linear(1, 1, bias=False)
+        opts = {"evaluate": evaluate, "eval_at_start": True, "fingerprint_extra": ["toy"]}
+        if how == "keywords":
+            runs.append(fit(model, list(range(6)), loss_fn, args, tmp_path / how, **opts))
+        else:
+            runs.append(
+                fit(model, list(range(6)), loss_fn, args, tmp_path / how, FitOptions(**opts))
+            )
+    kw, op = runs
+    assert torch.equal(kw.model.weight, op.model.weight)
+    strip = [{k: v for k, v in h.items() if k != "examples_per_s"} for h in kw.history]
+    assert strip == [{k: v for k, v in h.items() if k != "examples_per_s"} for h in op.history]
+    assert kw.state == op.state and kw.state["step"] == 6 and kw.state["stopped"] == "epochs"
+    assert [h["step"] for h in kw.history if h["kind"] == "eval"] == [0, 3, 6]
+    with pytest.raises(TypeError, match="not both"):
+        fit(model, [0, 1], loss_fn, args, tmp_path / "both", FitOptions(), evaluate=evaluate)
+    with pytest.raises(TypeError):
+        fit(model, [0, 1], loss_fn, args, tmp_path / "bad", evalute=evaluate)
+
+
 def test_threshold_sweep_matches_brute_force():
     import random
 

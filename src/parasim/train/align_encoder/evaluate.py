@@ -13,14 +13,13 @@ from __future__ import annotations
 
 import dataclasses
 import logging
-import os
 import time
 from collections.abc import Mapping, Sequence
-from pathlib import Path
 from typing import Any
 
 from parasim.accel import resolve_device
-from parasim.train.eval.cwr import FLORES_FILES, ParallelSet
+from parasim.flores import CODES, flores_file, read_flores
+from parasim.train.eval.cwr import ParallelSet
 
 log = logging.getLogger("parasim.train")
 
@@ -76,10 +75,6 @@ def reference_set(
     counts["sentence_pairs"] = len(en)
     ps = tag_english(ParallelSet(en=en, other=other, links=kept, lang=lang), nlp_en)
     return ps, dict(counts)
-
-
-def _lines(path: str | os.PathLike) -> list[str]:
-    return Path(path).read_text(encoding="utf-8").splitlines()
 
 
 def parse_extra(specs: Sequence[str]) -> dict[str, list[tuple[str, str]]]:
@@ -140,8 +135,9 @@ def prepare_cwr(
                  "word_pairs": sum(map(len, test[lang].links))},
             )  # fmt: skip
         if flores:
-            en_f, ot_f = Path(flores, FLORES_FILES["en"]), Path(flores, FLORES_FILES.get(lang, ""))
-            if not (en_f.is_file() and ot_f.is_file()):
+            if lang not in CODES or not all(
+                flores_file(code, flores).is_file() for code in ("en", lang)
+            ):
                 log.warning("no Flores-200 %s files in %s: skipped", lang, flores)
                 continue
             ex_en = list(train[lang].en) if lang in train else []
@@ -151,8 +147,8 @@ def prepare_cwr(
                 ex_en += tokens_only(nlps["en"], e)
                 ex_ot += tokens_only(nlps[lang], o)
             ps, counts = reference_set(
-                _lines(en_f)[:max_flores],
-                _lines(ot_f)[:max_flores],
+                read_flores("en", flores, max_flores),
+                read_flores(lang, flores, max_flores),
                 lang,
                 (ex_en, ex_ot),
                 seed=seed,

@@ -144,6 +144,53 @@ def write_encoder_meta(path: Path, base: str) -> None:
     (path / "parasim_encoder.json").write_text(json.dumps(meta, indent=1) + "\n", encoding="utf-8")
 
 
+@dataclasses.dataclass
+class _AlignRun:
+    """What the steps of :func:`train_align_encoder` share.
+
+    Attributes:
+        work: checkpoints and the best model so far.
+        train_sets, dev_sets: the word pairs by language; ``langs``, ``units``: the languages
+            and the training units (one sentence pair per language, :func:`language_units`).
+        acc: the accelerator; ``model``, ``tokenizer``: the encoder being aligned.
+        initial: the frozen copy of the base encoder (the regulariser's anchor, the baseline).
+        dev_langs: the languages with dev word pairs (none: no evaluation, the last step ships).
+    """
+
+    args: Any
+    cfg: Any
+    out: Path
+    work: Path
+    t0: float
+    wordpairs: Sequence[str | os.PathLike]
+    train_sets: dict[str, ParallelSet]
+    dev_sets: dict[str, ParallelSet]
+    langs: list[str]
+    units: list
+    acc: Any = None
+    model: Any = None
+    tokenizer: Any = None
+    initial: Any = None
+    dev_langs: list[str] = dataclasses.field(default_factory=list)
+
+    def evaluate(self, m) -> dict[str, float]:
+        """Dev CWR of ``m`` per language and their mean (``dev_cwr``, watched by the loop)."""
+        from parasim.train.eval.cwr import evaluate_encoder
+
+        res = {}
+        for lang in self.dev_langs:
+            r = evaluate_encoder(
+                m, self.tokenizer, self.dev_sets[lang], max_length=self.cfg.max_length
+            )
+            res[f"dev_cwr_{lang}"] = r["contextual"]["accuracy"] or 0.0
+        mean = sum(res.values()) / len(res) if res else 0.0
+        return {"dev_cwr": mean, **res}
+
+    def save(self, m, path: Path) -> None:
+        """The loop's best model: a ``save_pretrained`` folder."""
+        save_encoder(m, self.tokenizer, path)
+
+
 def train_align_encoder(
     wordpairs: Sequence[str | os.PathLike],
     out_dir: str | os.PathLike,
@@ -152,6 +199,11 @@ def train_align_encoder(
     accelerator: Any = None,
 ) -> dict[str, Any]:
     """Align the encoder on the ``train`` word pairs; write the model folder ``out_dir``.
+
+    The steps: :func:`_read_sets` (the word pairs, the training units, the warm-up),
+    :func:`_build` (the seeded encoder and its frozen initial copy), :func:`_train` (the base's
+    dev CWR, then the loop from step 0), :func:`_measure` (the best model against its base) and
+    :func:`_write_model` (the encoder folder, the run's files and the card).
 
     Args:
         wordpairs: word-pair shards (:mod:`.wordpairs`, every site).
@@ -169,14 +221,25 @@ def train_align_encoder(
         ConfigError: the model cannot be loaded (naming ``train.align_encoder.model``).
         ValueError: no training word pair.
     """
-    import copy
+    run = _read_sets(wordpairs, out_dir, section, work_dir)
+    _build(run, accelerator)
+    result, base_dev, data_counts = _train(run)
+    wall = time.perf_counter() - run.t0
+    if not run.acc.is_main_process:
+        return {}
+    final_model, metrics, verdict = _measure(run, result, base_dev, data_counts, wall)
+    _write_model(run, result, final_model, metrics, verdict, base_dev, data_counts)
+    return metrics
 
-    from parasim.models import load_encoder
-    from parasim.train.core.card import write_model_card, write_run
-    from parasim.train.core.loop import fit, make_accelerator, set_seed
-    from parasim.train.core.storage import share_weights
-    from parasim.train.eval.cwr import evaluate_encoder
 
+def _read_sets(
+    wordpairs: Sequence[str | os.PathLike],
+    out_dir: str | os.PathLike,
+    section: Mapping[str, Any] | None,
+    work_dir: str | os.PathLike | None,
+) -> _AlignRun:
+    """The settings, the train and dev word pairs by language, the training units, and the
+    warm-up steps (``warmup_ratio`` of the run's steps)."""
     from .wordpairs import read_word_pairs
 
     args, cfg = align_settings(section)
@@ -193,78 +256,108 @@ def train_align_encoder(
     if args.max_steps:
         steps = min(steps, args.max_steps)
     args = dataclasses.replace(args, warmup_steps=int(round(cfg.warmup_ratio * steps)))
-    acc = accelerator or make_accelerator(args)
-    set_seed(args.seed)
-    model, tokenizer = load_encoder(cfg.model, "cpu", "float32", key=MODEL_KEY)
-    initial = copy.deepcopy(model).eval().to(acc.device)
-    for p in initial.parameters():
+    return _AlignRun(
+        args=args, cfg=cfg, out=out, work=work, t0=t0, wordpairs=wordpairs,
+        train_sets=train_sets, dev_sets=dev_sets, langs=langs, units=units,
+    )  # fmt: skip
+
+
+def _build(run: _AlignRun, accelerator: Any) -> None:
+    """The accelerator, the seeded encoder (embeddings frozen when asked), its frozen initial
+    copy, and the languages with dev word pairs."""
+    import copy
+
+    from parasim.models import load_encoder
+    from parasim.train.core.loop import make_accelerator, set_seed
+
+    run.acc = accelerator or make_accelerator(run.args)
+    set_seed(run.args.seed)
+    model, run.tokenizer = load_encoder(run.cfg.model, "cpu", "float32", key=MODEL_KEY)
+    run.initial = copy.deepcopy(model).eval().to(run.acc.device)
+    for p in run.initial.parameters():
         p.requires_grad_(False)
-    if cfg.freeze_embeddings:
+    if run.cfg.freeze_embeddings:
         model.get_input_embeddings().weight.requires_grad_(False)
     model.train()
-    dev_langs = [lang for lang in langs if lang in dev_sets and len(dev_sets[lang])]
+    run.model = model
+    run.dev_langs = [lang for lang in run.langs if lang in run.dev_sets and len(run.dev_sets[lang])]
 
-    def evaluate(m):
-        res = {}
-        for lang in dev_langs:
-            r = evaluate_encoder(m, tokenizer, dev_sets[lang], max_length=cfg.max_length)
-            res[f"dev_cwr_{lang}"] = r["contextual"]["accuracy"] or 0.0
-        mean = sum(res.values()) / len(res) if res else 0.0
-        return {"dev_cwr": mean, **res}
 
-    def save(m, path: Path) -> None:
-        save_encoder(m, tokenizer, path)
+def _train(run: _AlignRun):
+    """The base encoder's dev CWR, then the loop (evaluated from step 0 when there are dev word
+    pairs): ``(the loop's result, the base's dev figures, the data counts)``."""
+    from parasim.train.core.loop import fit
 
-    base_dev = evaluate(model.eval()) if dev_langs else {}
+    cfg, model, dev_sets, train_sets = run.cfg, run.model, run.dev_sets, run.train_sets
+    base_dev = run.evaluate(model.eval()) if run.dev_langs else {}
     model.train()
     data_counts = {
         **{f"train_sentence_pairs_{k}": len(s) for k, s in train_sets.items()},
         **{f"train_word_pairs_{k}": sum(map(len, s.links)) for k, s in train_sets.items()},
         **{f"dev_sentence_pairs_{k}": len(s) for k, s in dev_sets.items()},
-        "units": len(units),
+        "units": len(run.units),
     }
     log.info("data: %s; base dev: %s", data_counts, base_dev)
-    extra = [dataclasses.asdict(cfg), [(str(f), Path(f).stat().st_size) for f in wordpairs]]
+    extra = [dataclasses.asdict(cfg), [(str(f), Path(f).stat().st_size) for f in run.wordpairs]]
     loss = alignment_loss(
-        tokenizer, initial, train_sets, langs, cfg.reg_weight, cfg.max_length, cfg.target,
-        cfg.special_tokens, cfg.hold_unlinked,
+        run.tokenizer, run.initial, train_sets, run.langs, cfg.reg_weight, cfg.max_length,
+        cfg.target, cfg.special_tokens, cfg.hold_unlinked,
     )  # fmt: skip
     result = fit(
-        model, units, loss, args, work,
-        evaluate=evaluate if dev_langs else None, save=save if dev_langs else None,
-        fingerprint_extra=extra, accelerator=acc, eval_at_start=True,
+        model, run.units, loss, run.args, run.work,
+        evaluate=run.evaluate if run.dev_langs else None,
+        save=run.save if run.dev_langs else None,
+        fingerprint_extra=extra, accelerator=run.acc, eval_at_start=True,
     )  # fmt: skip
-    wall = time.perf_counter() - t0
-    if not acc.is_main_process:
-        return {}
+    return result, base_dev, data_counts
+
+
+def _measure(run: _AlignRun, result, base_dev: dict, data_counts: dict, wall: float):
+    """The model that ships (the best saved one, else the last), its verdict against the base
+    encoder on the dev word pairs, and the metrics: ``(model, metrics, verdict)``."""
+    from parasim.models import load_encoder
+
+    cfg, acc = run.cfg, run.acc
     speeds = [h["examples_per_s"] for h in result.history if h["kind"] == "train"]
     final_model = result.model
     if result.best_dir is not None and result.best_dir.exists():
         final_model = load_encoder(str(result.best_dir), "cpu", "float32", key=MODEL_KEY)[0]
     evals = [h for h in result.history if h["kind"] == "eval"]
     verdict = (
-        dev_verdict(final_model.to(acc.device).eval(), initial, tokenizer,
-                    {k: dev_sets[k] for k in dev_langs}, cfg.max_length)
-        if dev_langs else None
+        dev_verdict(final_model.to(acc.device).eval(), run.initial, run.tokenizer,
+                    {k: run.dev_sets[k] for k in run.dev_langs}, cfg.max_length)
+        if run.dev_langs else None
     )  # fmt: skip
-    shipped_start = result.state.get("best_step") == 0
+    langs = run.langs
     metrics = {
         "model": "aligned-encoder",
         "base_model": cfg.model,
         "languages": langs,
         "data": data_counts,
-        "shards": len(wordpairs),
+        "shards": len(run.wordpairs),
         "train": {k: v for k, v in result.state.items() if k != "fingerprint"},
         "dev_base": base_dev,
         "dev": {k: v for k, v in (evals[-1] if evals else {}).items() if k not in ("kind",)},
         "verdict": verdict,
-        "shipped_start": shipped_start,
+        "shipped_start": result.state.get("best_step") == 0,
         # one unit = one sentence pair per language
         "sentence_pairs_per_s": (sum(speeds) / len(speeds) * len(langs)) if speeds else None,
         "wall_s": round(wall, 1),
         **run_resources(acc),
     }
-    save_encoder(final_model, tokenizer, out)
+    return final_model, metrics, verdict
+
+
+def _write_model(
+    run: _AlignRun, result, final_model, metrics: dict, verdict, base_dev: dict, data_counts: dict
+) -> None:
+    """The encoder folder ``out`` with its ``parasim_encoder.json``, the run's files and the
+    model card; the work folder is removed."""
+    from parasim.train.core.card import write_model_card, write_run
+    from parasim.train.core.storage import share_weights
+
+    args, cfg, out = run.args, run.cfg, run.out
+    save_encoder(final_model, run.tokenizer, out)
     share_weights(out, out.parent / ".weights")
     write_encoder_meta(out, cfg.model)
     write_run(out, result.history, metrics, f"contextual alignment ({cfg.model})")
@@ -280,17 +373,16 @@ def train_align_encoder(
         "`AutoModel.from_pretrained` / `parasim.models.load_encoder` load it; name this folder "
         "wherever a rule takes an encoder. Dev metric: contextual word retrieval (CSLS k=10, both "
         "directions) on the dev page pairs.",
-        {"word-pair shards": len(wordpairs), **data_counts},
+        {"word-pair shards": len(run.wordpairs), **data_counts},
         {**dataclasses.asdict(args), **dataclasses.asdict(cfg)},
         {**{f"base_{k}": v for k, v in base_dev.items()}, **metrics["dev"],
          "steps": result.state["step"], "stopped": result.state["stopped"],
          "sentence_pairs_per_s": metrics["sentence_pairs_per_s"],
          "peak_rss_mb": metrics["peak_rss_mb"]},
-        verdict=verdict, shipped_start=shipped_start,
+        verdict=verdict, shipped_start=metrics["shipped_start"],
         needs=(
-            f"more word pairs than these {len(units)} training units and the GPU recipe "
+            f"more word pairs than these {len(run.units)} training units and the GPU recipe "
             "`configs/train-gpu.yaml`"
         ),
     )  # fmt: skip
-    shutil.rmtree(work, ignore_errors=True)
-    return metrics
+    shutil.rmtree(run.work, ignore_errors=True)

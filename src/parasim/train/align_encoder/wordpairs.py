@@ -240,6 +240,11 @@ def extract_word_pairs(
 ) -> tuple[list[pa.Table], dict[str, Any]]:
     """Word pairs of every positives table (one per shard), aligned per language over all.
 
+    The steps: :func:`page_splits` (test, dev and train page pairs), :func:`_rows_by_language`
+    (the English pairs, with their seed links when read from the divergences),
+    :func:`_language_pairs` per language (words, usable sentence pairs, links, one-to-one word
+    pairs) and :func:`_wordpair_stats`.
+
     Args:
         tables: positives shards (every site), read whole.
         cfg: :class:`WordPairConfig` or its keys.
@@ -278,11 +283,32 @@ def extract_word_pairs(
                     cfg.dev_fraction, cfg.seed)
         if nonempty else {}
     )  # fmt: skip
-    # (table index, row, the seed's (en words, other words, links) or None), grouped by language
+    by_lang = _rows_by_language(tables, divergences if from_divergences else None, counts)
+    out_rows: list[list[dict]] = [[] for _ in tables]
+    per_lang: dict[str, Counter] = {}
+    for lang in sorted(by_lang):
+        per_lang[lang] = _language_pairs(
+            lang, by_lang[lang], cfg, tokenizer, nlps, splits, out_rows, timing
+        )
+    for c in per_lang.values():
+        counts.update(c)
+    stats = _wordpair_stats(cfg, counts, per_lang, splits, timing, time.perf_counter() - t0)
+    out = [pa.Table.from_pylist(r, schema=WORDPAIRS_SCHEMA) for r in out_rows]
+    return out, stats
+
+
+def _rows_by_language(
+    tables: Sequence[pa.Table], divergences: Sequence[pa.Table] | None, counts: Counter
+) -> dict[str, list[tuple[int, dict, tuple | None]]]:
+    """Every English pair's ``(table index, row, its seed's (en words, other words, links) or
+    None)``, grouped by the other language; the skips counted in ``counts``.
+
+    ``divergences`` (``links: divergences``): a row is kept only when it is a seed there.
+    """
     by_lang: dict[str, list[tuple[int, dict, tuple | None]]] = defaultdict(list)
     for k, t in enumerate(tables):
         seeds = None
-        if from_divergences:
+        if divergences is not None:
             seeds = seed_links(divergences[k], f"divergences table {k}")
             ids = set(t.column("id").to_pylist()) if t.num_rows else set()
             counts["divergence_rows_without_positive"] += len(seeds.keys() - ids)
@@ -305,68 +331,96 @@ def extract_word_pairs(
             "word pairs: %d divergence seed(s) not in their positives shard (stale divergences?)",
             counts["divergence_rows_without_positive"],
         )
-    out_rows: list[list[dict]] = [[] for _ in tables]
-    per_lang: dict[str, Counter] = {}
-    for lang in sorted(by_lang):
-        c: Counter = Counter()
-        rows = by_lang[lang]
-        t1 = time.perf_counter()
-        if from_divergences:
-            en = [list(s[0]) for _, _, s in rows]
-            other = [list(s[1]) for _, _, s in rows]
-        else:
-            en, other = _spacy_words(rows, lang, nlps)
-        en_ok = subword_ok(tokenizer, en, cfg.max_length)
-        ot_ok = subword_ok(tokenizer, other, cfg.max_length)
-        keep = []
-        for n in range(len(rows)):
-            if not en[n] or not other[n]:
-                c["skip_empty_side"] += 1
-            elif en_ok[n] or ot_ok[n]:
-                c[f"skip_{en_ok[n] or ot_ok[n]}"] += 1
-            else:
-                keep.append(n)
-        if len(keep) < cfg.min_pairs:
-            c["skip_too_few_pairs"] += len(keep)
-            log.warning(
-                "word pairs %s: %d usable sentence pairs, fewer than min_pairs %d: all skipped",
-                lang, len(keep), cfg.min_pairs,
-            )  # fmt: skip
-            per_lang[lang] = c
-            continue
-        t2 = time.perf_counter()
-        timing["tokenize_s"] += t2 - t1
-        if from_divergences:
-            links = [rows[n][2][2] for n in keep]
-        else:
-            from parasim.divergences.wordalign import align_intersection
+    return by_lang
 
-            links = align_intersection(
-                [en[n] for n in keep], [other[n] for n in keep],
-                n_samplers=cfg.eflomal_samplers, seed=cfg.seed,
-            )  # fmt: skip
-            timing["eflomal_s"] += time.perf_counter() - t2
-        for n, lk in zip(keep, links, strict=True):
-            k, row, _ = rows[n]
-            pairs = one_to_one(lk, en[n], other[n], c)
-            if not pairs:
-                c["skip_no_word_pair"] += 1
-                continue
-            split = splits.get(row.get("pair_id"), "train")
-            c[f"sentence_pairs_{split}"] += 1
-            c[f"word_pairs_{split}"] += len(pairs)
-            out_rows[k].append({
-                "id": row["id"], "pair_id": row.get("pair_id"), "site": row.get("site"),
-                "lang_pair": row.get("lang_pair"), "other_lang": lang, "split": split,
-                "en_words": en[n], "other_words": other[n],
-                "en_index": [i for i, _ in pairs], "other_index": [j for _, j in pairs],
-            })  # fmt: skip
-        per_lang[lang] = c
-        log.info("word pairs %s: %s", lang, dict(sorted(c.items())))
-    for c in per_lang.values():
-        counts.update(c)
-    wall = time.perf_counter() - t0
-    stats = {
+
+def _usable(tokenizer, en: list, other: list, max_length: int, c: Counter) -> list[int]:
+    """Indices of the sentence pairs with words on both sides that the encoder's tokenizer
+    covers within ``max_length``; the others counted in ``c`` by reason."""
+    en_ok = subword_ok(tokenizer, en, max_length)
+    ot_ok = subword_ok(tokenizer, other, max_length)
+    keep = []
+    for n in range(len(en)):
+        if not en[n] or not other[n]:
+            c["skip_empty_side"] += 1
+        elif en_ok[n] or ot_ok[n]:
+            c[f"skip_{en_ok[n] or ot_ok[n]}"] += 1
+        else:
+            keep.append(n)
+    return keep
+
+
+def _language_pairs(
+    lang: str,
+    rows: list[tuple[int, dict, tuple | None]],
+    cfg: WordPairConfig,
+    tokenizer,
+    nlps: dict,
+    splits: Mapping[Any, str],
+    out_rows: list[list[dict]],
+    timing: Counter,
+) -> Counter:
+    """The word pairs of one language's ``rows``, appended to ``out_rows`` (by table); returns
+    the language's counts. Its words and links come from the seeds (``links: divergences``), or
+    from the spaCy tokenizers and eflomal here; fewer than ``min_pairs`` usable sentence pairs
+    skip them all."""
+    from_divergences = cfg.links == "divergences"
+    c: Counter = Counter()
+    t1 = time.perf_counter()
+    if from_divergences:
+        en = [list(s[0]) for _, _, s in rows]
+        other = [list(s[1]) for _, _, s in rows]
+    else:
+        en, other = _spacy_words(rows, lang, nlps)
+    keep = _usable(tokenizer, en, other, cfg.max_length, c)
+    if len(keep) < cfg.min_pairs:
+        c["skip_too_few_pairs"] += len(keep)
+        log.warning(
+            "word pairs %s: %d usable sentence pairs, fewer than min_pairs %d: all skipped",
+            lang, len(keep), cfg.min_pairs,
+        )  # fmt: skip
+        return c
+    t2 = time.perf_counter()
+    timing["tokenize_s"] += t2 - t1
+    if from_divergences:
+        links = [rows[n][2][2] for n in keep]
+    else:
+        from parasim.divergences.wordalign import align_intersection
+
+        links = align_intersection(
+            [en[n] for n in keep], [other[n] for n in keep],
+            n_samplers=cfg.eflomal_samplers, seed=cfg.seed,
+        )  # fmt: skip
+        timing["eflomal_s"] += time.perf_counter() - t2
+    for n, lk in zip(keep, links, strict=True):
+        k, row, _ = rows[n]
+        pairs = one_to_one(lk, en[n], other[n], c)
+        if not pairs:
+            c["skip_no_word_pair"] += 1
+            continue
+        split = splits.get(row.get("pair_id"), "train")
+        c[f"sentence_pairs_{split}"] += 1
+        c[f"word_pairs_{split}"] += len(pairs)
+        out_rows[k].append({
+            "id": row["id"], "pair_id": row.get("pair_id"), "site": row.get("site"),
+            "lang_pair": row.get("lang_pair"), "other_lang": lang, "split": split,
+            "en_words": en[n], "other_words": other[n],
+            "en_index": [i for i, _ in pairs], "other_index": [j for _, j in pairs],
+        })  # fmt: skip
+    log.info("word pairs %s: %s", lang, dict(sorted(c.items())))
+    return c
+
+
+def _wordpair_stats(
+    cfg: WordPairConfig,
+    counts: Counter,
+    per_lang: Mapping[str, Counter],
+    splits: Mapping[Any, str],
+    timing: Counter,
+    wall: float,
+) -> dict[str, Any]:
+    """The stage's stats: the counts, per language too, the page pairs per split, timings."""
+    return {
         **dict(sorted(counts.items())),
         "links": cfg.links,
         "per_lang": {k: dict(sorted(v.items())) for k, v in per_lang.items()},
@@ -377,8 +431,6 @@ def extract_word_pairs(
         **{k: round(v, 2) for k, v in sorted(timing.items())},
         "rows_per_s": round(counts["rows"] / wall, 1) if wall > 0 else None,
     }
-    out = [pa.Table.from_pylist(r, schema=WORDPAIRS_SCHEMA) for r in out_rows]
-    return out, stats
 
 
 def _spacy_words(rows, lang: str, nlps: dict) -> tuple[list, list]:

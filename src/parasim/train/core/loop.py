@@ -311,20 +311,89 @@ def _save_checkpoint(acc, ckpt_dir: Path, state: dict, history: list[dict], keep
     acc.wait_for_everyone()
 
 
+@dataclasses.dataclass(frozen=True, kw_only=True)
+class FitOptions:
+    """What a run may add to :func:`fit` beyond its model, examples, loss and settings.
+
+    Attributes:
+        evaluate: dev metric(s); the first key is the one early stopping watches (higher wins).
+        save: writes the best model; without it the best weights are kept in memory.
+        fingerprint_extra: what else identifies the run (data files, model name) for resuming.
+        accelerator: an ``Accelerator`` to use (default: :func:`make_accelerator`).
+        param_groups: ``param_groups(model)`` -> optimizer parameter groups (e.g. a new head
+            with its own ``lr``); default: the model's own ``optimizer_groups(lr)`` where it has
+            one, else every trainable parameter at ``args.learning_rate``.
+        eval_at_start: evaluate before the first step too (step 0), so that the best model may
+            be the untrained start: where the untrained form is the model's own baseline, a
+            training that only made it worse on dev ships its start (``best_step`` 0).
+    """
+
+    evaluate: EvalFn | None = None
+    save: SaveFn | None = None
+    fingerprint_extra: Any = None
+    accelerator: Any = None
+    param_groups: Callable[[Any], list[dict]] | None = None
+    eval_at_start: bool = False
+
+
+@dataclasses.dataclass
+class _Fit:
+    """What the steps of one :func:`fit` share.
+
+    Attributes:
+        model, optimizer, scheduler: as ``accelerator.prepare`` returned them.
+        total: the optimizer steps of the whole run.
+        state: the trainer state written into every checkpoint (``trainer_state.json``).
+        history: the logged steps and evaluations so far.
+        best_weights: the best model's weights (``evaluate`` without ``save``).
+        resume: the checkpoint resumed from (None: a fresh start).
+        t_start, t_log, n_log: when training started, when the last progress line was written,
+            and the examples seen since.
+    """
+
+    model: Any
+    examples: Sequence[Any]
+    loss_fn: LossFn
+    args: TrainingArguments
+    opts: FitOptions
+    out_dir: Path
+    acc: Any
+    optimizer: Any
+    scheduler: Any
+    total: int
+    state: dict[str, Any]
+    history: list[dict] = dataclasses.field(default_factory=list)
+    best_weights: dict | None = None
+    resume: Path | None = None
+    t_start: float = 0.0
+    t_log: float = 0.0
+    n_log: int = 0
+
+    @property
+    def ckpt_dir(self) -> Path:
+        return self.out_dir / "checkpoints"
+
+    @property
+    def world(self) -> int:
+        return self.acc.num_processes
+
+
 def fit(
     model: Any,
     examples: Sequence[Any],
     loss_fn: LossFn,
     args: TrainingArguments,
     out_dir: str | Path,
-    evaluate: EvalFn | None = None,
-    save: SaveFn | None = None,
-    fingerprint_extra: Any = None,
-    accelerator: Any = None,
-    param_groups: Callable[[Any], list[dict]] | None = None,
-    eval_at_start: bool = False,
+    options: FitOptions | None = None,
+    **kwargs: Any,
 ) -> TrainResult:
     """Train ``model`` on ``examples`` (see the module docstring for what is shared).
+
+    The run is these steps: :func:`_prepare` (accelerator, seed, fingerprint, optimizer and
+    schedule), :func:`_resume` (the latest checkpoint under the same fingerprint, else a fresh
+    start), then :func:`_run_epoch` until the last step or a stop (per batch
+    :func:`_train_step` and :func:`_after_step`: evaluation, stop reasons, checkpoint; at the
+    epoch's end :func:`_end_epoch`), and :func:`_finish` (the last evaluation, the best model).
 
     Args:
         model: a ``torch.nn.Module``.
@@ -333,30 +402,59 @@ def fit(
         args: the run's settings.
         out_dir: the model's folder: checkpoints go to ``<out_dir>/checkpoints``, the best model
             (when ``evaluate`` and ``save`` are given) to ``<out_dir>/best``.
-        evaluate: dev metric(s); the first key is the one early stopping watches (higher wins).
-        save: writes the best model; without it the best weights are kept in memory.
-        fingerprint_extra: what else identifies the run (data files, model name) for resuming.
-        accelerator: an ``Accelerator`` to use (default: :func:`make_accelerator`).
-        param_groups: ``param_groups(model)`` -> optimizer parameter groups (e.g. a new head
-            with its own ``lr``); default: every parameter at ``args.learning_rate``.
-        eval_at_start: evaluate before the first step too (step 0), so that the best model may
-            be the untrained start: where the untrained form is the model's own baseline, a
-            training that only made it worse on dev ships its start (``best_step`` 0).
+        options: :class:`FitOptions`; or its fields as keywords (``evaluate=..., save=...``).
 
     Returns:
         :class:`TrainResult`.
+
+    Raises:
+        TypeError: both ``options`` and keywords, or an unknown keyword.
+        ValueError: no training batch.
     """
+    if options is not None and kwargs:
+        raise TypeError("fit: give options or their keywords, not both")
+    opts = options if options is not None else FitOptions(**kwargs)
+    run = _prepare(model, examples, loss_fn, args, Path(out_dir), opts)
+    _resume(run)
+    if opts.eval_at_start and opts.evaluate is not None and run.resume is None:
+        _evaluate(run)  # step 0: the untrained start competes for the best model
+    run.model.train()
+    run.t_start = run.t_log = time.perf_counter()
+    while run.state["step"] < run.total and run.state["stopped"] is None:
+        _run_epoch(run)
+    return _finish(run)
+
+
+def _optimizer_params(model: Any, args: TrainingArguments, opts: FitOptions) -> list:
+    """The optimizer's parameters or groups: ``opts.param_groups``, else the model's own
+    ``optimizer_groups`` (e.g. new heads at a higher learning rate), else every trainable one."""
+    groups = getattr(model, "optimizer_groups", None)
+    if opts.param_groups is not None:
+        return opts.param_groups(model)
+    if groups is not None:
+        return groups(args.learning_rate)
+    return [p for p in model.parameters() if p.requires_grad]
+
+
+def _prepare(
+    model: Any,
+    examples: Sequence[Any],
+    loss_fn: LossFn,
+    args: TrainingArguments,
+    out_dir: Path,
+    opts: FitOptions,
+) -> _Fit:
+    """The accelerator, the seed, the run's fingerprint and step count, the prepared model,
+    optimizer and schedule, and the trainer state of a fresh start."""
     import torch
 
-    out_dir = Path(out_dir)
-    ckpt_dir = out_dir / "checkpoints"
-    acc = accelerator or make_accelerator(args)
-    world, rank = acc.num_processes, acc.process_index
+    acc = opts.accelerator or make_accelerator(args)
+    world = acc.num_processes
     if not acc.is_main_process:  # one progress log, the main process's
         log.setLevel(logging.WARNING)
     set_seed(args.seed)
     settings = {k: v for k, v in dataclasses.asdict(args).items() if k != "max_minutes"}
-    fp = fingerprint([settings, len(examples), world, fingerprint_extra])
+    fp = fingerprint([settings, len(examples), world, opts.fingerprint_extra])
 
     batches_per_epoch = len(global_batches(range(len(examples)), args.batch_size, world))
     if batches_per_epoch == 0:
@@ -364,16 +462,8 @@ def fit(
     total = args.epochs * batches_per_epoch
     if args.max_steps is not None:
         total = min(total, args.max_steps)
-    # a model may also ask for its own groups (e.g. new heads at a higher learning rate)
-    groups = getattr(model, "optimizer_groups", None)
-    if param_groups is not None:
-        params = param_groups(model)
-    elif groups is not None:
-        params = groups(args.learning_rate)
-    else:
-        params = [p for p in model.parameters() if p.requires_grad]
     optimizer = torch.optim.AdamW(
-        params,
+        _optimizer_params(model, args, opts),
         lr=args.learning_rate,
         weight_decay=args.weight_decay,
         betas=(args.adam_beta1, args.adam_beta2),
@@ -383,9 +473,12 @@ def fit(
     model, optimizer, scheduler = acc.prepare(model, optimizer, scheduler)
     log.info(
         "device %s, mixed precision %s (train.dtype %s), %d process(es), %d steps",
-        acc.device, acc.mixed_precision, args.dtype, world, total,
-    )  # fmt: skip
-
+        acc.device,
+        acc.mixed_precision,
+        args.dtype,
+        world,
+        total,
+    )
     state: dict[str, Any] = {
         "fingerprint": fp,
         "step": 0,
@@ -399,134 +492,195 @@ def fit(
         "world_size": world,
         "total_steps": total,
     }
-    history: list[dict] = []
-    best_weights: dict | None = None
-    resume = latest_checkpoint(ckpt_dir, fp)
+    return _Fit(
+        model=model,
+        examples=examples,
+        loss_fn=loss_fn,
+        args=args,
+        opts=opts,
+        out_dir=out_dir,
+        acc=acc,
+        optimizer=optimizer,
+        scheduler=scheduler,
+        total=total,
+        state=state,
+    )
+
+
+def _resume(run: _Fit) -> None:
+    """Load the newest checkpoint written under the run's fingerprint (weights, optimizer,
+    schedule, RNGs, state and history), or clear the checkpoints of other runs."""
+    acc, state = run.acc, run.state
+    run.resume = resume = latest_checkpoint(run.ckpt_dir, state["fingerprint"])
     if resume is not None:
         acc.load_state(str(resume))
         state.update(json.loads((resume / "trainer_state.json").read_text(encoding="utf-8")))
-        history = json.loads((resume / "history.json").read_text(encoding="utf-8"))
+        run.history = json.loads((resume / "history.json").read_text(encoding="utf-8"))
         state["resumed_from"] = resume.name
         log.info("resumed from %s (step %d, epoch %d)", resume, state["step"], state["epoch"])
     elif acc.is_main_process:
-        shutil.rmtree(ckpt_dir, ignore_errors=True)
+        shutil.rmtree(run.ckpt_dir, ignore_errors=True)
 
-    def run_eval() -> bool:
-        """Evaluate, keep the best; True when patience is used up."""
-        nonlocal best_weights
-        if evaluate is None:
-            return False
-        model.eval()
-        with torch.no_grad():
-            metrics = dict(evaluate(acc.unwrap_model(model)))
-        model.train()
-        key = next(iter(metrics))
-        history.append({"kind": "eval", "step": state["step"], **metrics})
-        log.info(
-            "eval step %d: %s",
-            state["step"],
-            " ".join(f"{k} {v:.4f}" for k, v in metrics.items()),
-        )
-        if state["best_metric"] is None or metrics[key] > state["best_metric"]:
-            state.update(best_metric=metrics[key], best_step=state["step"], bad_evals=0)
-            if save is not None:
-                if acc.is_main_process:
-                    save(acc.unwrap_model(model), out_dir / "best")
-                acc.wait_for_everyone()
-            else:
-                best_weights = {
-                    k: v.detach().clone() for k, v in acc.unwrap_model(model).state_dict().items()
-                }
-            return False
-        state["bad_evals"] += 1
-        return bool(args.patience) and state["bad_evals"] >= args.patience
 
-    def out_of_time() -> bool:
-        """Whether ``max_minutes`` has passed (any process: all stop at the same step)."""
-        if args.max_minutes is None:
-            return False
-        late = time.perf_counter() - t_start > 60 * args.max_minutes
-        return acc.reduce(torch.tensor(float(late), device=acc.device), "max").item() > 0
+def _evaluate(run: _Fit) -> bool:
+    """Evaluate, keep the best; True when patience is used up."""
+    import torch
 
-    if eval_at_start and evaluate is not None and resume is None:
-        run_eval()  # step 0: the untrained start competes for the best model
+    evaluate, save = run.opts.evaluate, run.opts.save
+    if evaluate is None:
+        return False
+    acc, model, state = run.acc, run.model, run.state
+    model.eval()
+    with torch.no_grad():
+        metrics = dict(evaluate(acc.unwrap_model(model)))
     model.train()
-    t_start = t_log = time.perf_counter()
-    n_log = 0
-    while state["step"] < total and state["stopped"] is None:
-        epoch = state["epoch"]
-        batches = global_batches(
-            epoch_order(len(examples), args.seed, epoch), args.batch_size, world
-        )
-        for b in range(state["step_in_epoch"], len(batches)):
-            mine = [examples[i] for i in process_slice(batches[b], rank, world)]
-            with acc.autocast():
-                terms = loss_fn(model, mine)
-            loss = 0.0
-            sums = {}
-            for name, (s, count) in terms.items():
-                g_count = acc.reduce(torch.tensor(float(count), device=acc.device), "sum").item()
-                loss = loss + s * (world / max(g_count, 1.0))
-                sums[name] = (s.detach(), g_count)
-            acc.backward(loss)
-            if args.max_grad_norm:
-                acc.clip_grad_norm_(model.parameters(), args.max_grad_norm)
-            optimizer.step()
-            scheduler.step()
-            optimizer.zero_grad()
-            state["step"] += 1
-            state["step_in_epoch"] = b + 1
-            n_log += len(batches[b])
-            if args.log_every and state["step"] % args.log_every == 0 or state["step"] == total:
-                parts = {
-                    name: acc.reduce(s.float(), "sum").item() / max(c, 1.0)
-                    for name, (s, c) in sums.items()
-                }
-                dt = time.perf_counter() - t_log
-                rec = {
-                    "kind": "train",
-                    "step": state["step"],
-                    "epoch": epoch,
-                    "loss": sum(parts.values()),
-                    **parts,
-                    "lr": scheduler.get_last_lr()[0],
-                    "examples_per_s": n_log / dt if dt > 0 else math.nan,
-                }
-                history.append(rec)
-                log.info(
-                    "step %d/%d epoch %d loss %.4f (%s) lr %.2e %.1f examples/s",
-                    state["step"], total, epoch, rec["loss"],
-                    " ".join(f"{k} {v:.4f}" for k, v in parts.items()),
-                    rec["lr"], rec["examples_per_s"],
-                )  # fmt: skip
-                t_log, n_log = time.perf_counter(), 0
-            if args.eval_every and state["step"] % args.eval_every == 0 and run_eval():
-                state["stopped"] = "early_stopping"
-            if state["step"] >= total and state["stopped"] is None:
-                state["stopped"] = "max_steps" if args.max_steps == total else "epochs"
-            if state["stopped"] is None and out_of_time():
-                state["stopped"] = "time_limit"
-                log.warning("train.max_minutes (%s) reached at step %d", args.max_minutes,
-                            state["step"])  # fmt: skip
-            if args.checkpoint_every and state["step"] % args.checkpoint_every == 0:
-                _save_checkpoint(acc, ckpt_dir, state, history, args.keep_checkpoints)
-            if state["stopped"]:
-                break
+    key = next(iter(metrics))
+    run.history.append({"kind": "eval", "step": state["step"], **metrics})
+    log.info(
+        "eval step %d: %s",
+        state["step"],
+        " ".join(f"{k} {v:.4f}" for k, v in metrics.items()),
+    )
+    if state["best_metric"] is None or metrics[key] > state["best_metric"]:
+        state.update(best_metric=metrics[key], best_step=state["step"], bad_evals=0)
+        if save is not None:
+            if acc.is_main_process:
+                save(acc.unwrap_model(model), run.out_dir / "best")
+            acc.wait_for_everyone()
         else:
-            state["epoch"] += 1
-            state["step_in_epoch"] = 0
-            if not args.eval_every and run_eval():
-                state["stopped"] = "early_stopping"
-            if state["step"] >= total and state["stopped"] is None:
-                state["stopped"] = "epochs"
-    if evaluate is not None and (not history or history[-1]["kind"] != "eval"):
-        run_eval()
+            run.best_weights = {
+                k: v.detach().clone() for k, v in acc.unwrap_model(model).state_dict().items()
+            }
+        return False
+    state["bad_evals"] += 1
+    return bool(run.args.patience) and state["bad_evals"] >= run.args.patience
+
+
+def _out_of_time(run: _Fit) -> bool:
+    """Whether ``max_minutes`` has passed (any process: all stop at the same step)."""
+    import torch
+
+    if run.args.max_minutes is None:
+        return False
+    late = time.perf_counter() - run.t_start > 60 * run.args.max_minutes
+    return run.acc.reduce(torch.tensor(float(late), device=run.acc.device), "max").item() > 0
+
+
+def _run_epoch(run: _Fit) -> None:
+    """The rest of the current epoch's batches (all of them, unless resumed inside it), each
+    followed by its checks; a stop ends it early, else :func:`_end_epoch` closes it."""
+    args, state = run.args, run.state
+    epoch = state["epoch"]
+    batches = global_batches(
+        epoch_order(len(run.examples), args.seed, epoch), args.batch_size, run.world
+    )
+    for b in range(state["step_in_epoch"], len(batches)):
+        _train_step(run, batches[b], epoch)
+        state["step_in_epoch"] = b + 1
+        _after_step(run)
+        if state["stopped"]:
+            return
+    _end_epoch(run)
+
+
+def _train_step(run: _Fit, batch: Sequence[int], epoch: int) -> None:
+    """One optimizer step on this process's slice of the global ``batch``; a progress line
+    every ``log_every`` steps and at the last."""
+    import torch
+
+    acc, args, state = run.acc, run.args, run.state
+    world = run.world
+    mine = [run.examples[i] for i in process_slice(batch, acc.process_index, world)]
+    with acc.autocast():
+        terms = run.loss_fn(run.model, mine)
+    loss = 0.0
+    sums = {}
+    for name, (s, count) in terms.items():
+        g_count = acc.reduce(torch.tensor(float(count), device=acc.device), "sum").item()
+        loss = loss + s * (world / max(g_count, 1.0))
+        sums[name] = (s.detach(), g_count)
+    acc.backward(loss)
+    if args.max_grad_norm:
+        acc.clip_grad_norm_(run.model.parameters(), args.max_grad_norm)
+    run.optimizer.step()
+    run.scheduler.step()
+    run.optimizer.zero_grad()
+    state["step"] += 1
+    run.n_log += len(batch)
+    if args.log_every and state["step"] % args.log_every == 0 or state["step"] == run.total:
+        _log_step(run, sums, epoch)
+
+
+def _log_step(run: _Fit, sums: Mapping[str, tuple[Any, float]], epoch: int) -> None:
+    """A ``train`` record of the history and a progress line: each loss term's global mean,
+    their sum, the learning rate and the examples per second since the last line."""
+    acc, state = run.acc, run.state
+    parts = {
+        name: acc.reduce(s.float(), "sum").item() / max(c, 1.0) for name, (s, c) in sums.items()
+    }
+    dt = time.perf_counter() - run.t_log
+    rec = {
+        "kind": "train",
+        "step": state["step"],
+        "epoch": epoch,
+        "loss": sum(parts.values()),
+        **parts,
+        "lr": run.scheduler.get_last_lr()[0],
+        "examples_per_s": run.n_log / dt if dt > 0 else math.nan,
+    }
+    run.history.append(rec)
+    log.info(
+        "step %d/%d epoch %d loss %.4f (%s) lr %.2e %.1f examples/s",
+        state["step"],
+        run.total,
+        epoch,
+        rec["loss"],
+        " ".join(f"{k} {v:.4f}" for k, v in parts.items()),
+        rec["lr"],
+        rec["examples_per_s"],
+    )
+    run.t_log, run.n_log = time.perf_counter(), 0
+
+
+def _after_step(run: _Fit) -> None:
+    """After a step: the ``eval_every`` evaluation, the stop reasons (early stopping, the last
+    step, ``max_minutes``) and the ``checkpoint_every`` checkpoint."""
+    args, state = run.args, run.state
+    if args.eval_every and state["step"] % args.eval_every == 0 and _evaluate(run):
+        state["stopped"] = "early_stopping"
+    if state["step"] >= run.total and state["stopped"] is None:
+        state["stopped"] = "max_steps" if args.max_steps == run.total else "epochs"
+    if state["stopped"] is None and _out_of_time(run):
+        state["stopped"] = "time_limit"
+        log.warning("train.max_minutes (%s) reached at step %d", args.max_minutes, state["step"])
+    if args.checkpoint_every and state["step"] % args.checkpoint_every == 0:
+        _save_checkpoint(run.acc, run.ckpt_dir, state, run.history, args.keep_checkpoints)
+
+
+def _end_epoch(run: _Fit) -> None:
+    """An epoch's end: the next epoch starts at its first batch; the evaluation of each epoch's
+    end (no ``eval_every``) and its stop reasons."""
+    state = run.state
+    state["epoch"] += 1
+    state["step_in_epoch"] = 0
+    if not run.args.eval_every and _evaluate(run):
+        state["stopped"] = "early_stopping"
+    if state["step"] >= run.total and state["stopped"] is None:
+        state["stopped"] = "epochs"
+
+
+def _finish(run: _Fit) -> TrainResult:
+    """The last evaluation (unless the last record is one), the best weights back in the model
+    (kept in memory), the checkpoints removed: the run's :class:`TrainResult`."""
+    acc, opts, state = run.acc, run.opts, run.state
+    if opts.evaluate is not None and (not run.history or run.history[-1]["kind"] != "eval"):
+        _evaluate(run)
     acc.wait_for_everyone()
-    final = acc.unwrap_model(model)
-    if evaluate is not None and save is None and best_weights is not None:
-        final.load_state_dict(best_weights)
+    final = acc.unwrap_model(run.model)
+    if opts.evaluate is not None and opts.save is None and run.best_weights is not None:
+        final.load_state_dict(run.best_weights)
     if acc.is_main_process:
-        shutil.rmtree(ckpt_dir, ignore_errors=True)
+        shutil.rmtree(run.ckpt_dir, ignore_errors=True)
     state.pop("fingerprint", None)
-    best_dir = out_dir / "best" if evaluate is not None and save is not None else None
-    return TrainResult(model=final, history=history, state=state, best_dir=best_dir)
+    best_dir = run.out_dir / "best" if opts.evaluate is not None and opts.save is not None else None
+    return TrainResult(model=final, history=run.history, state=state, best_dir=best_dir)

@@ -34,8 +34,6 @@ log = logging.getLogger("parasim.train")
 OPEN_CLASS = frozenset({"NOUN", "VERB", "ADJ", "ADV"})
 CLOSED_CLASS = frozenset({"DET", "ADP", "CCONJ", "SCONJ", "PRON", "AUX"})
 OVERLAP_CLASS = frozenset({"NUM", "PUNCT", "PROPN"})
-#: Flores-200 devtest files by language (the reference parallel text the CWR sets are built from).
-FLORES_FILES = {"en": "eng_Latn.devtest", "fr": "fra_Latn.devtest", "es": "spa_Latn.devtest"}
 
 
 def pos_group(tag: str | None) -> str | None:

@@ -169,6 +169,31 @@ def dev_verdict(
     )  # fmt: skip
 
 
+@dataclasses.dataclass
+class _RankerRun:
+    """What the steps of :func:`train_divergence_ranker` share.
+
+    Attributes:
+        divergences, test_pairs: the shards trained on and the test page pairs left out.
+        data: the ranking pairs and dev groups (:func:`ranker_data`).
+        acc: the accelerator; ``tokenizer``: the encoder's.
+        baseline: the untrained encoder's dev cosines and threshold (:func:`untrained_baseline`).
+        model: the ranker being trained.
+    """
+
+    args: Any
+    cfg: RankerConfig
+    out: Path
+    t0: float
+    divergences: Sequence[str | os.PathLike]
+    test_pairs: Iterable[str]
+    data: RankerData
+    acc: Any = None
+    tokenizer: Any = None
+    baseline: dict[str, Any] = dataclasses.field(default_factory=dict)
+    model: Any = None
+
+
 def train_divergence_ranker(
     divergences: Sequence[str | os.PathLike],
     out_dir: str | os.PathLike,
@@ -182,6 +207,11 @@ def train_divergence_ranker(
     No training pair or no dev group left after the skips (e.g. every site came out empty):
     nothing is trained, and ``metrics.json`` (``skipped``: the reason), ``README.md``, an empty
     ``model/`` (its README says why) and the curve say so.
+
+    The steps: :func:`_build` (the seeded encoder, its untrained baseline, the ranker),
+    :func:`_train` (the loop, early stopping on the dev objective), :func:`_measure` (the best
+    model's float32 dev scores, threshold and verdict) and :func:`_write_model` (the model
+    folder, the REFreSD verdict, the run's files and the card).
 
     Args:
         divergences: divergences shards (every site).
@@ -199,13 +229,7 @@ def train_divergence_ranker(
     Raises:
         ConfigError: the model cannot be loaded (naming ``train.divergence_ranker.model``).
     """
-    import shutil
     import time
-
-    from parasim.train.core.card import write_dir, write_model_card, write_run
-    from parasim.train.core.encoder import load_training_encoder
-    from parasim.train.core.loop import fit, make_accelerator, set_seed
-    from parasim.train.core.storage import share_weights
 
     args, cfg = ranker_settings(section)
     out = Path(out_dir)
@@ -219,16 +243,45 @@ def train_divergence_ranker(
         reason = "no synthetic dev group (raise train.divergence_ranker.dev_fraction)"
     if reason:
         return _skipped(out, reason, data, len(divergences), cfg)
-    acc = accelerator or make_accelerator(args)
+    run = _RankerRun(
+        args=args, cfg=cfg, out=out, t0=t0, divergences=divergences, test_pairs=test_pairs,
+        data=data,
+    )  # fmt: skip
+    _build(run, accelerator)
+    result = _train(run)
+    train_s = time.perf_counter() - t0
+    if not run.acc.is_main_process:
+        return {}
+    best, info, dev, verdict, metrics = _measure(run, result, train_s)
+    _write_model(run, result, best, info, dev, verdict, metrics, refresd)
+    return metrics
+
+
+def _build(run: _RankerRun, accelerator: Any) -> None:
+    """The accelerator, the seeded encoder, its untrained dev baseline and the ranker on it."""
+    from parasim.train.core.encoder import load_training_encoder
+    from parasim.train.core.loop import make_accelerator, set_seed
+
+    args, cfg = run.args, run.cfg
+    run.acc = accelerator or make_accelerator(args)
     set_seed(args.seed)
-    encoder, tokenizer = load_training_encoder(cfg.model, key=MODEL_KEY)
-    baseline = untrained_baseline(encoder, tokenizer, data, cfg)
+    encoder, run.tokenizer = load_training_encoder(cfg.model, key=MODEL_KEY)
+    run.baseline = untrained_baseline(encoder, run.tokenizer, run.data, cfg)
     if cfg.freeze_embeddings:
         for p in encoder.get_input_embeddings().parameters():
             p.requires_grad_(False)
     pooling = resolve_pooling(cfg.pooling, encoder)
     log.info("pooling: %s (train.divergence_ranker.pooling %s)", pooling, cfg.pooling)
-    model = build_ranker(encoder, cfg.dropout, pooling, cfg.head_learning_rate)
+    run.model = build_ranker(encoder, cfg.dropout, pooling, cfg.head_learning_rate)
+
+
+def _train(run: _RankerRun):
+    """The loop on the training pairs, evaluated on the dev groups; the best model (with its dev
+    results) is saved to ``best/``."""
+    from parasim.train.core.card import write_dir
+    from parasim.train.core.loop import fit
+
+    cfg, data, tokenizer = run.cfg, run.data, run.tokenizer
     latest: dict[str, Any] = {}
 
     def evaluate(m):
@@ -240,23 +293,28 @@ def train_divergence_ranker(
         # (the threshold comes from scoring the final model again in float32, below)
         write_dir(path, lambda tmp: save_ranker(m, tokenizer, tmp, {"dev": latest["metrics"]}))
 
-    extra = [cfg, [(str(f), Path(f).stat().st_size) for f in divergences], sorted(test_pairs)]
-    result = fit(
-        model, data.train, ranker_loss(tokenizer, data.items, cfg), args, out,
-        evaluate=evaluate, save=save, fingerprint_extra=extra, accelerator=acc,
+    shards = [(str(f), Path(f).stat().st_size) for f in run.divergences]
+    extra = [cfg, shards, sorted(run.test_pairs)]
+    return fit(
+        run.model, data.train, ranker_loss(tokenizer, data.items, cfg), run.args, run.out,
+        evaluate=evaluate, save=save, fingerprint_extra=extra, accelerator=run.acc,
     )  # fmt: skip
-    train_s = time.perf_counter() - t0
-    if not acc.is_main_process:
-        return {}
+
+
+def _measure(run: _RankerRun, result, train_s: float):
+    """The best model's dev figures and threshold from its own float32 scores, the verdict on the
+    synthetic dev rows and the metrics: ``(model, its saved info, dev, verdict, metrics)``.
+
+    The figures are those `parasim eval-divergence-ranker` computes on REFreSD. Those of its
+    evaluation during training ran under the mixed-precision autocast (bf16 on a CPU with native
+    bf16), which moved the cut by about 0.01 in weighted F1 on REFreSD (BENCHMARKS.md, issue 14).
+    """
+    acc, cfg, data = run.acc, run.cfg, run.data
     best, _, info = load_ranker(result.best_dir, device=str(acc.device))
-    # The dev figures and the threshold from the saved model's own float32 scores: what `parasim
-    # eval-divergence-ranker` computes on REFreSD. Those of its evaluation during training ran
-    # under the mixed-precision autocast (bf16 on a CPU with native bf16), which moved the cut by
-    # about 0.01 in weighted F1 on REFreSD (BENCHMARKS.md, issue 14).
     during = info.pop("dev", None)
-    dev = dev_scores(best, tokenizer, data, cfg)
-    verdict = dev_verdict(data, dev["scores"], dev["threshold"], baseline)
-    baseline = {k: v for k, v in baseline.items() if k != "cosines"}
+    dev = dev_scores(best, run.tokenizer, data, cfg)
+    verdict = dev_verdict(data, dev["scores"], dev["threshold"], run.baseline)
+    run.baseline = {k: v for k, v in run.baseline.items() if k != "cosines"}
     if during and acc.mixed_precision != "no":
         dev["metrics"]["dev_objective_mixed_precision"] = during.get("dev_objective")
     speeds = [h["examples_per_s"] for h in result.history if h["kind"] == "train"]
@@ -264,29 +322,43 @@ def train_divergence_ranker(
         "model": "divergence-ranker",
         "base_model": cfg.model,
         "data": dict(sorted(data.counts.items())),
-        "shards": len(divergences),
+        "shards": len(run.divergences),
         "train": {k: v for k, v in result.state.items() if k != "fingerprint"},
         "dev": dev["metrics"],
         "threshold": dev["threshold"],
-        "untrained_baseline": baseline,
+        "untrained_baseline": run.baseline,
         "verdict": verdict,
         "pairs_per_s": sum(speeds) / len(speeds) if speeds else None,
         "wall_s": round(train_s, 1),
         **run_resources(acc),
     }
+    return best, info, dev, verdict, metrics
+
+
+def _write_model(
+    run: _RankerRun, result, best, info: dict, dev: dict, verdict: dict, metrics: dict, refresd
+) -> None:
+    """``model/`` (the best model with its threshold and baseline), the REFreSD verdict when
+    ``refresd`` is given, the run's files and the model card (also in ``model/``)."""
+    import shutil
+
+    from parasim.train.core.card import write_model_card, write_run
+    from parasim.train.core.storage import share_weights
+
+    args, cfg, data, out = run.args, run.cfg, run.data, run.out
     meta = {
         **info,
         "threshold": dev["threshold"],
         "threshold_on": "-F (divergent when -F > threshold)",
         "threshold_rule": cfg.threshold,
-        **baseline,
+        **run.baseline,
         "base_model": cfg.model,
         "margin": cfg.margin,
         "max_length": cfg.max_length,
     }
     final = out / "model"
     shutil.rmtree(final, ignore_errors=True)
-    save_ranker(best, tokenizer, final, meta)
+    save_ranker(best, run.tokenizer, final, meta)
     share_weights(final, out.parent / ".weights")
     shutil.rmtree(result.best_dir, ignore_errors=True)
     if refresd:
@@ -294,7 +366,7 @@ def train_divergence_ranker(
         # split's stays beside it (on a small corpus it is too few rows to tell).
         from .evaluate import refresd_verdict
 
-        on_refresd = refresd_verdict(final, refresd, device=str(acc.device))
+        on_refresd = refresd_verdict(final, refresd, device=str(run.acc.device))
         if on_refresd is not None:
             metrics["verdict_synthetic_dev"] = verdict
             metrics["verdict"] = verdict = on_refresd
@@ -309,8 +381,8 @@ def train_divergence_ranker(
         "`AutoModel.from_pretrained`. "
         "Score F: high = equivalent; divergent when -F > `threshold` (picked on the synthetic dev "
         f"split: {cfg.threshold.replace('_', ' ')}).",
-        {"divergence shards": len(divergences), **dict(sorted(data.counts.items())),
-         "corpus test split page pairs left out": len(set(test_pairs))},
+        {"divergence shards": len(run.divergences), **dict(sorted(data.counts.items())),
+         "corpus test split page pairs left out": len(set(run.test_pairs))},
         {**dataclasses.asdict(args), **dataclasses.asdict(cfg)},
         {**dev["metrics"], "threshold": dev["threshold"], "steps": result.state["step"],
          "stopped": result.state["stopped"], "pairs_per_s": metrics["pairs_per_s"],
@@ -324,7 +396,6 @@ def train_divergence_ranker(
     )  # fmt: skip
     # the model folder describes itself too (HF shows a folder's README.md as its card)
     shutil.copyfile(out / "README.md", final / "README.md")
-    return metrics
 
 
 def _skipped(out: Path, reason: str, data: RankerData, n_shards: int, cfg: RankerConfig) -> dict:

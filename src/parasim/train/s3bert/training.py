@@ -92,6 +92,39 @@ def s3bert_loss(tokenizer, teacher, cfg: S3bertConfig):
     return loss_fn
 
 
+@dataclasses.dataclass
+class _S3bertRun:
+    """What the steps of :func:`train_s3bert` share.
+
+    Attributes:
+        data: the scored pairs split (:func:`s3bert_data`); ``names``: the aspects.
+        acc: the accelerator; ``encoder``, ``tokenizer``: the base model (trained in ``model``).
+        dim: the encoder's hidden size.
+        sts: STSb-multi-mt English dev (None: no forgetting check).
+        before, sts_before: the untrained encoder's measures (SB-full, SB-rand; STSb).
+        teacher: the frozen copy of the untrained encoder (the consistency loss).
+        trainable: the encoder's trainable parameters.
+        model: the S3BERT model being trained.
+    """
+
+    args: Any
+    cfg: S3bertConfig
+    out: Path
+    t0: float
+    data: Any
+    names: Sequence[str]
+    acc: Any
+    encoder: Any
+    tokenizer: Any
+    dim: int
+    sts: Any
+    before: dict[str, Any]
+    sts_before: float | None
+    teacher: Any
+    trainable: int
+    model: Any
+
+
 def train_s3bert(
     rows: Mapping[str, Sequence],
     out_dir: str | os.PathLike,
@@ -100,6 +133,11 @@ def train_s3bert(
     accelerator: Any = None,
 ) -> dict[str, Any]:
     """Train S3BERT; write ``model/``, ``README.md``, ``metrics.json``, ``training_curve.png``.
+
+    The steps: :func:`_prepare` (data, the base encoder and its untrained measures, the frozen
+    teacher, the model), :func:`_train` (the loop, keeping the model of the lowest dev loss),
+    :func:`_measure` (the best model against the untrained encoder) and :func:`_write_model`
+    (the model folder, the run's files and the card).
 
     Args:
         rows: scored sentence pairs (see :func:`s3bert_data`).
@@ -112,11 +150,28 @@ def train_s3bert(
         ConfigError: the model cannot be loaded, or has fewer dimensions than the aspects need.
         ValueError: no training or dev pair is left.
     """
-    from parasim.train.core.card import write_dir, write_model_card, write_run
+    run = _prepare(rows, out_dir, section, sts_dir, accelerator)
+    result, scaling = _train(run)
+    train_s = time.perf_counter() - run.t0
+    if not run.acc.is_main_process:
+        return {}
+    best, _, _ = load_s3bert(result.best_dir)
+    metrics, verdict = _measure(run, result, best, train_s)
+    _write_model(run, result, best, metrics, verdict, scaling)
+    return metrics
+
+
+def _prepare(
+    rows: Mapping[str, Sequence],
+    out_dir: str | os.PathLike,
+    section: Mapping[str, Any] | None,
+    sts_dir: str | os.PathLike | None,
+    accelerator: Any,
+) -> _S3bertRun:
+    """The settings and data, the seeded base encoder and its untrained measures, the frozen
+    teacher and the model to train (its last ``tune_layers`` layers and the aspect weights)."""
     from parasim.train.core.encoder import load_training_encoder
-    from parasim.train.core.loop import fit, make_accelerator, set_seed
-    from parasim.train.core.storage import share_weights
-    from parasim.train.core.verdict import compare, mean_spearman_stat
+    from parasim.train.core.loop import make_accelerator, set_seed
     from parasim.train.eval.sts import read_stsb, stsb_spearman
 
     args, cfg = s3bert_settings(section)
@@ -148,8 +203,21 @@ def train_s3bert(
         p.requires_grad = False
     trainable = freeze_all_but_last(encoder, cfg.tune_layers)
     model = build_s3bert(encoder, len(names))
+    return _S3bertRun(
+        args=args, cfg=cfg, out=out, t0=t0, data=data, names=names, acc=acc, encoder=encoder,
+        tokenizer=tokenizer, dim=dim, sts=sts, before=before, sts_before=sts_before,
+        teacher=teacher, trainable=trainable, model=model,
+    )  # fmt: skip
 
-    loss_fn = s3bert_loss(tokenizer, teacher, cfg)
+
+def _train(run: _S3bertRun):
+    """The loop on the scaled training targets, evaluated on the dev pairs from step 0 (the
+    best model is saved to ``best/``): ``(the loop's result, the target scaling)``."""
+    from parasim.train.core.card import write_dir
+    from parasim.train.core.loop import fit
+
+    args, cfg, data, tokenizer = run.args, run.cfg, run.data, run.tokenizer
+    loss_fn = s3bert_loss(tokenizer, run.teacher, cfg)
     scaling = target_scaling(data.train, cfg.target_norm)
     train_pairs = scale_targets(data.train, scaling)
     dev_pairs = scale_targets(data.dev, scaling)
@@ -168,21 +236,28 @@ def train_s3bert(
         return {"minus_dev_loss": -dev_loss, "dev_mean_spearman": _mean(r) or 0.0}
 
     def save(m, path: Path) -> None:
-        write_dir(path, lambda tmp: save_s3bert(m, tokenizer, tmp, {"aspects": list(names)}))
+        meta = {"aspects": list(run.names)}
+        write_dir(path, lambda tmp: save_s3bert(m, tokenizer, tmp, meta))
 
     extra = [dataclasses.asdict(cfg), len(data.train), len(data.dev), train_pairs[:3]]
     result = fit(
-        model, train_pairs, loss_fn, args, out,
-        evaluate=evaluate, save=save, fingerprint_extra=extra, accelerator=acc,
+        run.model, train_pairs, loss_fn, args, run.out,
+        evaluate=evaluate, save=save, fingerprint_extra=extra, accelerator=run.acc,
         eval_at_start=True,
     )  # fmt: skip
-    train_s = time.perf_counter() - t0
-    if not acc.is_main_process:
-        return {}
-    best, _, _ = load_s3bert(result.best_dir)
-    after = evaluate_slice(best.encoder, tokenizer, data.test or data.dev, cfg, args.seed)
-    sts_after = stsb_spearman(_embedder(best.encoder, tokenizer, cfg), sts) if sts else None
-    shipped_start = result.state["best_step"] == 0
+    return result, scaling
+
+
+def _measure(run: _S3bertRun, result, best, train_s: float) -> tuple[dict, dict]:
+    """The best model's aspect Spearmans beside the untrained encoder's (SB-full, SB-rand), the
+    STSb forgetting check and the verdict: ``(metrics, verdict)``."""
+    from parasim.train.core.verdict import compare, mean_spearman_stat
+    from parasim.train.eval.sts import stsb_spearman
+
+    args, cfg, data, names, before = run.args, run.cfg, run.data, run.names, run.before
+    after = evaluate_slice(best.encoder, run.tokenizer, data.test or data.dev, cfg, args.seed)
+    sts = run.sts
+    sts_after = stsb_spearman(_embedder(best.encoder, run.tokenizer, cfg), sts) if sts else None
     evaluated = data.test or data.dev
     gold = [[p.scores[k] for p in evaluated] for k in range(len(names))]
     verdict = compare(
@@ -218,17 +293,27 @@ def train_s3bert(
             for r in table.values()
             if r["s3bert"] is not None and r["sb_rand"] is not None and r["s3bert"] > r["sb_rand"]
         ),
-        "stsb_en_dev_spearman": {"before": sts_before, "after": sts_after},
+        "stsb_en_dev_spearman": {"before": run.sts_before, "after": sts_after},
         "verdict": verdict,
-        "shipped_start": shipped_start,
+        "shipped_start": result.state["best_step"] == 0,
         "beta": [round(float(x), 4) for x in best.beta.detach().cpu()],
         "target_norm": cfg.target_norm,
-        "trainable_parameters": trainable + len(names),
+        "trainable_parameters": run.trainable + len(names),
         "train": {k: v for k, v in result.state.items() if k != "fingerprint"},
         "pairs_per_s": sum(speeds) / len(speeds) if speeds else None,
         "wall_s": round(train_s, 1),
-        **run_resources(acc),
+        **run_resources(run.acc),
     }
+    return metrics, verdict
+
+
+def _write_model(run: _S3bertRun, result, best, metrics: dict, verdict: dict, scaling) -> None:
+    """``model/`` (the best model with its aspect layout), the run's files and the model card
+    (also in ``model/``); the loop's ``best/`` is removed."""
+    from parasim.train.core.card import write_model_card, write_run
+    from parasim.train.core.storage import share_weights
+
+    args, cfg, data, names, out, dim = run.args, run.cfg, run.data, run.names, run.out, run.dim
     final = out / "model"
     shutil.rmtree(final, ignore_errors=True)
     layout = {
@@ -243,7 +328,7 @@ def train_s3bert(
         # beta_k * cos predicts (score - min) / (max - min) with minmax (None: the score itself)
         "target_scaling": scaling,
     }
-    save_s3bert(best, tokenizer, final, layout)
+    save_s3bert(best, run.tokenizer, final, layout)
     share_weights(final, out.parent / ".weights")
     shutil.rmtree(result.best_dir, ignore_errors=True)
     write_run(out, result.history, metrics, f"S3BERT ({cfg.model})")
@@ -265,14 +350,13 @@ def train_s3bert(
          "stsb_en_dev_spearman": metrics["stsb_en_dev_spearman"],
          "steps": result.state["step"], "best_step": result.state["best_step"],
          "pairs_per_s": metrics["pairs_per_s"], "peak_rss_mb": metrics["peak_rss_mb"]},
-        verdict=verdict, shipped_start=shipped_start,
+        verdict=verdict, shipped_start=metrics["shipped_start"],
         needs=(
             f"more scored pairs than these {len(data.train)} training pairs and the GPU recipe "
             "`configs/train-gpu.yaml` (15 of 15 aspects above SB-rand there, BENCHMARKS.md)"
         ),
     )  # fmt: skip
     shutil.copyfile(out / "README.md", final / "README.md")
-    return metrics
 
 
 def _embedder(encoder, tokenizer, cfg: S3bertConfig):

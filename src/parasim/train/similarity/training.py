@@ -33,6 +33,18 @@ CODE = (
 )  # fmt: skip
 
 
+#: The keys of ``cv.json`` that ``metrics.json`` repeats (its ``cv``).
+CV_METRICS = (
+    "mean",
+    "sd",
+    "max_voting",
+    "avg_voting",
+    "fold_accuracy",
+    "skipped_folds",
+    "baselines",
+)
+
+
 def accuracy(gold: Sequence[int], pred: Sequence[int]) -> float | None:
     if not gold:
         return None
@@ -109,6 +121,58 @@ def _skip(out: Path, eval_dir: Path, name: str, reason: str, extra: dict) -> dic
     return metrics
 
 
+@dataclasses.dataclass
+class _Protocol:
+    """What the steps of :func:`train_similarity` share.
+
+    Attributes:
+        name: the model's name (``similarity-<encoder>-<partition>``).
+        members: the corpus partitions the training partition holds.
+        base: what every output names (encoder, partition, members).
+        train: the training rows of every member; ``tests``: each corpus partition's test rows.
+        counts: the training data's counts.
+        fold_ids: the folds cross-validated.
+        acc: the accelerator (set by :func:`_baselines`, as what follows).
+        texts: every sentence the model sees in training and testing (the BiLSTM's vocabulary).
+        info: the model's settings (:func:`~.model.model_info`, then the built model's own).
+        untrained: the untrained classifier (the cosine baseline; the BiLSTM folds' start).
+        train_cos, test_cos: its cosines of the training rows and of each partition's test rows.
+        majority: the training rows' majority class.
+        data_fp: what identifies the data and code a kept fold result was computed from.
+        folds: one record per fold (trained, kept or skipped); ``best``: the best fold's.
+        threshold, threshold_accuracy: the cosine threshold on all training rows, its accuracy.
+    """
+
+    corpus_dir: str | os.PathLike
+    out: Path
+    eval_dir: Path
+    encoder: str
+    partition: str
+    name: str
+    args: Any
+    cfg: Any
+    sim: Any
+    members: list[str]
+    base: dict[str, Any]
+    train: Split
+    tests: dict[str, Split]
+    counts: Counter
+    fold_ids: list[int]
+    t0: float
+    acc: Any = None
+    texts: list[str] = dataclasses.field(default_factory=list)
+    info: dict[str, Any] = dataclasses.field(default_factory=dict)
+    untrained: Any = None
+    train_cos: list[float] = dataclasses.field(default_factory=list)
+    test_cos: dict[str, list[float]] = dataclasses.field(default_factory=dict)
+    majority: int = 0
+    data_fp: list = dataclasses.field(default_factory=list)
+    folds: list[dict] = dataclasses.field(default_factory=list)
+    best: dict | None = None
+    threshold: float = 0.0
+    threshold_accuracy: float = 0.0
+
+
 def train_similarity(
     corpus_dir: str | os.PathLike,
     out_dir: str | os.PathLike,
@@ -120,6 +184,13 @@ def train_similarity(
 ) -> dict[str, Any]:
     """Run seed 001's protocol for one encoder and training partition (module docstring).
 
+    The steps, in order: :func:`_read_corpus` (the partition's training and test rows; a
+    partition without rows or without two folds is a skipped model), :func:`_baselines` (the
+    untrained model, its cosines, the majority class), :func:`_run_fold` per fold (trained, or
+    kept from an earlier run), :func:`_ship_start` (a bi-encoder whose untrained cosine beats
+    the fold models ships its start), :func:`_test_tables` (Table 5, voting, the verdict),
+    :func:`_cv_table` (Table 4) and :func:`_write_outputs` (curve, metrics, model card).
+
     Writes ``out_dir``: ``model/`` (the best fold model), ``metrics.json``, ``README.md``,
     ``training_curve.png``, ``folds/fold-<i>/result.json``; ``eval_dir``: ``cv.json`` (Table 4)
     and ``test.json`` (Table 5). Returns the metrics.
@@ -127,13 +198,58 @@ def train_similarity(
     Raises:
         ConfigError: bad settings or a model / vector file that cannot be loaded.
     """
-    from parasim.train.core.card import plot_curve, write_metrics, write_model_card
-    from parasim.train.core.loop import fingerprint, fit, make_accelerator, set_seed
-    from parasim.train.core.storage import share_weights
-    from parasim.train.core.verdict import accuracy_stat, compare
+    from parasim.train.core.card import write_metrics
 
-    from .model import build_classifier, cosines, model_info, predict, save_classifier
+    run = _read_corpus(corpus_dir, out_dir, eval_dir, encoder, partition, section, corpus_section)
+    if isinstance(run, dict):
+        return run
+    _baselines(run)
+    for f in run.fold_ids:
+        _run_fold(run, f)
+    trained = [r for r in run.folds if "accuracy" in r]
+    if not trained:
+        return _skip(
+            run.out,
+            run.eval_dir,
+            run.name,
+            "every fold was skipped: " + "; ".join(r["skipped"] for r in run.folds),
+            {**run.base, **run.counts, "folds": run.folds},
+        )
+    _check_saved_fold(run)
+    cv_mean, cv_sd = mean_sd([r["accuracy"] for r in trained])
+    base_cv = {
+        k: mean_sd([r[k] for r in run.folds if r.get(k) is not None])
+        for k in ("majority_accuracy", "untrained_cosine_accuracy")
+    }
+    run.threshold, run.threshold_accuracy = accuracy_threshold(run.train_cos, run.train.label)
+    shipped_start = _ship_start(run, base_cv["untrained_cosine_accuracy"][0], cv_mean)
+    table, by_lang, verdict, own_test, voting_on = _test_tables(run, trained)
+    cv = _cv_table(run, trained, (cv_mean, cv_sd), base_cv, own_test, voting_on)
+    test = {
+        "model": run.name,
+        **run.base,
+        "best_fold": run.best["fold"],
+        "best_fold_accuracy": run.best["accuracy"],
+        "partitions": table,
+        "lang_pairs": by_lang,
+    }
+    write_metrics(run.eval_dir / "cv.json", cv)
+    write_metrics(run.eval_dir / "test.json", test)
+    return _write_outputs(run, trained, cv, by_lang, verdict, shipped_start)
 
+
+def _read_corpus(
+    corpus_dir: str | os.PathLike,
+    out_dir: str | os.PathLike,
+    eval_dir: str | os.PathLike,
+    encoder: str,
+    partition: str,
+    section: Mapping[str, Any] | None,
+    corpus_section: Mapping[str, Any] | None,
+) -> _Protocol | dict[str, Any]:
+    """The settings, the partition's training rows and every partition's test rows, and the
+    folds to cross-validate; or the metrics of a skipped model (no training rows, fewer than
+    two non-empty folds)."""
     t0 = time.perf_counter()
     args, cfg, sim = similarity_settings(section, encoder)
     name = model_name(encoder, partition)
@@ -150,250 +266,365 @@ def train_similarity(
     train = Split.concat([read_split(corpus_dir, p, "train") for p in members if p in found])
     tests = {p: read_split(corpus_dir, p, "test") for p in found}
     counts = Counter(
-        train_rows=len(train), train_similar=sum(train.label),
+        train_rows=len(train),
+        train_similar=sum(train.label),
         train_rows_without_fold=sum(f is None for f in train.fold),
-    )  # fmt: skip
+    )
     if not train:
         return _skip(
-            out, eval_dir, name,
+            out,
+            eval_dir,
+            name,
             f"partition {partition} has no training rows in {corpus_dir} "
-            f"(partitions there: {found or 'none'})", base,
-        )  # fmt: skip
+            f"(partitions there: {found or 'none'})",
+            base,
+        )
     fold_ids = sorted({f for f in train.fold if f is not None})
     if len(fold_ids) < 2:
         return _skip(
-            out, eval_dir, name,
+            out,
+            eval_dir,
+            name,
             f"partition {partition}: {len(train)} training pairs fill {len(fold_ids)} fold(s); "
             f"k-fold cross-validation needs at least 2 non-empty folds (corpus.folds, more pairs)",
             {**base, **counts},
-        )  # fmt: skip
+        )
     if cfg.max_folds is not None:
         fold_ids = fold_ids[: cfg.max_folds]
+    return _Protocol(
+        corpus_dir=corpus_dir,
+        out=out,
+        eval_dir=eval_dir,
+        encoder=encoder,
+        partition=partition,
+        name=name,
+        args=args,
+        cfg=cfg,
+        sim=sim,
+        members=members,
+        base=base,
+        train=train,
+        tests=tests,
+        counts=counts,
+        fold_ids=fold_ids,
+        t0=t0,
+    )
 
-    acc = make_accelerator(args)
-    set_seed(args.seed)
+
+def _baselines(run: _Protocol) -> None:
+    """The accelerator, the seeded untrained model, its cosines of the training and test rows
+    (the cosine baseline), the majority class and the data fingerprint."""
+    from parasim.train.core.loop import make_accelerator, set_seed
+
+    from .model import build_classifier, cosines, model_info
+
+    run.acc = make_accelerator(run.args)
+    set_seed(run.args.seed)
+    train, tests, eval_bs = run.train, run.tests, run.sim.eval_batch_size
     # vocabulary of the BiLSTM: every sentence the model will see in training and testing
-    texts = train.s1 + train.s2 + [t for s in tests.values() for t in s.s1 + s.s2]
-    info = model_info(encoder, cfg)
-    untrained = build_classifier(encoder, info, texts)
-    info = dict(untrained.info)
-    untrained.to(acc.device)
+    run.texts = train.s1 + train.s2 + [t for s in tests.values() for t in s.s1 + s.s2]
+    info = model_info(run.encoder, run.cfg)
+    run.untrained = build_classifier(run.encoder, info, run.texts)
+    run.info = dict(run.untrained.info)
+    run.untrained.to(run.acc.device)
     # baselines: majority class and the untrained encoder's cosine with a training-fold threshold
-    train_cos = cosines(untrained, train, sim.eval_batch_size)
-    test_cos = {p: cosines(untrained, s, sim.eval_batch_size) for p, s in tests.items() if len(s)}
-    majority = int(2 * sum(train.label) >= len(train))
-    data_fp = [
-        [(str(f), f.stat().st_size) for f in sorted(Path(corpus_dir, "data").rglob("*.parquet"))],
-        members, info, code_fingerprint(*CODE),
-    ]  # fmt: skip
-    folds: list[dict] = []
-    best: dict | None = None
-    for f in fold_ids:
-        fold_dir = out / "folds" / f"fold-{f}"
-        val_idx = [i for i, x in enumerate(train.fold) if x == f]
-        tr_idx = [i for i, x in enumerate(train.fold) if x is not None and x != f]
-        val, tr = train.take(val_idx), train.take(tr_idx)
-        # baselines on this fold: threshold and majority from the training folds only
-        tr_cos, val_cos = [train_cos[i] for i in tr_idx], [train_cos[i] for i in val_idx]
-        fold_base = {
-            "majority_accuracy": accuracy(
-                val.label, [int(2 * sum(tr.label) >= len(tr))] * len(val)
-            ),
-        }
-        if tr_cos:
-            t, _ = accuracy_threshold(tr_cos, tr.label)
-            fold_base["untrained_cosine_accuracy"] = accuracy(
-                val.label, [int(c > t) for c in val_cos]
-            )
-        rec: dict[str, Any] = {"fold": f, "train_rows": len(tr), "val_rows": len(val), **fold_base}
-        if len(set(tr.label)) < 2:
-            rec["skipped"] = (
-                f"fold {f}: the training folds hold one class only "
-                f"({len(tr)} rows, label {tr.label[0] if tr.label else 'none'})"
-            )
-            log.warning("%s: %s", name, rec["skipped"])
-            folds.append(rec)
-            continue
-        fp = fingerprint([dataclasses.asdict(args), data_fp, f])
-        done = fold_dir / "result.json"
-        if done.exists():
-            prev = json.loads(done.read_text("utf-8"))
-            if prev.get("fingerprint") == fp:
-                log.info("%s fold %d: finished earlier, kept", name, f)
-                folds.append(prev)
-                if best is None or prev["accuracy"] > best["accuracy"]:
-                    best = prev
-                continue
-        set_seed(args.seed + f)
-        model = build_classifier(encoder, info, texts) if encoder == "biencoder" else None
-        if model is None:  # the BiLSTM's vectors are shared: copy the untrained model
-            import copy
+    run.train_cos = cosines(run.untrained, train, eval_bs)
+    run.test_cos = {p: cosines(run.untrained, s, eval_bs) for p, s in tests.items() if len(s)}
+    run.majority = int(2 * sum(train.label) >= len(train))
+    parquets = sorted(Path(run.corpus_dir, "data").rglob("*.parquet"))
+    run.data_fp = [
+        [(str(f), f.stat().st_size) for f in parquets],
+        run.members,
+        run.info,
+        code_fingerprint(*CODE),
+    ]
 
-            model = copy.deepcopy(untrained).cpu()
-            # a fresh seeded initialisation per fold
-            model.encoder.lstm.reset_parameters()
-            for m in model.head.modules():
-                if hasattr(m, "reset_parameters") and m is not model.head:
-                    m.reset_parameters()
-        log.info("%s fold %d: %d training pairs, %d held out", name, f, len(tr), len(val))
-        tf = time.perf_counter()
-        result = fit(
-            model, list(range(len(tr))), loss_fn_for(tr), args, fold_dir,
-            fingerprint_extra=[data_fp, f], accelerator=acc,
-            param_groups=head_groups(info.get("head_learning_rate")),
-        )  # fmt: skip
-        fold_s = time.perf_counter() - tf
-        m = result.model
-        val_p = predict(m, val, sim.eval_batch_size)
-        rec.update(
-            fingerprint=fp,
-            accuracy=accuracy(val.label, [int(p >= 0.5) for p in val_p]),
-            steps=result.state["step"],
-            stopped=result.state["stopped"],
-            resumed_from=result.state["resumed_from"],
-            train_s=round(fold_s, 1),
-            pairs_per_s=_mean(
-                [h["examples_per_s"] for h in result.history if h["kind"] == "train"]
-            ),
-            history=result.history,
-            test_probs={p: predict(m, s, sim.eval_batch_size) for p, s in tests.items() if len(s)},
+
+def _fold_record(run: _Protocol, f: int) -> tuple[dict[str, Any], Split, Split]:
+    """Fold ``f``'s record with its baselines (threshold and majority from the training folds
+    only), its training rows and its held-out rows."""
+    train, train_cos = run.train, run.train_cos
+    val_idx = [i for i, x in enumerate(train.fold) if x == f]
+    tr_idx = [i for i, x in enumerate(train.fold) if x is not None and x != f]
+    val, tr = train.take(val_idx), train.take(tr_idx)
+    tr_cos, val_cos = [train_cos[i] for i in tr_idx], [train_cos[i] for i in val_idx]
+    fold_base = {
+        "majority_accuracy": accuracy(val.label, [int(2 * sum(tr.label) >= len(tr))] * len(val)),
+    }
+    if tr_cos:
+        t, _ = accuracy_threshold(tr_cos, tr.label)
+        fold_base["untrained_cosine_accuracy"] = accuracy(val.label, [int(c > t) for c in val_cos])
+    rec: dict[str, Any] = {"fold": f, "train_rows": len(tr), "val_rows": len(val), **fold_base}
+    return rec, tr, val
+
+
+def _fold_model(run: _Protocol, f: int):
+    """A fresh seeded model for fold ``f``: a new bi-encoder, or a copy of the untrained BiLSTM
+    (its vectors are shared) with its LSTM and head initialised again."""
+    from parasim.train.core.loop import set_seed
+
+    from .model import build_classifier
+
+    set_seed(run.args.seed + f)
+    model = (
+        build_classifier(run.encoder, run.info, run.texts) if run.encoder == "biencoder" else None
+    )
+    if model is None:  # the BiLSTM's vectors are shared: copy the untrained model
+        import copy
+
+        model = copy.deepcopy(run.untrained).cpu()
+        # a fresh seeded initialisation per fold
+        model.encoder.lstm.reset_parameters()
+        for m in model.head.modules():
+            if hasattr(m, "reset_parameters") and m is not model.head:
+                m.reset_parameters()
+    return model
+
+
+def _run_fold(run: _Protocol, f: int) -> None:
+    """Fold ``f``: skipped (one class in its training folds), kept from an earlier run under the
+    same fingerprint, or trained and measured; the best fold model so far goes to ``model/``."""
+    from parasim.train.core.card import write_metrics
+    from parasim.train.core.loop import fingerprint, fit
+
+    from .model import predict
+
+    name, args, eval_bs = run.name, run.args, run.sim.eval_batch_size
+    fold_dir = run.out / "folds" / f"fold-{f}"
+    rec, tr, val = _fold_record(run, f)
+    if len(set(tr.label)) < 2:
+        rec["skipped"] = (
+            f"fold {f}: the training folds hold one class only "
+            f"({len(tr)} rows, label {tr.label[0] if tr.label else 'none'})"
         )
-        log.info("%s fold %d: held-out accuracy %.4f", name, f, rec["accuracy"])
-        if best is None or rec["accuracy"] > best["accuracy"]:
-            tmp = out / ".model.tmp"
-            shutil.rmtree(tmp, ignore_errors=True)
-            save_classifier(m, tmp, {"fold": f, "fold_accuracy": rec["accuracy"]})
-            _replace_dir(tmp, out / "model")
-            share_weights(out / "model", out.parent / ".weights")
-            best = rec
-        write_metrics(done, rec)  # after the model: a kept result never lacks its model
-        folds.append(rec)
-        del model, m, result
+        log.warning("%s: %s", name, rec["skipped"])
+        run.folds.append(rec)
+        return
+    fp = fingerprint([dataclasses.asdict(args), run.data_fp, f])
+    done = fold_dir / "result.json"
+    if done.exists():
+        prev = json.loads(done.read_text("utf-8"))
+        if prev.get("fingerprint") == fp:
+            log.info("%s fold %d: finished earlier, kept", name, f)
+            run.folds.append(prev)
+            if run.best is None or prev["accuracy"] > run.best["accuracy"]:
+                run.best = prev
+            return
+    model = _fold_model(run, f)
+    log.info("%s fold %d: %d training pairs, %d held out", name, f, len(tr), len(val))
+    tf = time.perf_counter()
+    result = fit(
+        model,
+        list(range(len(tr))),
+        loss_fn_for(tr),
+        args,
+        fold_dir,
+        fingerprint_extra=[run.data_fp, f],
+        accelerator=run.acc,
+        param_groups=head_groups(run.info.get("head_learning_rate")),
+    )
+    fold_s = time.perf_counter() - tf
+    m = result.model
+    val_p = predict(m, val, eval_bs)
+    rec.update(
+        fingerprint=fp,
+        accuracy=accuracy(val.label, [int(p >= 0.5) for p in val_p]),
+        steps=result.state["step"],
+        stopped=result.state["stopped"],
+        resumed_from=result.state["resumed_from"],
+        train_s=round(fold_s, 1),
+        pairs_per_s=_mean([h["examples_per_s"] for h in result.history if h["kind"] == "train"]),
+        history=result.history,
+        test_probs={p: predict(m, s, eval_bs) for p, s in run.tests.items() if len(s)},
+    )
+    log.info("%s fold %d: held-out accuracy %.4f", name, f, rec["accuracy"])
+    if run.best is None or rec["accuracy"] > run.best["accuracy"]:
+        _save_model(run, m, {"fold": f, "fold_accuracy": rec["accuracy"]})
+        run.best = rec
+    write_metrics(done, rec)  # after the model: a kept result never lacks its model
+    run.folds.append(rec)
 
-    trained = [r for r in folds if "accuracy" in r]
-    if not trained:
-        return _skip(
-            out, eval_dir, name,
-            "every fold was skipped: " + "; ".join(r["skipped"] for r in folds),
-            {**base, **counts, "folds": folds},
-        )  # fmt: skip
-    # the model/ folder holds the best fold model of this run's results (a resumed run may have
-    # kept an earlier one: check)
-    saved = json.loads((out / "model" / "similarity.json").read_text("utf-8"))
-    if saved.get("fold") != best["fold"]:
+
+def _save_model(run: _Protocol, model, meta: dict[str, Any]) -> None:
+    """``model`` with ``meta`` as the run's ``model/`` (replaced whole; weights shared)."""
+    from parasim.train.core.storage import share_weights
+
+    from .model import save_classifier
+
+    tmp = run.out / ".model.tmp"
+    shutil.rmtree(tmp, ignore_errors=True)
+    save_classifier(model, tmp, meta)
+    _replace_dir(tmp, run.out / "model")
+    share_weights(run.out / "model", run.out.parent / ".weights")
+
+
+def _check_saved_fold(run: _Protocol) -> None:
+    """Warn when ``model/`` does not hold the best fold model of this run's results (a resumed
+    run may have kept an earlier one)."""
+    saved = json.loads((run.out / "model" / "similarity.json").read_text("utf-8"))
+    if saved.get("fold") != run.best["fold"]:
         log.warning(
             "model/ holds fold %s, expected %s: results were reused",
             saved.get("fold"),
-            best["fold"],
+            run.best["fold"],
         )
 
-    accs = [r["accuracy"] for r in trained]
-    cv_mean, cv_sd = mean_sd(accs)
-    base_cv = {
-        k: mean_sd([r[k] for r in folds if r.get(k) is not None])
-        for k in ("majority_accuracy", "untrained_cosine_accuracy")
-    }
-    thr, thr_acc = accuracy_threshold(train_cos, train.label)
-    # step 0 counts: a bi-encoder's untrained form (its cosine at the training pairs' threshold)
-    # is its own baseline; when it beats the fold models on the held-out folds, training only
-    # made it worse, and model/ ships the untrained start
-    cos_cv = base_cv["untrained_cosine_accuracy"][0]
-    shipped_start = encoder == "biencoder" and cos_cv is not None and cos_cv > cv_mean
-    if shipped_start:
-        log.warning(
-            "%s: untrained cosine %.4f beats the fold models %.4f on the held-out folds: "
-            "model/ ships the untrained start", name, cos_cv, cv_mean,
-        )  # fmt: skip
-        tmp = out / ".model.tmp"
-        shutil.rmtree(tmp, ignore_errors=True)
-        save_classifier(untrained.cpu(), tmp, {
-            "fold": None, "decision": "cosine", "threshold": thr,
+
+def _ship_start(run: _Protocol, cos_cv: float | None, cv_mean: float) -> bool:
+    """Whether ``model/`` ships the untrained start (and save it there if so).
+
+    Step 0 counts: a bi-encoder's untrained form (its cosine at the training pairs' threshold)
+    is its own baseline; when it beats the fold models on the held-out folds, training only made
+    it worse, and ``model/`` ships the untrained start (its test answers become the best's).
+    """
+    shipped_start = run.encoder == "biencoder" and cos_cv is not None and cos_cv > cv_mean
+    if not shipped_start:
+        return False
+    log.warning(
+        "%s: untrained cosine %.4f beats the fold models %.4f on the held-out folds: "
+        "model/ ships the untrained start",
+        run.name,
+        cos_cv,
+        cv_mean,
+    )
+    thr = run.threshold
+    _save_model(
+        run,
+        run.untrained.cpu(),
+        {
+            "fold": None,
+            "decision": "cosine",
+            "threshold": thr,
             "shipped_start": "the untrained encoder's cosine beat every fold model on CV",
-        })  # fmt: skip
-        _replace_dir(tmp, out / "model")
-        share_weights(out / "model", out.parent / ".weights")
-        best = {**best, "test_probs": {
-            p: [float(c > thr) for c in cs] for p, cs in test_cos.items()
-        }}  # fmt: skip
+        },
+    )
+    run.best = {
+        **run.best,
+        "test_probs": {p: [float(c > thr) for c in cs] for p, cs in run.test_cos.items()},
+    }
+    return True
 
-    def test_row(gold: list[int], probs: list[list[float]], best_p: list[float], cos: list[float]):
-        mx, avg = vote(probs)
-        return {
-            "rows": len(gold),
-            "best_fold_model": accuracy(gold, [int(p >= 0.5) for p in best_p]),
-            "max_voting": accuracy(gold, mx),
-            "avg_voting": accuracy(gold, avg),
-            "majority_baseline": accuracy(gold, [majority] * len(gold)),
-            "untrained_cosine_baseline": accuracy(gold, [int(c > thr) for c in cos]),
-        }
 
+def _test_row(
+    run: _Protocol, gold: list[int], probs: list[list[float]], best_p: list[float], cos: list[float]
+) -> dict[str, Any]:
+    """One row of Table 5: the best fold model, both votes and both baselines on ``gold``."""
+    mx, avg = vote(probs)
+    return {
+        "rows": len(gold),
+        "best_fold_model": accuracy(gold, [int(p >= 0.5) for p in best_p]),
+        "max_voting": accuracy(gold, mx),
+        "avg_voting": accuracy(gold, avg),
+        "majority_baseline": accuracy(gold, [run.majority] * len(gold)),
+        "untrained_cosine_baseline": accuracy(gold, [int(c > run.threshold) for c in cos]),
+    }
+
+
+def _test_tables(run: _Protocol, trained: list[dict]):
+    """Table 5 on every partition's test split, pooled per language pair and over all; the
+    verdict (``model/`` against the untrained cosine over all); and the voting on the training
+    partition's own test split.
+
+    Returns:
+        ``(per partition, per language pair, verdict, own test row or None, what it was on)``.
+    """
+    from parasim.train.core.verdict import accuracy_stat, compare
+
+    best, thr = run.best, run.threshold
     table: dict[str, dict] = {}
     pooled: dict[str, list] = {}
-    for p, s in tests.items():
+    for p, s in run.tests.items():
         if not len(s):
             table[p] = {"rows": 0, "skipped": "no test rows"}
             continue
         probs = [r["test_probs"][p] for r in trained]
-        table[p] = {"lang_pair": s.lang_pair[0], **test_row(
-            s.label, probs, best["test_probs"][p], test_cos[p]
-        )}  # fmt: skip
+        table[p] = {
+            "lang_pair": s.lang_pair[0],
+            **_test_row(run, s.label, probs, best["test_probs"][p], run.test_cos[p]),
+        }
         for key in (s.lang_pair[0], "all"):
             g = pooled.setdefault(key, [[], [[] for _ in trained], [], []])
             g[0] += s.label
             for j, r in enumerate(trained):
                 g[1][j] += r["test_probs"][p]
             g[2] += best["test_probs"][p]
-            g[3] += test_cos[p]
-    by_lang = {k: test_row(*v) for k, v in pooled.items()}
+            g[3] += run.test_cos[p]
+    by_lang = {k: _test_row(run, *v) for k, v in pooled.items()}
     g_all, _, p_all, c_all = pooled.get("all", [[], [], [], []])
     verdict = compare(
         accuracy_stat(g_all, [int(p >= 0.5) for p in p_all]),
         accuracy_stat(g_all, [int(c > thr) for c in c_all]),
-        len(g_all), measure="test accuracy (model/)",
+        len(g_all),
+        measure="test accuracy (model/)",
         baseline_name="untrained encoder's cosine",
         evaluated_on="the corpus test split, every partition",
-    )  # fmt: skip
-    own = [p for p in members if p in table and table[p].get("rows")]
+    )
+    own = [p for p in run.members if p in table and table[p].get("rows")]
     own_gold: list[int] = []
     own_probs: list[list[float]] = [[] for _ in trained]
     own_cos: list[float] = []
     for p in own:
-        own_gold += tests[p].label
-        own_cos += test_cos[p]
+        own_gold += run.tests[p].label
+        own_cos += run.test_cos[p]
         for j, r in enumerate(trained):
             own_probs[j] += r["test_probs"][p]
-    own_test = (
-        test_row(own_gold, own_probs, [x for p in own for x in best["test_probs"][p]], own_cos)
-        if own_gold
-        else None
-    )
+    own_best = [x for p in own for x in best["test_probs"][p]]
+    own_test = _test_row(run, own_gold, own_probs, own_best, own_cos) if own_gold else None
+    voting_on = f"test split of {', '.join(own) or 'none'} ({len(own_gold)} pairs)"
+    return table, by_lang, verdict, own_test, voting_on
 
-    cv = {
-        "model": name, **base,
-        "folds_trained": len(trained), "folds_skipped": len(folds) - len(trained),
+
+def _cv_table(
+    run: _Protocol,
+    trained: list[dict],
+    cv_mean_sd: tuple[float | None, float | None],
+    base_cv: Mapping[str, tuple[float | None, float | None]],
+    own_test: Mapping[str, Any] | None,
+    voting_on: str,
+) -> dict[str, Any]:
+    """Table 4 (``cv.json``): the fold accuracies' mean and sd, the votes on the own test split
+    and both baselines."""
+    folds = run.folds
+    return {
+        "model": run.name,
+        **run.base,
+        "folds_trained": len(trained),
+        "folds_skipped": len(folds) - len(trained),
         "fold_accuracy": {str(r["fold"]): r.get("accuracy") for r in folds},
         "skipped_folds": {str(r["fold"]): r["skipped"] for r in folds if "skipped" in r},
-        "mean": cv_mean, "sd": cv_sd,
+        "mean": cv_mean_sd[0],
+        "sd": cv_mean_sd[1],
         "max_voting": own_test and own_test["max_voting"],
         "avg_voting": own_test and own_test["avg_voting"],
-        "voting_on": f"test split of {', '.join(own) or 'none'} ({len(own_gold)} pairs)",
+        "voting_on": voting_on,
         "baselines": {
-            "majority_class": {"mean": base_cv["majority_accuracy"][0],
-                               "sd": base_cv["majority_accuracy"][1],
-                               "test": own_test and own_test["majority_baseline"]},
-            "untrained_cosine": {"mean": base_cv["untrained_cosine_accuracy"][0],
-                                 "sd": base_cv["untrained_cosine_accuracy"][1],
-                                 "test": own_test and own_test["untrained_cosine_baseline"],
-                                 "threshold": thr, "train_accuracy": thr_acc},
+            "majority_class": {
+                "mean": base_cv["majority_accuracy"][0],
+                "sd": base_cv["majority_accuracy"][1],
+                "test": own_test and own_test["majority_baseline"],
+            },
+            "untrained_cosine": {
+                "mean": base_cv["untrained_cosine_accuracy"][0],
+                "sd": base_cv["untrained_cosine_accuracy"][1],
+                "test": own_test and own_test["untrained_cosine_baseline"],
+                "threshold": run.threshold,
+                "train_accuracy": run.threshold_accuracy,
+            },
         },
-    }  # fmt: skip
-    test = {
-        "model": name, **base, "best_fold": best["fold"],
-        "best_fold_accuracy": best["accuracy"],
-        "partitions": table, "lang_pairs": by_lang,
-    }  # fmt: skip
-    write_metrics(eval_dir / "cv.json", cv)
-    write_metrics(eval_dir / "test.json", test)
+    }
+
+
+def _write_outputs(
+    run: _Protocol,
+    trained: list[dict],
+    cv: Mapping[str, Any],
+    by_lang: Mapping[str, dict],
+    verdict: Mapping[str, Any],
+    shipped_start: bool,
+) -> dict[str, Any]:
+    """The training curve (the folds one after another), ``metrics.json`` and the model card
+    (also in ``model/``); returns the metrics."""
+    from parasim.train.core.card import plot_curve, write_metrics
 
     history = []
     offset = 0
@@ -401,63 +632,82 @@ def train_similarity(
         for h in r["history"]:
             history.append({**h, "step": h["step"] + offset})
         offset += r["steps"]
-    plot_curve(history, out / "training_curve.png", f"{name}: {len(trained)} fold models")
+    plot_curve(history, run.out / "training_curve.png", f"{run.name}: {len(trained)} fold models")
     speeds = [r["pairs_per_s"] for r in trained if r.get("pairs_per_s")]
     metrics = {
-        "model": name, **base, "data": dict(counts),
-        "cv": {k: cv[k] for k in ("mean", "sd", "max_voting", "avg_voting", "fold_accuracy",
-                                  "skipped_folds", "baselines")},
+        "model": run.name,
+        **run.base,
+        "data": dict(run.counts),
+        "cv": {k: cv[k] for k in CV_METRICS},
         "test": {k: {kk: vv for kk, vv in v.items()} for k, v in by_lang.items()},
-        "best_fold": best["fold"],
+        "best_fold": run.best["fold"],
         "shipped_start": shipped_start,
         "verdict": verdict,
         "train_s": round(sum(r.get("train_s", 0) for r in trained), 1),
         "pairs_per_s": _mean(speeds),
-        "wall_s": round(time.perf_counter() - t0, 1),
+        "wall_s": round(time.perf_counter() - run.t0, 1),
         "peak_rss_mb": peak_rss_mb(),
         "peak_gpu_mb": peak_gpu_mb(),
-        "device": str(acc.device),
-        "mixed_precision": acc.mixed_precision,
-        "settings": {**dataclasses.asdict(args), **info},
-    }  # fmt: skip
-    write_metrics(out / "metrics.json", metrics)
+        "device": str(run.acc.device),
+        "mixed_precision": run.acc.mixed_precision,
+        "settings": {**dataclasses.asdict(run.args), **run.info},
+    }
+    write_metrics(run.out / "metrics.json", metrics)
+    _write_card(run, len(trained), cv, by_lang, verdict, shipped_start)
+    return metrics
+
+
+def _write_card(
+    run: _Protocol,
+    n_trained: int,
+    cv: Mapping[str, Any],
+    by_lang: Mapping[str, dict],
+    verdict: Mapping[str, Any],
+    shipped_start: bool,
+) -> None:
+    """``README.md``, the model card, in the run's folder and in ``model/``."""
+    from parasim.train.core.card import write_model_card
+
+    cv_mean, cv_sd = cv["mean"], cv["sd"]
     summary = {
         "cv accuracy (mean ± sd)": f"{cv_mean:.4f} ± {cv_sd:.4f}",
-        "max voting (own test)": cv["max_voting"], "avg voting (own test)": cv["avg_voting"],
+        "max voting (own test)": cv["max_voting"],
+        "avg voting (own test)": cv["avg_voting"],
         **{f"test {k} (best fold model)": v["best_fold_model"] for k, v in by_lang.items()},
         "majority baseline (cv)": cv["baselines"]["majority_class"]["mean"],
         "untrained cosine baseline (cv)": cv["baselines"]["untrained_cosine"]["mean"],
-    }  # fmt: skip
+    }
     desc = (
         "InferSent-style BiLSTM-max over frozen word vectors"
-        if encoder == "bilstm"
+        if run.encoder == "bilstm"
         else "fine-tuned transformer bi-encoder (mean pooling)"
     )
     write_model_card(
-        out / "README.md", name,
+        run.out / "README.md",
+        run.name,
         f"{desc} with the [u; v; |u-v|; u*v] classifier of seed 001 §4.1, trained on parasim's "
-        f"corpus partition {partition} ({', '.join(members)}): 1 = similar (aligned translation), "
-        f"0 = dissimilar (hard negative). `model/` is "
+        f"corpus partition {run.partition} ({', '.join(run.members)}): 1 = similar (aligned "
+        f"translation), 0 = dissimilar (hard negative). `model/` is "
         + (
             "the untrained encoder answering by its cosine at the training pairs' threshold "
-            f"(it beat the {len(trained)} fold models on the held-out folds)"
+            f"(it beat the {n_trained} fold models on the held-out folds)"
             if shipped_start
-            else f"the best of the {len(trained)} fold models (fold {best['fold']})"
+            else f"the best of the {n_trained} fold models (fold {run.best['fold']})"
         )
         + "; load it with "
         "`parasim.train.similarity.model.load_classifier`.",
-        {**dict(counts), "folds": len(fold_ids)},
-        {**dataclasses.asdict(args), **info}, summary,
+        {**dict(run.counts), "folds": len(run.fold_ids)},
+        {**dataclasses.asdict(run.args), **run.info},
+        summary,
         verdict=verdict,
         shipped_start=shipped_start,
         needs=(
             f"a corpus test split of at least {verdict['min_items']} pairs (here "
-            f"{verdict['n']}), more than these {len(train)} training pairs and the GPU recipe "
+            f"{verdict['n']}), more than these {len(run.train)} training pairs and the GPU recipe "
             "`configs/train-gpu.yaml`"
         ),
-    )  # fmt: skip
-    shutil.copyfile(out / "README.md", out / "model" / "README.md")
-    return metrics
+    )
+    shutil.copyfile(run.out / "README.md", run.out / "model" / "README.md")
 
 
 def _mean(xs: Sequence[float]) -> float | None:

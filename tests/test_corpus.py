@@ -13,6 +13,7 @@ from parasim.corpus import CORPUS_SCHEMA, build_corpus
 from parasim.io import POSITIVES_SCHEMA, stable_id
 from parasim.negatives.select import select_negatives
 from parasim.partition import CorpusConfig, assign_splits, partition_of
+from parasim.stats import Recorder
 
 
 def make_positives(n_docs: int = 40, per_doc: int = 5, domain: str = "government", lang="fr"):
@@ -95,7 +96,8 @@ def test_build_corpus_shards_load_and_are_balanced(tmp_path):
         "band": {"EN-FR-G": (0.8, 0.9)},
         "topics": {"EN-FR-G": {"num_topics": 7, "coherence": 0.51, "measure": "c_v"}},
     }
-    st = build_corpus(pos, neg, ccfg, tmp_path, meta=meta)
+    rec = Recorder("corpus")
+    build_corpus(pos, neg, ccfg, tmp_path, rec, meta=meta)
     files = sorted(tmp_path.glob("data/*/*.parquet"))
     assert {f.parent.name for f in files} == {"EN-FR-G", "EN-ES-IB"}
     assert any("-of-0000" in f.name and not f.name.endswith("00001.parquet") for f in files)
@@ -107,7 +109,7 @@ def test_build_corpus_shards_load_and_are_balanced(tmp_path):
 
     pd = pytest.importorskip("pandas")
     df = pd.read_parquet(tmp_path / "data")
-    assert len(df) == st["rows"] > 0
+    assert len(df) == rec.rows_out > 0
     # balanced inside every partition / split / fold
     cells = df.groupby(["partition", "split", "fold"], dropna=False)["label"].agg(["sum", "count"])
     assert (cells["count"] == 2 * cells["sum"]).all()
@@ -128,7 +130,7 @@ def test_build_corpus_shards_load_and_are_balanced(tmp_path):
         },
         cache_dir=str(tmp_path / "hf_cache"),
     )
-    n_fr = st["counts"]["EN-FR-G"]
+    n_fr = rec.counted("rows_by_partition")["EN-FR-G"]
     assert ds["train"].num_rows == n_fr["train"]["positive"] + n_fr["train"]["negative"]
     assert set(ds["test"]["label"]) == {0, 1}
 
@@ -144,12 +146,16 @@ def test_cross_split_negatives_dropped_and_counted(tmp_path, caplog):
     pos = make_positives(30)
     ccfg = {"test_fraction": 0.3, "folds": 2}
     neg, _ = negatives_for(pos, ccfg, within="none")  # candidates from any page
-    st = build_corpus(pos, neg, ccfg, tmp_path)
-    assert st["dropped"]["negative_across_test_train"] > 0
-    assert st["negatives_across_folds"] > 0
+    rec = Recorder("corpus")
+    build_corpus(pos, neg, ccfg, tmp_path, rec)
+    assert rec.dropped("negative_across_test_train") > 0
+    assert rec.counted("negatives_across_folds") > 0
     # a partition without negatives: balancing empties it, and says so
-    st2 = build_corpus(pos, neg.slice(0, 0), ccfg, tmp_path / "empty")
-    assert st2["rows"] == 0 and st2["single_class_cells"]
+    rec2 = Recorder("corpus")
+    build_corpus(pos, neg.slice(0, 0), ccfg, tmp_path / "empty", rec2)
+    st2 = rec2.stats()
+    assert st2.rows_out == 0 and st2.figures["single_class_cells"]
+    assert st2.figures["empty_partitions"] == ["EN-FR-G"]
     assert "one class only" in caplog.text
 
 
@@ -164,11 +170,11 @@ def test_a_pair_two_sites_share_is_kept_once(tmp_path):
     b[0]["en_text"] += " and one more"  # one pair of site 2 differs
     pos = pa.concat_tables([a, pa.Table.from_pylist(b, schema=POSITIVES_SCHEMA)])
     ccfg = {"test_fraction": 0.2, "folds": 2, "balance": "none"}
-    stats = build_corpus(pos, negatives_for(pos, ccfg)[0], ccfg, tmp_path / "c")
-    assert stats["dropped"]["duplicate_across_sites"] == 20 * 5 - 1
-    rows = pa.concat_tables(
-        [pq.read_table(tmp_path / "c" / p) for p in stats["shards"]]
-    ).to_pylist()
+    rec = Recorder("corpus")
+    shards = build_corpus(pos, negatives_for(pos, ccfg)[0], ccfg, tmp_path / "c", rec)
+    assert rec.dropped("duplicate_across_sites") == 20 * 5 - 1
+    assert [str(p.relative_to(tmp_path / "c")) for p in shards] == rec.stats().figures["shards"]
+    rows = pa.concat_tables([pq.read_table(p) for p in shards]).to_pylist()
     pos_rows = [r for r in rows if r["label"] == 1]
     keys = Counter((r["sentence1"], r["sentence2"]) for r in pos_rows)
     assert max(keys.values()) == 1 and len(pos_rows) == 20 * 5 + 1

@@ -163,9 +163,9 @@ def test_divergences_done_fails_on_zero_rows_naming_the_earliest_empty_stage(tmp
            "--output", shard, "--stats", str(tmp_path / "div.json"),
            "--settings-json", json.dumps({"lm": "none"}))  # fmt: skip
     (tmp_path / "align.json").write_text(json.dumps(ALIGN_NOTHING.to_dict()))
-    argv = ["divergences-card", "--site", "s", "--shards", shard, "--stats"]
-    argv += [str(tmp_path / "div.json"), "--out", str(tmp_path / "README.md")]
-    argv += ["--done", str(tmp_path / "s.done"), "--upstream", str(tmp_path / "align.json")]
+    argv = ["summarize", "--stage", "divergences", "--site", "s", "--shards", shard, "--stats"]
+    argv += [str(tmp_path / "div.json"), "--extra", f"card={tmp_path / 'README.md'}"]
+    argv += ["--out", str(tmp_path / "s.done"), "--upstream", str(tmp_path / "align.json")]
     assert main(argv) == 2
     err = capsys.readouterr().err.strip().splitlines()[-1]
     assert "0 aligned pairs for site s from 3 page pairs: discarded unequal lines 3; check" in err
@@ -185,9 +185,9 @@ def test_scores_of_nothing_and_scores_done_names_the_earliest_empty_stage(tmp_pa
     assert t.num_rows == 0 and same_schema(t, SCORES_SCHEMA)
     (tmp_path / "align.json").write_text(json.dumps(ALIGN_NOTHING.to_dict()))
     done = tmp_path / "s.done"
-    argv = ["scores-summary", "--site", "s", "--shards", shard, "--stats"]
-    argv += [str(tmp_path / "scores.json"), "--png", str(tmp_path / "s.png")]
-    argv += ["--done", str(done), "--upstream", str(tmp_path / "align.json")]
+    argv = ["summarize", "--stage", "scores", "--site", "s", "--shards", shard, "--stats"]
+    argv += [str(tmp_path / "scores.json"), "--extra", f"png={tmp_path / 's.png'}"]
+    argv += ["--out", str(done), "--upstream", str(tmp_path / "align.json")]
     assert main(argv) == 2
     err = capsys.readouterr().err.strip().splitlines()[-1]
     assert "0 aligned pairs for site s from 3 page pairs: discarded unequal lines 3; check" in err

@@ -221,6 +221,7 @@ def run_e2e(args: argparse.Namespace) -> dict[str, Any]:
     """A small site's partition from positives to corpus shards, timed (model load included)."""
     from parasim.corpus import build_corpus
     from parasim.negatives import calibrate_band, fit_topics, select_negatives
+    from parasim.stats import Recorder
 
     pos = flores_positives(args.data, langs=("fr",), doc_size=args.doc_size, limit=args.n)
     work = Path(args.work)
@@ -244,7 +245,9 @@ def run_e2e(args: argparse.Namespace) -> dict[str, Any]:
             for p, v in topics.partitions.items()
         },
     }
-    cst = build_corpus(pos, neg, {}, work / "corpus", meta=meta)
+    rec = Recorder("corpus")
+    build_corpus(pos, neg, {}, work / "corpus", rec, meta=meta)
+    cst = rec.stats()
     times["corpus"] = time.perf_counter() - t
     times["total"] = time.perf_counter() - t0
     return {
@@ -255,8 +258,8 @@ def run_e2e(args: argparse.Namespace) -> dict[str, Any]:
         "topics": meta["topics"],
         "band": meta["band"],
         "negatives_kept": neg.num_rows,
-        "corpus_counts": cst["counts"],
-        "dropped": cst["dropped"],
+        "corpus_counts": cst.counts["rows_by_partition"],
+        "dropped": dict(cst.dropped),
     }
 
 

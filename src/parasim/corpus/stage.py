@@ -33,7 +33,10 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from parasim.io import CORPUS_SCHEMA, CORPUS_SCHEMA_VERSION, write_table
+from parasim.negatives import NegativesSettings, TopicsResult
+from parasim.negatives.stage import encoder_label
 from parasim.partition import CorpusConfig, assign_splits, partition_column, seeded_key
+from parasim.stats import Recorder, Stats
 
 log = logging.getLogger(__name__)
 
@@ -106,33 +109,12 @@ def _negative_rows(negatives: pa.Table) -> list[dict]:
     return rows
 
 
-def build_corpus(
-    positives: pa.Table,
-    negatives: pa.Table,
-    cfg: CorpusConfig | Mapping[str, Any] | None,
-    out_dir: str | os.PathLike,
-    meta: Mapping[str, Any] | None = None,
-) -> dict[str, Any]:
-    """Label, split, balance and write the corpus shards with their dataset card.
-
-    Args:
-        positives: rows of ``POSITIVES_SCHEMA``.
-        negatives: rows of :data:`parasim.negatives.select.NEGATIVES_SCHEMA`.
-        cfg: the ``corpus:`` section.
-        out_dir: folder for ``data/<partition>/<split>-*.parquet``, ``README.md`` and
-            ``corpus_stats.json`` (existing shards of this corpus are replaced).
-        meta: figures for the card: ``encoder``, ``band`` (per partition or one), ``topics``
-            (partition -> {"num_topics", "coherence", "measure"}), ``selection`` stats.
-
-    Returns:
-        Counts: rows per partition / split / label, drops by reason, shards written.
-    """
-    cfg = CorpusConfig.from_config(cfg)
-    out_dir = Path(out_dir)
-    splits = assign_splits(positives, cfg)
-    dropped: Counter = Counter()
-    rows = _positive_rows(positives, partition_column(positives, cfg.partitions), dropped)
-    rows += _negative_rows(negatives)
+def _split(
+    rows: list[dict], splits: Mapping[str, tuple[str, int | None]], dropped: Counter
+) -> tuple[list[dict], int]:
+    """The rows with their split and fold (their page pair's), and the negatives whose two
+    pages are in different train folds; a row without a split, or a negative across the
+    test/train line, is dropped by reason."""
     kept = []
     cross_fold = 0
     for r in rows:
@@ -148,8 +130,12 @@ def build_corpus(
             cross_fold += 1
         r["split"], r["fold"] = s1
         kept.append(r)
+    return kept, cross_fold
 
-    # Balance classes inside every (partition, split, fold) cell: seeded hash order.
+
+def _balance(kept: list[dict], cfg: CorpusConfig, dropped: Counter) -> tuple[list[dict], list[str]]:
+    """Classes balanced inside every (partition, split, fold) cell by seeded down-sampling (with
+    ``balance: downsample``): the rows kept, and the cells of one class only (emptied)."""
     cells: dict[tuple, list[dict]] = defaultdict(list)
     for r in kept:
         cells[(r["partition"], r["split"], r["fold"])].append(r)
@@ -175,8 +161,15 @@ def build_corpus(
             len(unbalanced),
             "; ".join(unbalanced[:10]),
         )
+    return final, unbalanced
 
-    # Write shards: data/<partition>/<split>-NNNNN-of-NNNNN.parquet
+
+def _write_shards(
+    final: list[dict], out_dir: Path, cfg: CorpusConfig
+) -> tuple[list[str], dict[str, dict[str, Any]]]:
+    """``data/<partition>/<split>-NNNNN-of-NNNNN.parquet`` (stale shards removed): the shards
+    written (relative to ``out_dir``) and the rows per partition, split and label (and per
+    train fold)."""
     data_dir = out_dir / "data"
     by_file: dict[tuple[str, str], list[dict]] = defaultdict(list)
     for r in final:
@@ -203,12 +196,71 @@ def build_corpus(
         if split == "train":
             folds = Counter(r["fold"] for r in frows)
             counts[part]["train_folds"] = {str(f): folds[f] for f in sorted(folds)}
+    return shards, {p: dict(v) for p, v in counts.items()}
+
+
+def _empty_partitions(
+    parts: list[str], negatives: pa.Table, counts: Mapping[str, Any]
+) -> list[str]:
+    """The partitions of the positives without a corpus row, each logged with its inputs."""
+    empty = sorted(p for p in set(parts) if not counts.get(p))
+    neg_parts = negatives.column("partition").to_pylist()
+    for p in empty:
+        log.warning(
+            "partition %s: nothing to build (%d positives, %d negatives; a class missing in "
+            "every split/fold cell is emptied by balancing)",
+            p,
+            parts.count(p),
+            neg_parts.count(p),
+        )
+    return empty
+
+
+def build_corpus(
+    positives: pa.Table,
+    negatives: pa.Table,
+    cfg: CorpusConfig | Mapping[str, Any] | None,
+    out_dir: str | os.PathLike,
+    rec: Recorder,
+    meta: Mapping[str, Any] | None = None,
+) -> list[Path]:
+    """Label, split, balance and write the corpus shards with their dataset card.
+
+    Records rows in (positives and hard negatives), rows out (corpus rows), drops by reason (a
+    pair a second site repeats, a negative across the test/train split, a class balanced
+    away, ...), the counts ``positives_in``, ``negatives_in``, ``rows_by_partition``
+    (partition -> split -> label, and train folds) and ``negatives_across_folds``, and as
+    figures the schema version, the single-class cells, the shards, the config and the
+    partitions of the positives left empty (``empty_partitions``).
+
+    Args:
+        positives: rows of ``POSITIVES_SCHEMA``.
+        negatives: rows of :data:`parasim.negatives.select.NEGATIVES_SCHEMA`.
+        cfg: the ``corpus:`` section.
+        out_dir: folder for ``data/<partition>/<split>-*.parquet``, ``README.md`` and
+            ``corpus_stats.json`` (existing shards of this corpus are replaced).
+        rec: the stage's recorder.
+        meta: figures for the card: ``encoder``, ``band`` (per partition or one), ``topics``
+            (partition -> {"num_topics", "coherence", "measure"}), ``selection`` stats.
+
+    Returns:
+        The shards written.
+    """
+    cfg = CorpusConfig.from_config(cfg)
+    out_dir = Path(out_dir)
+    splits = assign_splits(positives, cfg)
+    parts = partition_column(positives, cfg.partitions)
+    dropped: Counter = Counter()
+    rows = _positive_rows(positives, parts, dropped) + _negative_rows(negatives)
+    kept, cross_fold = _split(rows, splits, dropped)
+    final, unbalanced = _balance(kept, cfg, dropped)
+    shards, counts = _write_shards(final, out_dir, cfg)
     stats: dict[str, Any] = {
         "schema_version": CORPUS_SCHEMA_VERSION,
         "rows": len(final),
         "positives_in": positives.num_rows,
         "negatives_in": negatives.num_rows,
-        "counts": {p: dict(v) for p, v in counts.items()},
+        "counts": counts,
         "dropped": dict(dropped),
         "negatives_across_folds": cross_fold,
         "single_class_cells": unbalanced,
@@ -228,7 +280,47 @@ def build_corpus(
     os.replace(tmp, out_dir / "corpus_stats.json")
     write_card(out_dir, stats)
     log.info("corpus: %d rows in %d shard(s); dropped %s", len(final), len(shards), dict(dropped))
-    return stats
+    rec.rows_in += positives.num_rows + negatives.num_rows
+    rec.rows_out += len(final)
+    for reason, n in dropped.items():
+        rec.drop(reason, n)
+    rec.count("positives_in", positives.num_rows)
+    rec.count("negatives_in", negatives.num_rows)
+    rec.count("rows_by_partition", counts)
+    rec.count("negatives_across_folds", cross_fold)
+    for k in ("schema_version", "single_class_cells", "shards", "config"):
+        rec.figure(k, stats[k])
+    rec.figure("empty_partitions", _empty_partitions(parts, negatives, counts))
+    return [out_dir / s for s in shards]
+
+
+def corpus_meta(
+    selection: Mapping[str, Any],
+    topics: TopicsResult,
+    neg: NegativesSettings,
+    cleaning: Mapping[str, Stats] | None = None,
+) -> dict[str, Any]:
+    """The figures of the dataset card (:func:`build_corpus`' ``meta``).
+
+    Args:
+        selection: the negatives file's selection summary (its encoder and bands; empty: those
+            of the config).
+        topics: the topics (each partition's topic count, coherence, measure, passes, reason).
+        neg: the ``negatives`` section.
+        cleaning: the clean stage's stats per site, when given.
+    """
+    meta = {
+        "encoder": selection.get("encoder") or encoder_label(neg.encoder),
+        "band": selection.get("band") or neg.select.band,
+        "band_method": selection.get("band_method", {}),
+        "topics": {
+            p: {k: v.get(k) for k in ("num_topics", "coherence", "measure", "passes", "reason")}
+            for p, v in topics.partitions.items()
+        },
+    }
+    if cleaning:
+        meta["cleaning"] = {site: s.to_dict() for site, s in cleaning.items()}
+    return meta
 
 
 def _fmt(x: Any) -> str:

@@ -10,6 +10,10 @@ Stages (each a plain function over Arrow tables and arrays, wired into Snakemake
    encoder's own similarity distribution (0.80-0.90 was set for OpenAI GPT).
 4. :func:`parasim.negatives.select.select_negatives` -- Algorithm 1, vectorized per topic block,
    with a false-negative guard and the balance to the number of positives.
+
+:mod:`parasim.negatives.stage` runs them as the topics and negatives stages (a partition at a
+time, then the gather, recording the stages' stats); :mod:`parasim.negatives.commands` is their
+command line, :mod:`parasim.negatives.inputs` what it shares with `parasim build-corpus`.
 """
 
 from __future__ import annotations

@@ -60,6 +60,7 @@ import pyarrow as pa
 from parasim.config import Settings, schema_default
 from parasim.io import DOC_TOPICS_SCHEMA, read_table, write_table
 from parasim.partition import partition_column, seeded_key
+from parasim.stats import add
 
 log = logging.getLogger(__name__)
 
@@ -256,6 +257,18 @@ def plot_coherence(table: list[dict], chosen: int | None, path: Path, title: str
     os.replace(tmp, path)
 
 
+def _write_sweep(pdir: Path, table: list[dict], chosen: int, title: str) -> None:
+    """The sweep's ``coherence.tsv`` (a row per topic count, the chosen one marked) and
+    ``coherence.png``."""
+    with open(pdir / ".coherence.tsv.tmp", "w", encoding="utf-8") as fh:
+        fh.write("num_topics\tcoherence\tseconds\tchosen\n")
+        for r in table:
+            mark = int(r["num_topics"] == chosen)
+            fh.write(f"{r['num_topics']}\t{r['coherence']:.6f}\t{r['seconds']}\t{mark}\n")
+    os.replace(pdir / ".coherence.tsv.tmp", pdir / "coherence.tsv")
+    plot_coherence(table, chosen, pdir / "coherence.png", title)
+
+
 def _fit_partition(
     part: str, docs: list[tuple[str, str]], cfg: TopicsConfig, out_dir: Path, stats: Counter
 ) -> tuple[list[dict], dict[str, Any]]:
@@ -344,13 +357,7 @@ def _fit_partition(
         log.info("%s: %d topics on all %d documents in %.1fs", part, k, len(docs), secs)
     model_path = pdir / "lda.model"
     model.save(str(model_path))
-    with open(pdir / ".coherence.tsv.tmp", "w", encoding="utf-8") as fh:
-        fh.write("num_topics\tcoherence\tseconds\tchosen\n")
-        for r in table:
-            chosen = int(r["num_topics"] == k)
-            fh.write(f"{r['num_topics']}\t{r['coherence']:.6f}\t{r['seconds']}\t{chosen}\n")
-    os.replace(pdir / ".coherence.tsv.tmp", pdir / "coherence.tsv")
-    plot_coherence(table, k, pdir / "coherence.png", f"{part}: {cfg.coherence} coherence")
+    _write_sweep(pdir, table, k, f"{part}: {cfg.coherence} coherence")
     rows = []
     for (pid, _), t, b in zip(docs, texts, bow, strict=True):
         dist = model.get_document_topics(b, minimum_probability=0.0, per_word_topics=False)
@@ -443,14 +450,14 @@ def gather_topics(
     """
     cfg = TopicsConfig.from_config(cfg)
     out_dir = Path(out_dir)
-    stats: Counter = Counter()
+    stats: dict[str, Any] = {}
     infos: dict[str, dict[str, Any]] = {}
     tables = []
     for part in sorted(set(partitions)):
         rec = json.loads((out_dir / part / "partition.json").read_text(encoding="utf-8"))
         if rec["empty"]:
             continue
-        stats.update(rec["stats"])
+        stats = add(stats, rec["stats"])
         infos[part] = rec["info"]
         tables.append(read_table(out_dir / part / "doc_topics.parquet"))
     table = pa.concat_tables(tables).combine_chunks() if tables else DOC_TOPICS_SCHEMA.empty_table()
@@ -501,4 +508,16 @@ def load_topics(out_dir: str | os.PathLike) -> TopicsResult:
         doc_topics=read_table(out_dir / "doc_topics.parquet"),
         partitions=summary["partitions"],
         stats=summary["stats"],
+    )
+
+
+def load_partition_topics(out_dir: str | os.PathLike, part: str) -> TopicsResult:
+    """One partition's topics, from its folder (:func:`fit_partition`), as :func:`load_topics`
+    gives them."""
+    pdir = Path(out_dir) / part
+    rec = json.loads((pdir / "partition.json").read_text())
+    return TopicsResult(
+        doc_topics=read_table(pdir / "doc_topics.parquet"),
+        partitions={} if rec["empty"] else {part: rec["info"]},
+        stats=rec["stats"],
     )

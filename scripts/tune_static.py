@@ -24,8 +24,8 @@ from pathlib import Path
 
 import numpy as np
 
-from parasim.catalogues import DATA_DIR
-from parasim.models.static import TuneSpec, load_static, read_pair_file, tune_pairs, tune_static
+from parasim.bench.catalogues import DATA_DIR, translation_pairs
+from parasim.models.static import TuneSpec, load_static, read_pair_file, tune_static
 
 #: A sentence end followed by a capital (or an opening quote / Spanish mark).
 SENTENCE_END = re.compile(r"(?<=[.!?])\s+(?=[A-ZÀ-ÝÉ«\"¿¡])")
@@ -65,12 +65,12 @@ def main() -> None:
 
     c0 = time.process_time()
     tune = TuneSpec(
-        pairs="python-docs", langs=tuple(a.langs), epochs=a.epochs,
-        learning_rate=a.learning_rate, batch_size=a.batch_size, seed=a.seed,
-        symmetric=a.symmetric, data=a.data,
+        epochs=a.epochs, learning_rate=a.learning_rate, batch_size=a.batch_size, seed=a.seed,
+        symmetric=a.symmetric,
     )  # fmt: skip
     model = load_static(a.base)
-    pairs = tune_pairs(tune)  # the workflow's pairs: languages in sorted order
+    # the catalogues' pairs, languages in sorted order (`parasim bench scale pairs`' file)
+    pairs = [p for lang in sorted(set(a.langs)) for p in translation_pairs(lang, a.data)]
     if a.sentences:
         pairs = split_sentences(pairs)
     for path in a.extra:
@@ -90,7 +90,7 @@ def main() -> None:
         ).save_pretrained(str(out))  # fmt: skip
         stamp = {
             **stamp0,
-            "tune": asdict(tune),
+            "tune": {**asdict(tune), "pairs": "python-docs", "langs": a.langs, "data": a.data},
             "sentences": a.sentences,
             "extra": a.extra,
             "blend": b,

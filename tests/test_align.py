@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import itertools
-from pathlib import Path
+from dataclasses import replace
 
 import numpy as np
 import pyarrow as pa
@@ -12,6 +12,7 @@ import pytest
 from parasim import io
 from parasim.align import (
     AlignSettings,
+    align_lines,
     align_pairs,
     dp,
     dp_lengths,
@@ -21,10 +22,11 @@ from parasim.align import (
     review,
     scoring,
 )
-from parasim.align.commands import KEPT_OUTCOMES, align_stats
-from parasim.align.stage import held
+from parasim.align.stage import KEPT_OUTCOMES, held
+from parasim.paths import shared_data
+from parasim.stats import Recorder, Stats
 
-DATA = Path(__file__).resolve().parents[1].parent / "shared" / "data" / "alignment"
+DATA = shared_data("alignment")
 
 EN = [
     "The cat sits on the mat in the kitchen",
@@ -79,6 +81,13 @@ def _rec(pid, en, other, tr, site="s"):
 
 def _table(*recs):
     return io.rows_to_table(list(recs), io.TRANSLATED_SCHEMA)
+
+
+def _align(translated, settings, review_dir, encoder=None) -> tuple[pa.Table, Stats]:
+    """:func:`align_pairs` with a recorder of its own: the table and the stage's stats."""
+    rec = Recorder("align")
+    table = align_pairs(translated, settings, review_dir, rec, encoder=encoder)
+    return table, rec.stats()
 
 
 # --------------------------------------------------------------------------- word cosine
@@ -362,9 +371,9 @@ def test_default_scorer_is_both_with_lengths_as_written():
     enc = scoring.CachedEncoder(_fake_encoder)
     swapped = [TR[0], TR[2], TR[1]] + TR[3:]
     recs = [_rec("swap", EN, [FR[0], FR[2], FR[1]] + FR[3:], swapped)]
-    table, stats = align_pairs(_table(*recs), {}, None, encoder=enc)
+    table, stats = _align(_table(*recs), {}, None, encoder=enc)
     rows = table.to_pylist()
-    assert {r["method"] for r in rows} == {"dp"} and stats["files_realigned"] == 1
+    assert {r["method"] for r in rows} == {"dp"} and stats.counts["files_realigned"] == 1
     assert all(r["score_emb"] is not None for r in rows)  # the embeddings took part
     # the lengths the DP compares: the lines as written, or what the scorer reads
     src, tgt, tgt_en = ["Hello there"], ["Bonjour à vous tous"], ["Hello to you all"]
@@ -389,7 +398,7 @@ def test_align_pairs_policy_and_bad_input(tmp_path):
         _rec("long", EN + ["word " * 20_000], FR + ["mot " * 20_000], TR + ["word " * 20_000]),
         _rec("wronglang", EN, ["Der Hund bellt laut in der Nacht"] * 6, ["Der Hund bellt"] * 6),
     ]
-    table, stats = align_pairs(_table(*recs), WORDS, tmp_path)
+    table, stats = _align(_table(*recs), WORDS, tmp_path)
     assert table.schema == io.ALIGNED_SCHEMA
     rows = table.to_pylist()
     by = {}
@@ -404,33 +413,28 @@ def test_align_pairs_policy_and_bad_input(tmp_path):
     assert "wronglang" not in by
     assert len(by["untranslated"]) == 6  # the paper keeps isolated low lines
     assert len(by["long"]) == 7
-    assert stats["files_in"] == 9
-    assert stats["files_discarded_empty_page"] == 1
-    assert stats["files_discarded_empty_side"] == 1
-    assert stats["files_discarded_translation_mismatch"] == 1
-    assert stats["files_queued"] == 1 and stats["review_items_written"] == 1
-    assert stats["untranslated_lines"] == 1
-    assert stats["dp_links_low_score"] >= 6  # the German page gives no positives
-    assert (
-        stats["positives"]
-        == len(rows)
-        == sum(v for k, v in stats.items() if k.startswith("positives_"))
-    )
-    # the stage's stats: every page pair gave positives or is dropped by its outcome
-    typed = align_stats(stats)
-    assert typed.rows_in == 9 and typed.rows_out == len(rows)
-    assert typed.dropped["discarded_empty_page"] == 1 and "queued" not in typed.dropped
-    kept = sum(typed.counts.get(f"files_{k}", 0) for k in KEPT_OUTCOMES)
-    assert typed.rows_in == kept + typed.n_dropped
+    assert stats.rows_in == 9
+    assert stats.dropped["discarded_empty_page"] == 1
+    assert stats.dropped["discarded_empty_side"] == 1
+    assert stats.dropped["discarded_translation_mismatch"] == 1
+    c = stats.counts
+    assert c["files_queued"] == 1 and c["review_items_written"] == 1
+    assert c["untranslated_lines"] == 1
+    assert c["dp_links_low_score"] >= 6  # the German page gives no positives
+    assert stats.rows_out == len(rows) == sum(v for k, v in c.items() if k.startswith("positives_"))
+    # every page pair gave positives or is dropped by its outcome (queued is a count)
+    assert "queued" not in stats.dropped and "files_queued" not in stats.dropped
+    kept = sum(c.get(f"files_{k}", 0) for k in KEPT_OUTCOMES)
+    assert stats.rows_in == kept + stats.n_dropped
     ids = [r["id"] for r in rows]
     assert len(set(ids)) == len(ids)
     # deterministic
-    table2, _ = align_pairs(_table(*recs), WORDS, None)
+    table2, _ = _align(_table(*recs), WORDS, None)
     assert table2.column("id").to_pylist() == ids
     # realign off: the paper alone
-    t3, s3 = align_pairs(_table(*recs[:3]), {"realign": False}, None)
+    t3, s3 = _align(_table(*recs[:3]), {"realign": False}, None)
     assert set(t3.column("pair_id").to_pylist()) == {"clean"}
-    assert s3["files_discarded_unequal_lines"] == 1 and s3["files_queued_only"] == 1
+    assert s3.dropped["discarded_unequal_lines"] == 1 and s3.dropped["queued_only"] == 1
 
 
 def test_short_link_under_the_floor_is_held_between_confident_links(monkeypatch):
@@ -443,15 +447,16 @@ def test_short_link_under_the_floor_is_held_between_confident_links(monkeypatch)
     ]  # fmt: skip
     links = [((i,), (i,)) for i in range(7)] + [((), (7,))]
     monkeypatch.setattr(dp, "align", lambda *a, **k: dp.Alignment(links, np.zeros(len(links))))
-    table, stats = align_pairs(_table(*recs), WORDS, None)
+    table, stats = _align(_table(*recs), WORDS, None)
     got = {(tuple(r["en_idx"]), tuple(r["other_idx"])): r["score"] for r in table.to_pylist()}
-    assert got[(3,), (3,)] == 0.0 and len(got) == 7 and stats["dp_links_held"] == 1
-    off, off_stats = align_pairs(_table(*recs), {**WORDS, "held_max_words": 0}, None)
-    assert off.num_rows == 6 and off_stats["dp_links_low_score"] == 1
+    assert got[(3,), (3,)] == 0.0 and len(got) == 7 and stats.counts["dp_links_held"] == 1
+    off, off_stats = _align(_table(*recs), {**WORDS, "held_max_words": 0}, None)
+    assert off.num_rows == 6 and off_stats.counts["dp_links_low_score"] == 1
     long_en = EN[:3] + ["Estonian is spoken in Estonia"] + EN[3:]
     recs[0]["en_lines"] = long_en
-    _, long_stats = align_pairs(_table(*recs), WORDS, None)
-    assert long_stats["dp_links_low_score"] == 1 and "dp_links_held" not in long_stats
+    _, long_stats = _align(_table(*recs), WORDS, None)
+    assert long_stats.counts["dp_links_low_score"] == 1
+    assert "dp_links_held" not in long_stats.counts
     # the rule itself: short, between two links at or above the floor
     links = [((0,), (0,)), ((1,), (1,)), ((2,), (2,)), ((3,), ()), ((4,), (3,)), ((5,), (4,))]
     wsims = [0.9, 0.0, 0.1, float("nan"), 0.0, 0.8]
@@ -526,14 +531,14 @@ def test_align_pairs_reorders_a_list_and_counts_it(monkeypatch):
     tr = TR[:2] + [ITEMS_EN[k] for k in order] + TR[2:] + [EXTRA_EN]
     links = [((i,), (i,)) for i in range(len(en))] + [((), (len(en),))]
     monkeypatch.setattr(dp, "align", lambda *a, **k: dp.Alignment(links, np.zeros(len(links))))
-    table, stats = align_pairs(_table(_rec("p", en, other, tr)), WORDS, None)
+    table, stats = _align(_table(_rec("p", en, other, tr)), WORDS, None)
     got = {(r["en_idx"][0], r["other_idx"][0]) for r in table.to_pylist()}
     assert {(2, 3), (3, 5), (4, 2), (5, 4)} <= got and (2, 2) not in got
-    assert stats["dp_links_reordered"] == 4 and stats["dp_links_broken"] == 4
-    off, off_stats = align_pairs(
+    assert stats.counts["dp_links_reordered"] == 4 and stats.counts["dp_links_broken"] == 4
+    off, off_stats = _align(
         _table(_rec("p", en, other, tr)), {**WORDS, "reorder_margin": None}, None
     )
-    assert "dp_links_reordered" not in off_stats
+    assert "dp_links_reordered" not in off_stats.counts
     assert {(r["en_idx"][0], r["other_idx"][0]) for r in off.to_pylist()} <= {
         (i, i) for i in range(len(en))
     }
@@ -610,13 +615,11 @@ def test_align_pairs_trims_and_counts_it(monkeypatch):
     tr = TR[:1] + [EXTRA_EN] + TR[1:3]
     links = [((0,), (0, 1)), ((1,), (2,)), ((2,), (3,))]
     monkeypatch.setattr(dp, "align", lambda *a, **k: dp.Alignment(links, np.full(3, np.nan)))
-    table, stats = align_pairs(_table(_rec("p", en, other, tr)), WORDS, None)
+    table, stats = _align(_table(_rec("p", en, other, tr)), WORDS, None)
     got = [(r["en_idx"], r["other_idx"]) for r in table.to_pylist()]
-    assert got == [([0], [0]), ([1], [2]), ([2], [3])] and stats["dp_lines_trimmed"] == 1
-    off, off_stats = align_pairs(
-        _table(_rec("p", en, other, tr)), {**WORDS, "trim_margin": None}, None
-    )
-    assert "dp_lines_trimmed" not in off_stats or off_stats["dp_lines_trimmed"] == 0
+    assert got == [([0], [0]), ([1], [2]), ([2], [3])] and stats.counts["dp_lines_trimmed"] == 1
+    off, off_stats = _align(_table(_rec("p", en, other, tr)), {**WORDS, "trim_margin": None}, None)
+    assert off_stats.counts.get("dp_lines_trimmed", 0) == 0
     assert [(r["en_idx"], r["other_idx"]) for r in off.to_pylist()][0] == ([0], [0, 1])
 
 
@@ -624,7 +627,7 @@ def test_review_round_trip(tmp_path):
     en, fr = EN, [FR[0], FR[2], FR[1]] + FR[3:]
     tr = [TR[0], TR[2], TR[1]] + TR[3:]
     recs = [_rec("p1", en, fr, tr)]
-    align_pairs(_table(*recs), {"realign": False}, tmp_path)
+    _align(_table(*recs), {"realign": False}, tmp_path)
     tsv = (tmp_path / "s" / "p1.tsv").read_text()
     assert tsv.startswith("# parasim-review pair_id=p1 n_en=6 n_other=6")
     # the reviewer re-pairs lines 1 and 2 (crossing links the DP cannot produce)
@@ -634,7 +637,7 @@ def test_review_round_trip(tmp_path):
     done.mkdir()
     (done / "p1.tsv").write_text("\n".join([header, "en_idx\tother_idx\tkeep", *body]) + "\n")
     (done / "bad.tsv").write_text("en_idx\tother_idx\tkeep\n0\t0\tmaybe\n")
-    table, stats = align_pairs(_table(*recs), WORDS, tmp_path)
+    table, stats = _align(_table(*recs), WORDS, tmp_path)
     links = [(r["en_idx"], r["other_idx"], r["method"]) for r in table.to_pylist()]
     assert links == [
         ([0], [0], "review"),
@@ -643,11 +646,11 @@ def test_review_round_trip(tmp_path):
         ([3], [3], "review"),
         ([5], [5], "review"),
     ]
-    assert stats["files_reviewed"] == 1 and stats["review_files_invalid"] == 1
+    assert stats.counts["files_reviewed"] == 1 and stats.counts["review_files_invalid"] == 1
     # the page changed after review: the review is stale and ignored
     recs2 = [_rec("p1", en, fr[:5] + ["Autre texte"], tr[:5] + ["Other text"])]
-    t2, s2 = align_pairs(_table(*recs2), WORDS, tmp_path)
-    assert s2["review_stale"] == 1
+    t2, s2 = _align(_table(*recs2), WORDS, tmp_path)
+    assert s2.counts["review_stale"] == 1
     assert "review" not in set(t2.column("method").to_pylist())
     loaded = review.load_reviewed(done)
     assert set(loaded) == {"p1"}
@@ -656,8 +659,8 @@ def test_review_round_trip(tmp_path):
 def test_align_pairs_long_page_pair_completes():
     src, tgt, _ = _synthetic(5000, seed=2)
     recs = [_rec("big", src, tgt, tgt)]
-    table, stats = align_pairs(_table(*recs), WORDS, None)
-    assert stats["files_realigned"] == 1
+    table, stats = _align(_table(*recs), WORDS, None)
+    assert stats.counts["files_realigned"] == 1
     assert table.num_rows > 4000
 
 
@@ -669,23 +672,41 @@ def test_textberg_dev_dp_words():
     tb = DATA / "textberg"
     if not tb.is_dir():
         pytest.skip("no ../shared/data/alignment/textberg")
-    from parasim.align import dp_params
     from parasim.bench import align as bench
 
     mt = bench.read_lines(tb / "bleualign-dev" / "eval1957.google.fr")
     fr = bench.read_lines(tb / "dev.fr")
     doc = {"src": bench.read_lines(tb / "dev.de"), "tgt": fr, "src_mt": mt, "tgt_mt": fr}
-    links, _ = bench.run_method(doc, "dp-words", dp_params())
+    links, _ = bench.run_method(doc, "dp-words")
     m = metrics.score_alignments([metrics.read_links(tb / "dev.defr")], [links])
     assert m["f1_strict"] > 0.75 and m["f1_lax"] > 0.95
-    base, _ = bench.run_method(doc, "paper", dp.DPParams())
+    base, _ = bench.run_method(doc, "paper")
     assert (
         metrics.score_alignments([metrics.read_links(tb / "dev.defr")], [base])["f1_strict"] < 0.5
     )
 
 
+def test_the_benchmark_aligns_with_the_stage_aligner():
+    from parasim.bench import align as bench
+
+    tgt, tgt_mt = FR[:3] + [EXTRA_FR] + FR[3:], TR[:3] + [EXTRA_EN] + TR[3:]
+    doc = {"src": EN, "tgt": tgt, "src_mt": EN, "tgt_mt": tgt_mt}
+    res, wsims, _ = align_lines(EN, tgt, tgt_mt, {"scorer": "words"})
+    assert bench.run_method(doc, "dp-words")[0] == res.links
+    # a variant of the settings is the stage's settings replaced
+    plain = replace(AlignSettings.from_config(), trim_margin=None, reorder_margin=None)
+    links, _ = bench.run_method(doc, "dp-words", plain)
+    assert links == align_lines(EN, tgt, tgt_mt, replace(plain, scorer="words"))[0].links
+    # a first side in another language: the word cosine reads its translation
+    junk = ["x" * len(e) for e in EN]  # the same lengths, no shared word
+    other, other_wsims, _ = align_lines(junk, tgt, tgt_mt, {"scorer": "words"}, src_en_lines=EN)
+    assert other.links == res.links
+    np.testing.assert_equal(other_wsims, wsims)  # NaN for the deletions
+    assert bench.run_method({**doc, "src": junk}, "dp-words")[0] == res.links
+
+
 def test_positives_table_types():
-    table, _ = align_pairs(_table(_rec("clean", EN, FR, TR)), {"threshold": 0.6}, None)
+    table, _ = _align(_table(_rec("clean", EN, FR, TR)), {"threshold": 0.6}, None)
     assert table.column("en_idx").type == pa.list_(pa.int32())
     assert table.column("score").null_count == 0
 
@@ -695,8 +716,8 @@ def test_align_pairs_embeddings_scorer_and_bad_encoder(monkeypatch):
     enc = scoring.CachedEncoder(_fake_encoder)
     # the fake encoder hashes words, so compare English with English: other_lines := TR
     recs[0]["other_lines"] = recs[0]["other_en_lines"]
-    table, stats = align_pairs(_table(*recs), {"scorer": "both"}, None, encoder=enc)
-    assert stats["files_realigned"] == 1
+    table, stats = _align(_table(*recs), {"scorer": "both"}, None, encoder=enc)
+    assert stats.counts["files_realigned"] == 1
     assert table.column("score_emb").null_count == 0
 
     def missing(name):
@@ -704,7 +725,7 @@ def test_align_pairs_embeddings_scorer_and_bad_encoder(monkeypatch):
 
     monkeypatch.setattr(scoring, "cached_encoder", missing)
     with pytest.raises(RuntimeError, match="align.encoder='no-such-model"):
-        align_pairs(_table(*recs), {"scorer": "embeddings", "encoder": "no-such-model-xyz"}, None)
+        _align(_table(*recs), {"scorer": "embeddings", "encoder": "no-such-model-xyz"}, None)
 
 
 def _shared_component_encoder(offset=0.0):
@@ -746,17 +767,17 @@ def test_align_pairs_centres_on_the_shard_language_means():
 
     enc = scoring.CachedEncoder(_shared_component_encoder())
     cfg = {"scorer": "both", "center_min_lines": 5}
-    table, stats = align_pairs(_table(*recs()), cfg, None, encoder=enc)
-    assert stats["center_lines_en"] == 6 and stats["center_lines_fr"] == 7
-    raw, raw_stats = align_pairs(_table(*recs()), {**cfg, "center": False}, None, encoder=enc)
-    assert "center_lines_fr" not in raw_stats
+    table, stats = _align(_table(*recs()), cfg, None, encoder=enc)
+    assert stats.counts["center_lines_en"] == 6 and stats.counts["center_lines_fr"] == 7
+    raw, raw_stats = _align(_table(*recs()), {**cfg, "center": False}, None, encoder=enc)
+    assert "center_lines_fr" not in raw_stats.counts
     # the reported sentence-vector score stays the raw cosine, whatever the DP compared
     both = dict(zip(*raw.select(["id", "score_emb"]).to_pydict().values(), strict=True))
     for i, s in zip(*table.select(["id", "score_emb"]).to_pydict().values(), strict=True):
         if i in both:
             assert s == pytest.approx(both[i])
-    few, few_stats = align_pairs(_table(*recs()), {"scorer": "both"}, None, encoder=enc)
-    assert few_stats["center_off_fr"] == 1 and "center_lines_fr" not in few_stats
+    few, few_stats = _align(_table(*recs()), {"scorer": "both"}, None, encoder=enc)
+    assert few_stats.counts["center_off_fr"] == 1 and "center_lines_fr" not in few_stats.counts
     assert few.num_rows == raw.num_rows
 
 
@@ -777,10 +798,11 @@ def test_language_means_leave_out_pages_a_review_or_the_paper_took(tmp_path):
     )
     enc = scoring.CachedEncoder(_shared_component_encoder())
     cfg = {"scorer": "both", "center_min_lines": 5}
-    table, stats = align_pairs(_table(dp_page, reviewed, clean), cfg, tmp_path, encoder=enc)
-    assert stats["files_reviewed"] == stats["files_aligned"] == stats["files_realigned"] == 1
+    table, stats = _align(_table(dp_page, reviewed, clean), cfg, tmp_path, encoder=enc)
+    c = stats.counts
+    assert c["files_reviewed"] == c["files_aligned"] == c["files_realigned"] == 1
     # only the DP page's lines make the means: 6 English, 7 French
-    assert stats["center_lines_en"] == 6 and stats["center_lines_fr"] == 7
+    assert stats.counts["center_lines_en"] == 6 and stats.counts["center_lines_fr"] == 7
 
 
 def test_a_page_pair_whose_triage_fails_is_counted_and_the_rest_kept(monkeypatch):
@@ -796,6 +818,24 @@ def test_a_page_pair_whose_triage_fails_is_counted_and_the_rest_kept(monkeypatch
     monkeypatch.setattr(paper_mod, "check_file", check_file)
     clean = _rec("clean", EN, FR, TR)
     broken = _rec("broken", ["Broken page"], ["Page cassée"], ["Broken page"])
-    table, stats = align_pairs(_table(broken, clean), WORDS, None)
-    assert stats["files_error"] == 1 and stats["files_in"] == 2
+    table, stats = _align(_table(broken, clean), WORDS, None)
+    assert stats.dropped["error"] == 1 and stats.rows_in == 2
     assert set(table.column("pair_id").to_pylist()) == {"clean"}
+
+
+def test_align_command_writes_the_stage_stats(tmp_path):
+    import json
+
+    from parasim.cli import main
+
+    recs = [_rec("clean", EN, FR, TR), _rec("oneside", EN, [], [])]
+    io.write_table(_table(*recs), tmp_path / "t.parquet")
+    out, stats = tmp_path / "a.parquet", tmp_path / "stats.json"
+    argv = ["align-lines", "--input", str(tmp_path / "t.parquet"), "--output", str(out)]
+    argv += ["--stats", str(stats), "--settings-json", json.dumps(WORDS)]
+    assert main([*argv, "--review-dir", str(tmp_path / "review")]) == 0
+    got = json.loads(stats.read_text())
+    assert got["stage"] == "align" and got["rows_in"] == 2 and got["rows_out"] == 6
+    assert got["dropped"] == {"discarded_empty_side": 1}
+    assert got["counts"]["files_aligned"] == 1 and got["counts"]["positives_paper"] == 6
+    assert list(got["seconds"]) == ["total"] and io.read_table(out).num_rows == 6

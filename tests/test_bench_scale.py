@@ -13,10 +13,10 @@ import lxml.html
 import pytest
 import yaml
 
-from parasim import catalogues
+from parasim.bench import catalogues
+from parasim.bench.catalogues import collapse, reduce_inline, render_text
 from parasim.bench.scale import main
 from parasim.bench.scale_site import select_docs
-from parasim.catalogues import collapse, reduce_inline, render_text
 from parasim.config import validate_config
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -132,6 +132,26 @@ def test_a_catalogue_becomes_paragraphs_with_their_status():
         ("Call f with n.", "Call f with n."),  # untranslated: English on the French page
         ("An outdated one.", "An outdated one."),  # fuzzy: English too
     ]
+
+
+def test_the_pairs_step_writes_the_translations_as_tuning_pairs(tmp_path, capsys):
+    import io
+    import tarfile
+
+    data = tmp_path / "data"
+    data.mkdir()
+    po = PO.encode("utf-8")
+    with tarfile.open(data / catalogues.TRANSLATIONS["fr"].archive, "w:xz") as tar:
+        info = tarfile.TarInfo("library/x.po")
+        info.size = len(po)
+        tar.addfile(info, io.BytesIO(po))
+    out = tmp_path / "pairs.jsonl"
+    assert main(["pairs", "--data", str(data), "--out", str(out)]) == 0
+    # translated entries only (not untranslated, fuzzy or doctest blocks), one JSON object a line
+    assert out.read_text(encoding="utf-8") == '{"a": "x --- A module", "b": "x — Un module"}\n'
+    assert json.loads(capsys.readouterr().out)["pairs"] == {"fr": 1}
+    with pytest.raises(SystemExit, match="python-docs-es"):
+        main(["pairs", "--data", str(data), "--langs", "es", "--out", str(out)])
 
 
 def test_subsets_are_nested_and_stable():

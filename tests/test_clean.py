@@ -4,7 +4,6 @@ import json
 import re
 import subprocess
 import sys
-from pathlib import Path
 
 import pyarrow as pa
 import pytest
@@ -14,10 +13,12 @@ from parasim.clean import clean_positives, decision, rules
 from parasim.clean.langid import LanguageId
 from parasim.config import schema_default
 from parasim.pair.language import main_text_lines
+from parasim.paths import shared_data
+from parasim.stats import Recorder, Stats
 
 pytest.importorskip("heliport")
 
-SHARED = Path(__file__).resolve().parents[2] / "shared" / "data"
+SHARED = shared_data()
 
 EN_LONG = "The calendar shows the events of the current month and the next one."
 FR_LONG = "Le calendrier affiche les événements du mois en cours et du mois suivant."
@@ -170,6 +171,14 @@ def _aligned(rows):
     return io.rows_to_table(out, io.ALIGNED_SCHEMA)
 
 
+def _clean(aligned, translated, settings=None, pairs=None):
+    """:func:`clean_positives` with a recorder of its own: kept, dropped and the stage's stats."""
+    rec = Recorder("clean")
+    kept, dropped = clean_positives(aligned, translated, settings, rec, pairs=pairs)
+    stats: Stats = rec.stats()
+    return kept, dropped, stats
+
+
 def _translated(pages):
     rows = []
     for pid, en_lines, fr_lines in pages:
@@ -214,7 +223,7 @@ def _site():
 
 def test_clean_keeps_translations_once_and_drops_the_rest_with_reasons():
     aligned, translated = _site()
-    kept, dropped, stats = clean_positives(aligned, translated, {"furniture_min_pages": 3})
+    kept, dropped, stats = _clean(aligned, translated, {"furniture_min_pages": 3})
     k = [r for t in kept for r in t.to_pylist()]
     d = {r["id"]: r for t in dropped for r in t.to_pylist()}
     assert [r["en_text"] for r in k] == [EN_LONG, FOOTER_EN]
@@ -223,8 +232,8 @@ def test_clean_keeps_translations_once_and_drops_the_rest_with_reasons():
     assert d["id002"]["reason"] == "identical"
     assert d["id003"]["reason"] == "duplicate" and d["id003"]["duplicate_of"] == footer["id"]
     assert d["id000"]["reason"] == "wrong_language_other"  # shard 1's first row
-    assert stats["aligned_in"] == 6 and stats["kept"] == 2 and stats["dropped"] == 4
-    assert stats["dropped_duplicate"] == 2 and stats["page_pairs"] == 3
+    assert stats.rows_in == 6 and stats.rows_out == 2 and stats.n_dropped == 4
+    assert stats.dropped["duplicate"] == 2 and stats.counts["page_pairs"] == 3
     # nothing is lost: kept + dropped = aligned, per shard
     for a, kt, dt in zip(aligned, kept, dropped, strict=True):
         assert sorted(kt.column("id").to_pylist() + dt.column("id").to_pylist()) == sorted(
@@ -235,20 +244,18 @@ def test_clean_keeps_translations_once_and_drops_the_rest_with_reasons():
 
 def test_clean_can_drop_furniture_and_skip_dedup():
     aligned, translated = _site()
-    kept, _, stats = clean_positives(aligned, translated, {"drop_furniture": True})
+    kept, _, stats = _clean(aligned, translated, {"drop_furniture": True})
     assert [r["en_text"] for t in kept for r in t.to_pylist()] == [EN_LONG]
-    assert stats["dropped_furniture"] == 1
-    kept, _, _ = clean_positives(
-        aligned, translated, {"dedup": False, "langid": {"enabled": False}}
-    )
+    assert stats.dropped["furniture"] == 1
+    kept, _, _ = _clean(aligned, translated, {"dedup": False, "langid": {"enabled": False}})
     assert sum(t.num_rows for t in kept) == 5  # only the identical copy goes
 
 
 def test_clean_of_nothing_writes_empty_shards():
     empty = io.rows_to_table([], io.ALIGNED_SCHEMA)
-    kept, dropped, stats = clean_positives([empty, empty], [], None)
+    kept, dropped, stats = _clean([empty, empty], [], None)
     assert [t.num_rows for t in kept + dropped] == [0, 0, 0, 0]
-    assert stats["kept"] == 0 and kept[0].schema == io.POSITIVES_SCHEMA
+    assert stats.rows_out == 0 and kept[0].schema == io.POSITIVES_SCHEMA
 
 
 def test_clean_command_writes_every_shard(tmp_path):
@@ -270,6 +277,8 @@ def test_clean_command_writes_every_shard(tmp_path):
     stats = json.loads((tmp_path / "stats.json").read_text())
     assert stats["stage"] == "clean" and stats["rows_out"] == 2 and stats["rows_in"] == 6
     assert stats["rows_in"] == stats["rows_out"] + sum(stats["dropped"].values())
+    assert stats["dropped"]["duplicate"] == 2 and stats["counts"]["page_pairs"] == 3
+    assert stats["figures"]["pairs_per_s"] > 0 and stats["seconds"]["total"] >= 0
     bad = [*cmd[:5], str(tmp_path / "a0.parquet"), *args[3:]]
     proc = subprocess.run(bad, capture_output=True, text=True)
     assert (
@@ -524,20 +533,20 @@ def _decision_site():
 
 def test_a_translated_html_example_is_kept_with_its_markup_flagged():
     aligned, translated = _decision_site()
-    kept, dropped, stats = clean_positives(aligned, translated)
+    kept, dropped, stats = _clean(aligned, translated)
     k = [r for t in kept for r in t.to_pylist()]
     d = {r["id"]: r["reason"] for t in dropped for r in t.to_pylist()}
     assert [(r["other_text"], r["overruled"]) for r in k] == [(HTML_FR, ["code_markup"])]
-    assert stats["overruled_code_markup"] == 1
+    assert stats.counts["overruled_code_markup"] == 1
     # the English copy gains nothing from translation; the markup that is also a placeholder
     # is not overruled (placeholder is not overrulable) and keeps its first reason
     assert d == {"id001": "near_identical", "id002": "code_markup"}
     # switched off: every rule vetoes on its own, as before issue 33
-    kept, dropped, _ = clean_positives(aligned, translated, {"decision": {"enabled": False}})
+    kept, dropped, _ = _clean(aligned, translated, {"decision": {"enabled": False}})
     assert sum(t.num_rows for t in kept) == 0
     assert dropped[0].column("reason").to_pylist()[0] == "code_markup"
     # a rule left out of `overrule` is not overruled
-    kept, _, _ = clean_positives(aligned, translated, {"decision": {"overrule": ["length_ratio"]}})
+    kept, _, _ = _clean(aligned, translated, {"decision": {"overrule": ["length_ratio"]}})
     assert sum(t.num_rows for t in kept) == 0
 
 
@@ -558,10 +567,10 @@ def _contributor_lines(people):
 
 def test_a_swap_repeated_on_three_lines_is_a_translated_template():
     aligned, translated = _contributor_lines(CONTRIBUTORS)
-    kept, dropped, stats = clean_positives(aligned, translated)
+    kept, dropped, stats = _clean(aligned, translated)
     assert all("code_markup" in r["overruled"] for t in kept for r in t.to_pylist())
     assert sum(t.num_rows for t in kept) == 3
-    assert stats["vouched_by_template"] == 3
+    assert stats.counts["vouched_by_template"] == 3
     # the word evidence alone does not vouch for them
     ev = decision.similarities("@kivi: 2 commits", "@kivi : 2 contributions",
                                "@kivi : 2 contributions")  # fmt: skip
@@ -572,7 +581,7 @@ def test_a_swap_repeated_on_three_lines_is_a_translated_template():
         (CONTRIBUTORS, {"decision": {"min_template_lines": 0}}),
     ):
         aligned, translated = _contributor_lines(people)
-        kept, dropped, _ = clean_positives(aligned, translated, settings)
+        kept, dropped, _ = _clean(aligned, translated, settings)
         assert sum(t.num_rows for t in kept) == 0
         assert {r["reason"] for t in dropped for r in t.to_pylist()} == {"code_markup"}
 
@@ -644,17 +653,17 @@ def test_untranslated_pages_are_judged_line_by_line():
         _translated([("p1", [r[1] for r in rows], [r[2] for r in rows])]),
     ]
     untranslated = [_pairs_table({"p1": ("eng", 0.8)})]
-    kept, dropped, stats = clean_positives(aligned, translated, None, pairs=untranslated)
+    kept, dropped, stats = _clean(aligned, translated, None, pairs=untranslated)
     d = {r["en_text"]: r["reason"] for t in dropped for r in t.to_pylist()}
     k = [r["en_text"] for t in kept for r in t.to_pylist()]
     assert d == {en_copy: "identical", "Read the guide first.": "untranslated"}
-    assert k == [EN_LONG, en_short] and stats["page_pairs_untranslated"] == 1
+    assert k == [EN_LONG, en_short] and stats.counts["page_pairs_untranslated"] == 1
     # the same page measured French: nothing is untranslated
-    kept, dropped, stats = clean_positives(
+    kept, dropped, stats = _clean(
         aligned, translated, None, pairs=[_pairs_table({"p1": ("fra", 0.9)})]
     )
     assert "untranslated" not in {r["reason"] for t in dropped for r in t.to_pylist()}
-    assert stats["page_pairs_untranslated"] == 0
+    assert stats.counts["page_pairs_untranslated"] == 0
 
 
 FIG_EN = '<figure class="video"> <figcaption> <p>Looking for a Job in Canada</p> </figcaption>'
@@ -696,13 +705,13 @@ def test_a_translated_html_example_is_kept_by_its_markup_not_against_its_languag
          FIG_MT.replace("Find a work to the Canada", "Seek one job in Canadá at present")),
     ]  # fmt: skip
     pages = [("p1", [r[1] for r in rows], [r[2] for r in rows])]
-    kept, dropped, stats = clean_positives([_aligned(rows)], [_translated(pages)])
+    kept, dropped, stats = _clean([_aligned(rows)], [_translated(pages)])
     assert [(r["other_text"], r["overruled"]) for t in kept for r in t.to_pylist()] == [
         (FIG_FR, ["code_markup"])
     ]
-    assert stats["vouched_by_markup"] == 1
+    assert stats.counts["vouched_by_markup"] == 1
     assert [r["reason"] for t in dropped for r in t.to_pylist()] == ["code_markup"]
-    kept, _, _ = clean_positives(
+    kept, _, _ = _clean(
         [_aligned(rows)], [_translated(pages)], {"decision": {"min_markup_skeleton": 0}}
     )
     assert sum(t.num_rows for t in kept) == 0
@@ -720,10 +729,10 @@ def test_a_heading_and_its_example_linked_two_to_two_are_kept_by_their_markup():
         t[0].update(en_idx=en_idx, other_idx=other_idx, en_text=en_text)
         return io.rows_to_table(t, io.ALIGNED_SCHEMA)
 
-    kept, _, stats = clean_positives([linked([0, 1], [0, 1], rows[0][1])], [_translated(pages)])
+    kept, _, stats = _clean([linked([0, 1], [0, 1], rows[0][1])], [_translated(pages)])
     assert [r["overruled"] for t in kept for r in t.to_pylist()] == [["code_markup"]]
-    assert stats["vouched_by_markup"] == 1
-    kept, dropped, _ = clean_positives([linked([1], [0, 1], FIG_EN)], [_translated(pages)])
+    assert stats.counts["vouched_by_markup"] == 1
+    kept, dropped, _ = _clean([linked([1], [0, 1], FIG_EN)], [_translated(pages)])
     assert sum(t.num_rows for t in kept) == 0
     assert [r["reason"] for t in dropped for r in t.to_pylist()] == ["code_markup"]
 
@@ -771,12 +780,12 @@ def test_a_translated_template_is_kept_on_a_page_measured_untranslated():
     pages = [(r[0], [r[1]], [r[2]]) for r in rows]
     measured = {f"p{k}": ("fra", 0.9) for k in range(len(mods))} | {"p0": ("eng", 0.99)}
     args = ([_aligned(rows)], [_translated(pages)])
-    kept, _, stats = clean_positives(*args, None, pairs=[_pairs_table(measured)])
+    kept, _, stats = _clean(*args, None, pairs=[_pairs_table(measured)])
     assert sorted(r["en_text"] for t in kept for r in t.to_pylist()) == sorted(r[1] for r in rows)
-    assert stats["langid_other_wrong_line"] >= 1  # heliport's reading, outweighed
+    assert stats.counts["langid_other_wrong_line"] >= 1  # heliport's reading, outweighed
     # without the template evidence nothing vouches for them
     off = {"decision": {"min_template_lines": 0}}
-    kept, dropped, _ = clean_positives(*args, off, pairs=[_pairs_table(measured)])
+    kept, dropped, _ = _clean(*args, off, pairs=[_pairs_table(measured)])
     assert "Source code: Lib/poplib.py" not in {r["en_text"] for t in kept for r in t.to_pylist()}
 
 
@@ -794,7 +803,7 @@ def test_a_short_line_heliport_is_sure_of_is_placed_by_its_own_text():
         ("p1", "Read the guide first.", "Read the guide.", 1, "Read the guide."),
     ]
     pages = [("p1", [r[1] for r in rows], [r[2] for r in rows])]
-    kept, dropped, _ = clean_positives(
+    kept, dropped, _ = _clean(
         [_aligned(rows)], [_translated(pages)], None, pairs=[_pairs_table({"p1": ("eng", 0.9)})]
     )
     assert [r["en_text"] for t in kept for r in t.to_pylist()] == [en]

@@ -23,6 +23,7 @@ from parasim.crawl.frontier import NOT_REQUESTED, Frontier, OriginMap
 from parasim.crawl.stage import replay
 from parasim.crawl.state import PART_GLOB, fingerprint, open_state, publish
 from parasim.io import PAGES_SCHEMA, read_table, rows_to_table, write_table
+from parasim.stats import Recorder, Stats
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 import badserver  # noqa: E402
@@ -44,11 +45,13 @@ import json, logging, sys
 from pathlib import Path
 from parasim.config import SiteConfig
 from parasim.crawl import crawl_site
+from parasim.stats import Recorder
 a = json.loads(sys.argv[1])
 logging.basicConfig(level=logging.INFO, stream=sys.stderr)
 site = SiteConfig(**{k: tuple(v) if isinstance(v, list) else v for k, v in a["site"].items()})
-stats = crawl_site(site, a["settings"], Path(a["out"]), Path(a["state"]), **a["kw"])
-print("STATS=" + json.dumps(stats))
+rec = Recorder("crawl", site=site.name)
+crawl_site(site, a["settings"], Path(a["out"]), Path(a["state"]), rec=rec, **a["kw"])
+print("STATS=" + json.dumps(rec.stats().to_dict()))
 """
 
 
@@ -67,14 +70,14 @@ def _args(site: SiteConfig, out: Path, state: Path, settings: dict, **kw) -> lis
     return [sys.executable, "-c", _RUNNER, json.dumps(payload)]
 
 
-def run_crawl(site: SiteConfig, out: Path, state: Path, settings=SETTINGS, **kw) -> dict:
-    """crawl_site in a fresh process; its stats."""
+def run_crawl(site: SiteConfig, out: Path, state: Path, settings=SETTINGS, **kw) -> Stats:
+    """crawl_site in a fresh process; the stats it recorded."""
     proc = subprocess.run(
         _args(site, out, state, settings, **kw), capture_output=True, text=True, timeout=180
     )
     assert proc.returncode == 0, proc.stderr[-3000:]
     line = [x for x in proc.stdout.splitlines() if x.startswith("STATS=")][-1]
-    return json.loads(line[len("STATS=") :])
+    return Stats.from_dict(json.loads(line[len("STATS=") :]))
 
 
 def _closed_port() -> int:
@@ -247,11 +250,12 @@ def test_bad_input_is_counted_by_reason(bad_crawl):
     for r in rows.values():
         if r["skip_reason"]:
             counts[r["skip_reason"]] = counts.get(r["skip_reason"], 0) + 1
-    by_reason = stats["pages_skipped_by_reason"]
+    by_reason = stats.dropped
     assert {k: v for k, v in by_reason.items() if k not in NOT_REQUESTED} == counts
     assert by_reason["offsite"] == 1 and by_reason["depth_limit"] == 1
-    assert stats["pages_ok"] == sum(r["skip_reason"] is None for r in rows.values())
-    assert stats["rows"] == len(rows)
+    assert stats.rows_out == sum(r["skip_reason"] is None for r in rows.values())
+    assert stats.counts["rows"] == len(rows)
+    assert stats.rows_in == stats.rows_out + stats.n_dropped
     for r in rows.values():
         assert (r["html"] is not None) == (r["skip_reason"] is None)
         assert r["skip_reason"] is not None or r["status"] == 200
@@ -273,7 +277,7 @@ def test_charsets_malformed_and_languages(bad_crawl):
     assert "Crème brûlée." in rows[o + "/nocharset"]["html"]
     assert "Crème brûlée — été." in rows[o + "/nocharset-utf8"]["html"]
     assert rows[o + "/nocharset-utf8"]["encoding"] == "utf-8"
-    assert stats["charset_fixed"] == 2
+    assert stats.counts["charset_fixed"] == 2
     assert rows[o + "/malformed"]["skip_reason"] is None
     assert rows[o + "/malformed"]["declared_lang"] == "es"
     assert rows[o + "/ok-en"]["declared_lang"] == "en"
@@ -327,20 +331,22 @@ def test_serve_dir_outputs_do_not_depend_on_the_port(tmp_path: Path):
                                        "about-fr.html", "docs/guide-en.html", "",
                                        "docs/deep/x-en.html", "nowhere-en.html",
                                        "old-fr.html")}  # fmt: skip
-    assert s1["pages_skipped_by_reason"] == {"http_404": 1}
+    assert s1.dropped == {"http_404": 1}
     # a meta refresh to the canonical origin is followed on the local server
     assert r1[o + "old-fr.html"]["final_url"] == o + "about-fr.html"
     assert "Some text." in r1[o + "old-fr.html"]["html"]
     assert r1[o + "docs/guide-en.html"]["referer"] == o + "index-en.html"
     assert "127.0.0.1" not in json.dumps(list(r1.values()), default=str)
     # a finished state: a rerun fetches nothing (no reactor needed, so in-process)
-    again = crawl_site(site, SETTINGS, tmp_path / "o1", tmp_path / "s1")
-    assert again["resumed_pages"] == len(r1) and again["requests"] == 0
-    assert again["pages_ok"] == s1["pages_ok"]
+    rec = Recorder("crawl", site=site.name)
+    crawl_site(site, SETTINGS, tmp_path / "o1", tmp_path / "s1", rec=rec)
+    again = rec.stats()
+    assert again.counts["resumed_pages"] == len(r1) and again.counts["requests"] == 0
+    assert again.rows_out == s1.rows_out and again.dropped == s1.dropped
     # the page limit: most URLs requested, the rest counted once; another port, same rows
     s2 = run_crawl(dataclasses.replace(site, max_pages=3), tmp_path / "o2", tmp_path / "s2")
     r2 = _rows(tmp_path / "o2")
-    assert s2["rows"] == 3 and s2["pages_skipped_by_reason"]["page_limit"] == 4
+    assert s2.counts["rows"] == 3 and s2.dropped["page_limit"] == 4
     for url, row in r2.items():
         assert {**row, "fetched_at": None} == {**r1[url], "fetched_at": None}
 
@@ -370,7 +376,7 @@ def test_resume_after_kill_fetches_nothing_twice(tmp_path: Path):
         stats = run_crawl(site, out, state, settings)
         second_run = srv.fetched()
 
-    assert stats["resumed_pages"] == len(persisted)
+    assert stats.counts["resumed_pages"] == len(persisted)
     assert not {srv.origin + p for p in second_run} & persisted  # nothing stored is refetched
     assert len(set(second_run)) == len(second_run)
     # only pages unfinished at the kill are repeated: the requests in flight plus the responses
@@ -379,7 +385,7 @@ def test_resume_after_kill_fetches_nothing_twice(tmp_path: Path):
     assert len(set(first_run) & set(second_run)) <= 2 * settings["concurrency"]
     # the result is the uninterrupted crawl's: every node once, at its BFS depth, from its parent
     rows = _rows(out)
-    assert stats["rows"] == len(rows) == 40 == stats["pages_ok"]
+    assert stats.counts["rows"] == len(rows) == 40 == stats.rows_out
     for n in range(40):
         r = rows[f"{srv.origin}/tree/{n}"]
         assert r["depth"] == (n + 1).bit_length() - 1
@@ -410,7 +416,7 @@ def test_wet_boew_pairs_are_fetched(tmp_path: Path):
     pairs = [ln.split("\t") for ln in (WET / "pairs_en_fr.tsv").read_text().splitlines() if ln]
     missing = [(en, fr) for en, fr in pairs if f"{o}/{en}" not in ok or f"{o}/{fr}" not in ok]
     assert {en for en, _ in missing} == unlinked
-    assert stats["pages_ok"] > 800
+    assert stats.rows_out > 800
 
 
 def test_aliases_and_extra_link_attributes():

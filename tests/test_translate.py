@@ -16,6 +16,7 @@ import pytest
 from parasim import stages
 from parasim.config import ConfigError
 from parasim.io import LINES_SCHEMA, TRANSLATED_SCHEMA, read_table, rows_to_table, write_table
+from parasim.stats import Recorder, Stats
 from parasim.translate import (
     BackendUnavailable,
     TranslateSettings,
@@ -27,14 +28,29 @@ from parasim.translate import (
     normalize_line,
     register_backend,
     split_long,
-    translate_file,
-    translate_lines,
-    translate_texts,
 )
 from parasim.translate import stage as stage_mod
-from parasim.translate.commands import translate_stats
+from parasim.translate import translate_file as _translate_file
+from parasim.translate import translate_lines as _translate_lines
+from parasim.translate import translate_texts as _translate_texts
 
 HAS_APERTIUM = shutil.which("apertium") is not None
+
+
+def translate_texts(texts, lang, backend, cache=None, log=None) -> tuple[list, Stats]:
+    """:func:`parasim.translate.translate_texts`: its lines and the stats it recorded."""
+    rec = Recorder("translate")
+    out = _translate_texts(texts, lang, backend, cache, log, rec=rec)
+    return out, rec.stats()
+
+
+def translate_lines(table, backend, cache, log=None) -> tuple[pa.Table, Stats]:
+    """The stage function on ``table``: its table and the stats it recorded."""
+    rec = Recorder("translate")
+    out = _translate_lines(table, backend, cache, log, rec=rec)
+    return out, rec.stats()
+
+
 needs_apertium = pytest.mark.skipif(not HAS_APERTIUM, reason="apertium binary not installed")
 
 
@@ -161,7 +177,7 @@ def test_retry_with_exponential_backoff_then_success(sleeps):
     out, st = translate_texts(["un", "deux"], "fr", be)
     assert out == ["UN", "DEUX"]
     assert sleeps == [0.5, 1.0]
-    assert st["retries"] == 2 and st["untranslated"] == 0
+    assert st.counts["retries"] == 2 and st.counts["untranslated"] == 0
 
 
 def test_failure_marks_untranslated_and_backend_taken_as_down(sleeps):
@@ -169,8 +185,8 @@ def test_failure_marks_untranslated_and_backend_taken_as_down(sleeps):
     texts = [f"ligne {i}" for i in range(10)]
     out, st = translate_texts(texts, "fr", be)
     assert out == [None] * 10
-    assert st["untranslated"] == 10
-    by = st["untranslated_by_reason"]
+    assert st.counts["untranslated"] == 10
+    by = st.counts["untranslated_by_reason"]
     assert by["backend_error"] + by["backend_unavailable"] == 10
     assert by["backend_unavailable"] == 6  # no calls once the backend is taken as down
     # give_up_after batches, each tried 1 + retries times, then each half once
@@ -183,7 +199,7 @@ def test_poison_line_is_isolated(sleeps):
     texts = [f"ligne {i}" for i in range(40)] + ["c BOOM"] + [f"fin {i}" for i in range(20)]
     out, st = translate_texts(texts, "fr", be)
     assert out == [t.upper() for t in texts[:40]] + [None] + [t.upper() for t in texts[41:]]
-    assert st["untranslated_by_reason"]["backend_error"] == 1
+    assert st.counts["untranslated_by_reason"]["backend_error"] == 1
     assert sleeps == [0.5]  # back-off for the batch, none while halving
     assert len(be.calls) <= 2 + 2 * 6  # log2(61) levels of halving
 
@@ -193,14 +209,14 @@ def test_empty_output_is_a_failure_and_not_cached(tmp_path, sleeps):
     with TranslationCache(path) as cache:
         out, st = translate_texts(["oui", "non"], "fr", FakeMT(empty={"non"}), cache)
     assert out == ["OUI", None]
-    assert st["untranslated_by_reason"]["empty_output"] == 1
+    assert st.counts["untranslated_by_reason"]["empty_output"] == 1
     assert sleeps == []  # deterministic backend: an empty answer is not retried
     with TranslationCache(path) as cache:
         be = FakeMT()
         out, st = translate_texts(["oui", "non"], "fr", be, cache)
     assert out == ["OUI", "NON"]
     assert be.calls == [["non"]]  # only the failed line is tried again
-    assert (st["cache_hits"], st["translated"]) == (1, 1)
+    assert (st.counts["cache_hits"], st.counts["translated"]) == (1, 1)
 
 
 def test_cache_committed_after_each_batch(tmp_path):
@@ -228,8 +244,8 @@ def test_long_lines_chunked_or_refused():
     out, st = translate_texts([long_ok, too_long], "fr", be)
     assert out[0] == " ".join(c.upper() for c in split_long(normalize_line(long_ok), 50))
     assert out[1] is None
-    assert st["lines_chunked"] == 1
-    assert st["untranslated_by_reason"]["too_long"] == 1
+    assert st.counts["lines_chunked"] == 1
+    assert st.counts["untranslated_by_reason"]["too_long"] == 1
     assert max(len(u) for u in be.calls[0]) <= 50
 
 
@@ -262,39 +278,38 @@ def test_translate_lines_table(tmp_path, sleeps):
         "fake:v1", "fake:v1", "identity", "fake:v1", "fake:v1"
     ]  # fmt: skip
     assert sum(len(c) for c in be.calls if "BOOM ici" not in c) >= 3
-    assert st["rows"] == 5 and st["rows_identity"] == 1
-    assert st["lines_empty"] == 2 and st["lines_passthrough"] == 1
-    assert st["untranslated"] == 2
-    assert st["untranslated_by_reason"]["unsupported_lang"] == 1
-    assert st["untranslated_by_reason"]["backend_error"] == 1
-    assert st["units_unique"] == 4  # Bonjour, Menu, BOOM ici, Au revoir
-    assert st["lines_translated"] == 4  # Bonjour, Menu, Menu, Au revoir (3 units translated)
+    assert st.rows_in == 5 and st.counts["rows_identity"] == 1
+    assert st.counts["lines_empty"] == 2 and st.counts["lines_passthrough"] == 1
+    assert st.counts["untranslated"] == 2
+    assert st.counts["untranslated_by_reason"]["unsupported_lang"] == 1
+    assert st.counts["untranslated_by_reason"]["backend_error"] == 1
+    assert st.counts["units_unique"] == 4  # Bonjour, Menu, BOOM ici, Au revoir
+    assert st.counts["lines_translated"] == 4  # Bonjour, Menu, Menu, Au revoir (3 units translated)
     # the stage's stats: rows pass through; untranslated lines are counted, not dropped
-    typed = translate_stats(st)
-    assert (typed.rows_in, typed.rows_out, typed.n_dropped) == (5, 5, 0)
-    assert typed.counts["untranslated_by_reason"]["backend_error"] == 1
-    assert not stages.get("translate").empty(typed)
+    assert (st.rows_in, st.rows_out, st.n_dropped) == (5, 5, 0)
+    assert st.figures["mt_backend"] == "fake" and st.site is None
+    assert not stages.get("translate").empty(st)
 
     # A rerun: everything that worked comes from the cache; only the failed line is retried.
     be2 = FakeMT()
     with TranslationCache(tmp_path / "c.sqlite") as cache:
         out2, st2 = translate_lines(table, be2, cache)
     assert be2.calls == [["BOOM ici"]]
-    assert st2["cache_hits"] == 3 and st2["translated"] == 1
-    assert st2["lines_translated"] == 5  # what came out translated, wherever it came from
+    assert st2.counts["cache_hits"] == 3 and st2.counts["translated"] == 1
+    assert st2.counts["lines_translated"] == 5  # what came out translated, wherever it came from
     assert out2.column("n_untranslated").to_pylist() == [0, 0, 0, 0, 1]
     # And a third run translates nothing at all.
     with TranslationCache(tmp_path / "c.sqlite") as cache:
         _, st3 = translate_lines(table, FakeMT(), cache)
-    assert st3["translated"] == 0 and st3["cache_hit_rate"] == 1.0
-    assert st3["lines_translated"] == 5
+    assert st3.counts["translated"] == 0 and st3.figures["cache_hit_rate"] == 1.0
+    assert st3.counts["lines_translated"] == 5
 
 
 def test_translate_lines_empty_table_and_bad_input():
     empty = LINES_SCHEMA.empty_table()
     out, st = translate_lines(empty, FakeMT(), None)
     assert out.num_rows == 0 and out.schema.equals(TRANSLATED_SCHEMA)
-    assert st["lines"] == 0
+    assert st.counts["lines"] == 0
     with pytest.raises(ValueError, match="other_lines"):
         translate_lines(pa.table({"pair_id": ["x"]}), FakeMT(), None)
 
@@ -303,7 +318,9 @@ def test_translate_file_roundtrip_with_identity(tmp_path):
     src = tmp_path / "lines.parquet"
     write_table(rows_to_table([_lines_row("p1", "fr", ["Un", "Deux"])], LINES_SCHEMA), src)
     dst = tmp_path / "translated" / "0.parquet"
-    stats = translate_file(src, dst, {"backend": "identity"}, tmp_path / "c.sqlite")
+    rec = Recorder("translate")
+    _translate_file(src, dst, {"backend": "identity"}, tmp_path / "c.sqlite", rec=rec)
+    stats = rec.stats().counts
     got = read_table(dst)
     assert got.column("other_en_lines").to_pylist() == [["Un", "Deux"]]
     assert got.column("mt_backend").to_pylist() == ["identity"]
@@ -343,10 +360,10 @@ def test_mtranslate_network_down(monkeypatch, sleeps):
     be = make_translator(cfg)
     out, st = translate_texts(["Bonjour", "Merci", "Salut", "Oui"], "fr", be)
     assert out == [None] * 4
-    assert st["untranslated_by_reason"]["backend_error"] == 2  # the first batch, tried
-    assert st["untranslated_by_reason"]["backend_unavailable"] == 2  # then no more calls
+    assert st.counts["untranslated_by_reason"]["backend_error"] == 2  # the first batch, tried
+    assert st.counts["untranslated_by_reason"]["backend_unavailable"] == 2  # then no more calls
     assert sleeps == [1.0, 2.0]
-    assert st["backend_calls"] == 3 + 2
+    assert st.counts["backend_calls"] == 3 + 2
 
 
 def test_mtranslate_refusal_is_retried_then_works(monkeypatch, sleeps):
@@ -359,7 +376,7 @@ def test_mtranslate_refusal_is_retried_then_works(monkeypatch, sleeps):
     _fake_mtranslate(monkeypatch, flaky)
     be = make_translator({"backend": "mtranslate", "retries": 2})
     out, st = translate_texts(["Bonjour"], "fr", be)
-    assert out == ["Hello"] and st["retries"] == 1
+    assert out == ["Hello"] and st.counts["retries"] == 1
     assert be.label("fr") == "mtranslate:google-web"
 
 
@@ -395,7 +412,7 @@ def test_apertium_french_and_spanish():
     assert out[2] and "12 €" in out[2]
     assert "house" in out[3].lower() and "\n" not in out[3]
     assert "car" in out[5].lower()
-    assert st["untranslated"] == 0
+    assert st.counts["untranslated"] == 0
     es, _ = translate_texts(["El perro es grande.", "Gracias por su ayuda."], "es", be)
     assert "dog" in es[0].lower() and "thank" in es[1].lower()
     assert not any(m in t for t in es for m in "*#@")
@@ -474,7 +491,7 @@ def test_marian_tiny_model(tiny_marian):
     long_line = "Le chat est noir. " * 20  # more tokens than the model has positions (64)
     lines = ["Le chat est noir.", "Bonjour", "Le monde, le chat et le chien sont là.", long_line]
     out, st = translate_texts(lines, "fr", be)
-    assert len(out) == 4 and st["untranslated"] == 0 and st["retries"] == 0
+    assert len(out) == 4 and st.counts["untranslated"] == 0 and st.counts["retries"] == 0
     assert all(o.startswith(word) for o in out)
     assert be.device.type in ("cpu", "cuda")
 

@@ -1,11 +1,10 @@
 """Why a site came out empty: one sentence naming the stage, the counts by reason and the fix.
 
-A site's ``.done`` target (``parasim summarize``, ``parasim divergences-card``, ``parasim
-scores-summary``) fails when its stage has no rows. It reads the stats of that stage and of every
-stage before it, and :func:`explain_empty` explains the earliest stage of the funnel
-(:data:`parasim.stages.FUNNEL`) that came out empty with that stage's sentence-maker
-(:mod:`parasim.explain`), e.g. "0 page pairs for site X: 15 English pages point to pages detected
-as fr, not de; check `languages`". Shared by the report, divergences and scores commands.
+A site's ``.done`` target (``parasim summarize``, every stage's) fails when its stage has no
+rows. It reads the stats of that stage and of every stage before it, and :func:`explain_empty`
+explains the earliest stage of the funnel (:data:`parasim.stages.FUNNEL`) that came out empty
+with that stage's sentence-maker (:mod:`parasim.explain`), e.g. "0 page pairs for site X: 15
+English pages point to pages detected as fr, not de; check `languages`".
 """
 
 from __future__ import annotations

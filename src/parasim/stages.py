@@ -249,6 +249,7 @@ STAGES: tuple[Stage, ...] = (
         label="divergence rows",
         explain=explain.divergences,
         aliases={"make-divergences": ("divergences",)},
+        done_extras={"card": "parasim.divergences.stage:write_site_card"},
     ),
     Stage(
         "scores",
@@ -262,6 +263,7 @@ STAGES: tuple[Stage, ...] = (
         label="pairs scored",
         explain=explain.scores,
         input_from_upstream=False,
+        done_extras={"png": "parasim.scores.plot:plot_site"},
         # the AMR parse cache, the entity cache and the vector cache are shared by a site's
         # shards (and kept between runs): which shard parsed a shared sentence first decides
         cache_counts=(

@@ -1,3 +1,13 @@
+#: The static encoder's build record, where the align stage embeds with it (align.encoder
+#: e5-static, or auto: the build is cached, and skipped by auto on a CUDA machine at run time).
+STATIC_ENCODER_INPUT = (
+    ["results/models/static-encoder/build.json"]
+    if config["align"]["scorer"] in ("embeddings", "both")
+    and config["align"]["encoder"] in ("e5-static", "static", "auto")
+    else []
+)
+
+
 rule static_encoder:
     """The static encoder (model2vec token vectors distilled from e5, issue 35): built once per
     align.static settings into the parasim cache; the JSON names the folder."""
@@ -26,7 +36,7 @@ rule align_lines:
     """Sentence pairs: the paper's line-by-line check, DP realignment, and the review queue."""
     input:
         translated="results/translated/{site}/{shard}.parquet",
-        static=static_encoder_input,
+        static=STATIC_ENCODER_INPUT,
         code=code("align"),
     output:
         aligned="results/aligned/{site}/{shard}.parquet",

@@ -1,3 +1,32 @@
+from parasim.flores import FOLDER as FLORES_DEVTEST
+
+ALIGNED_DIR = "results/models/aligned-encoder"
+#: Word pairs' links: "divergences" reads the divergences stage's seed links (one thread is
+#: enough); "eflomal" aligns the two directions side by side (two threads).
+WORDPAIR_LINKS = config["train"]["align_encoder"]["links"]
+WORDPAIR_THREADS = 1 if WORDPAIR_LINKS == "divergences" else 2
+
+#: Every site's positives shards and, with `train.align_encoder.links: divergences`, their
+#: divergences shards in the same order.
+WORDPAIR_INPUTS = {
+    "positives": expand(
+        "results/positives/{site}/{shard}.parquet", site=SITES, shard=SHARDS
+    )
+}
+if WORDPAIR_LINKS == "divergences":
+    WORDPAIR_INPUTS["divergences"] = expand(
+        "results/divergences/{site}/{shard}.parquet", site=SITES, shard=SHARDS
+    )
+#: `--divergences D ...` when the rule reads the divergences' links, else nothing.
+WORDPAIR_DIVERGENCE_ARGS = " ".join(
+    ["--divergences", *WORDPAIR_INPUTS["divergences"]]
+    if "divergences" in WORDPAIR_INPUTS
+    else []
+)
+#: Flores-200 devtest: `train.flores`, or the project's real-data folder beside the checkout.
+FLORES_DIR = config["train"]["flores"] or str(FLORES_DEVTEST)
+
+
 rule align_encoder_wordpairs:
     """Word pairs of every site's positives (seed 003 §3.3): eflomal intersection links, one-to-one,
     exact matches removed; train / dev / test by page pair (test: the corpus test split). One
@@ -5,7 +34,7 @@ rule align_encoder_wordpairs:
     intersection, read back; `train.align_encoder.links: divergences`) or a second eflomal run
     per language over all sites (`links: eflomal`)."""
     input:
-        unpack(wordpair_inputs),
+        **WORDPAIR_INPUTS,
         code=code("train/core", "train/align_encoder", "divergences"),
     output:
         wordpairs=expand(
@@ -27,7 +56,7 @@ rule align_encoder_wordpairs:
     params:
         train=section_json("train"),
         corpus=section_json("corpus"),
-        divergences=wordpair_divergence_args,
+        divergences=WORDPAIR_DIVERGENCE_ARGS,
     shell:
         "parasim align-encoder-wordpairs --positives {input.positives} {params.divergences}"
         " --out {output.wordpairs} --corpus-json {params.corpus:q}"
@@ -76,7 +105,7 @@ rule eval_align_encoder:
     input:
         model=ALIGNED_DIR,
         wordpairs=rules.align_encoder_wordpairs.output.wordpairs,
-        flores=flores_dir(),
+        flores=FLORES_DIR,
         code=code("train/core", "train/align_encoder", "train/eval/cwr"),
     output:
         "results/eval/aligned-encoder/cwr.json",

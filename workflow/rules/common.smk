@@ -115,56 +115,12 @@ def upstream_stats(name, also=()):
     return stats_files(*before, *also)
 
 
-def report_stats(wildcards):
-    """Every stats file of the yield report's stages, every site (an input function)."""
-    return [
-        f
-        for stage in stages.FUNNEL
-        for site in SITES
-        for f in stage.stats_files(site, SHARDS)
-    ]
-
-
 def allow_empty_flag():
     """`--allow-empty` for `parasim summarize` when the config allows empty stages."""
     return "--allow-empty" if config["allow_empty"] else ""
 
 
-#: The divergence ranker's folder (workflow/rules/train.smk).
-RANKER_DIR = "results/models/divergence-ranker"
-
-
-#: S3BERT's folder (workflow/rules/train.smk).
-S3BERT_DIR = "results/models/s3bert"
-
-
-def sts_flag():
-    """`--sts <folder>` for S3BERT's forgetting check when STSb-multi-mt is there, else nothing."""
-    folder = config["train"]["sts"] or str(
-        Path(workflow.basedir).parent / "shared" / "data" / "sts" / "stsb-multi-mt"
-    )
-    return f"--sts {folder}" if Path(folder, "stsb-en-dev.csv").exists() else ""
-
-
-def refresd_dir():
-    """REFreSD dev: `train.refresd`, or the project's real-data folder beside the checkout."""
-    return config["train"]["refresd"] or str(
-        Path(workflow.basedir).parent / "shared" / "data" / "refresd"
-    )
-
-
-ALIGNED_DIR = "results/models/aligned-encoder"
-
-
-def flores_dir():
-    """Flores-200 devtest: `train.flores`, or the project's real-data folder beside the checkout."""
-    return config["train"]["flores"] or str(
-        Path(workflow.basedir).parent
-        / "shared"
-        / "data"
-        / "parallel"
-        / "flores200-devtest"
-    )
+# --- the scores stage's helpers (workflow/rules/scores.smk), to move there -------------------
 
 
 def score_inputs(wildcards):
@@ -191,45 +147,3 @@ SCORES_GPU = 1 if config["scores"]["amr"]["parser"] == "amrlib" else 0
 
 #: The divergences' stats explain empty scores too when the scores read the divergences.
 SCORES_ALSO_UPSTREAM = [n for n in ["divergences"] if n in config["scores"]["inputs"]]
-
-
-#: Word pairs' links: "divergences" reads the divergences stage's seed links (one thread is
-#: enough); "eflomal" aligns the two directions side by side (two threads).
-WORDPAIR_LINKS = config["train"]["align_encoder"]["links"]
-WORDPAIR_THREADS = 1 if WORDPAIR_LINKS == "divergences" else 2
-
-
-def wordpair_inputs(wildcards):
-    """Every site's positives shards and, with `train.align_encoder.links: divergences`, their
-    divergences shards in the same order."""
-    out = {
-        "positives": expand(
-            "results/positives/{site}/{shard}.parquet", site=SITES, shard=SHARDS
-        )
-    }
-    if WORDPAIR_LINKS == "divergences":
-        out["divergences"] = expand(
-            "results/divergences/{site}/{shard}.parquet", site=SITES, shard=SHARDS
-        )
-    return out
-
-
-def wordpair_divergence_args(wildcards, input):
-    """`--divergences D ...` when the rule reads the divergences' links, else nothing."""
-    if "divergences" not in input.keys():
-        return ""
-    return "--divergences " + " ".join(input.divergences)
-
-
-def static_encoder_input(wildcards):
-    """The static encoder's build record, where the align stage embeds with it (align.encoder
-    e5-static, or auto: the build is cached, and skipped by auto on a CUDA machine at run time).
-    """
-    a = config["align"]
-    if a["scorer"] in ("embeddings", "both") and a["encoder"] in (
-        "e5-static",
-        "static",
-        "auto",
-    ):
-        return ["results/models/static-encoder/build.json"]
-    return []

@@ -27,7 +27,8 @@ rule make_divergences:
 rule divergences_done:
     """Target for the divergences of one site: `snakemake results/divergences/<site>.done`.
 
-    Also writes the site's dataset card (counts per type summed over shards, validity shares).
+    Also writes the site's dataset card (counts per type summed over shards, validity shares:
+    the stage's `.done` extra `card`, parasim.divergences.stage.write_site_card).
     """
     input:
         shards=shard_files("divergences"),
@@ -43,6 +44,6 @@ rule divergences_done:
     params:
         allow_empty=allow_empty_flag(),
     shell:
-        "parasim divergences-card --site {wildcards.site} --shards {input.shards}"
-        " --stats {input.stats} --upstream {input.upstream} --out {output.card}"
-        " --done {output.done} {params.allow_empty} > {log} 2>&1"
+        "parasim summarize --stage divergences --site {wildcards.site} --shards {input.shards}"
+        " --stats {input.stats} --upstream {input.upstream} --out {output.done}"
+        " --extra card={output.card} {params.allow_empty} > {log} 2>&1"

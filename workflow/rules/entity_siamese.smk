@@ -48,7 +48,7 @@ rule train_entity_siamese:
         gpu=1,  # CUDA + bf16 autocast when present; runs on the CPU without one
     params:
         train=section_json("train"),
-        sts=sts_flag(),
+        sts=STS_FLAG,
     shell:
         "parasim train-entity-siamese --corpus {input.corpus} --scores {input.scores}"
         " {params.sts} --settings-json {params.train:q} --out $(dirname {output.metrics})"

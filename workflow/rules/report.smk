@@ -1,7 +1,16 @@
+#: Every stats file of the yield report's stages, every site.
+REPORT_STATS = [
+    f
+    for stage in stages.FUNNEL
+    for site in SITES
+    for f in stage.stats_files(site, SHARDS)
+]
+
+
 rule yield_report:
     """Per site and stage: kept, dropped by reason; a table and a funnel plot (`--report`)."""
     input:
-        stats=report_stats,
+        stats=REPORT_STATS,
         code=code("report", "stages", "stats"),
     output:
         tsv="results/report/yield.tsv",

@@ -37,7 +37,8 @@ rule score_pairs:
 rule scores_done:
     """Target for the scores of one site: `snakemake results/scores/<site>.done`.
 
-    Also draws the score distributions per label and divergence type (`--report`).
+    Also draws the score distributions per label and divergence type (the stage's `.done` extra
+    `png`, parasim.scores.plot.plot_site).
     """
     input:
         shards=shard_files("scores"),
@@ -58,6 +59,6 @@ rule scores_done:
     params:
         allow_empty=allow_empty_flag(),
     shell:
-        "parasim scores-summary --site {wildcards.site} --shards {input.shards}"
-        " --stats {input.stats} --upstream {input.upstream} --png {output.png}"
-        " --done {output.done} {params.allow_empty} > {log} 2>&1"
+        "parasim summarize --stage scores --site {wildcards.site} --shards {input.shards}"
+        " --stats {input.stats} --upstream {input.upstream} --out {output.done}"
+        " --extra png={output.png} {params.allow_empty} > {log} 2>&1"

@@ -1,3 +1,19 @@
+from parasim.paths import shared_data
+
+#: The divergence ranker's folder.
+RANKER_DIR = "results/models/divergence-ranker"
+#: S3BERT's folder.
+S3BERT_DIR = "results/models/s3bert"
+
+#: STSb-multi-mt: `train.sts`, or the project's real-data folder beside the checkout.
+STS_DIR = config["train"]["sts"] or str(shared_data("sts", "stsb-multi-mt"))
+#: `--sts <folder>` for S3BERT's forgetting check (and the entity-siamese model's evaluation,
+#: workflow/rules/entity_siamese.smk, included after this file) when STSb is there, else nothing.
+STS_FLAG = f"--sts {STS_DIR}" if Path(STS_DIR, "stsb-en-dev.csv").exists() else ""
+#: REFreSD dev: `train.refresd`, or the project's real-data folder beside the checkout.
+REFRESD_DIR = config["train"]["refresd"] or str(shared_data("refresd"))
+
+
 rule train_divergence_ranker:
     """The divergence ranker (seed 000 §3.3-3.4) on every site's synthetic divergences.
 
@@ -41,7 +57,7 @@ rule train_divergence_ranker:
     params:
         train=section_json("train"),
         corpus=section_json("corpus"),
-        refresd=refresd_dir(),
+        refresd=REFRESD_DIR,
     shell:
         "parasim train-divergence-ranker --divergences {input.divergences} --positives {input.positives}"
         " --corpus-json {params.corpus:q} --settings-json {params.train:q}"
@@ -56,7 +72,7 @@ rule eval_divergence_ranker:
     """
     input:
         model=f"{RANKER_DIR}/model",
-        refresd=refresd_dir(),
+        refresd=REFRESD_DIR,
         code=code("train/core", "train/ranker", "train/eval/refresd"),
     output:
         "results/eval/divergence-ranker/refresd.json",
@@ -106,7 +122,7 @@ rule train_s3bert:
         gpu=1,  # CUDA + bf16 autocast when present; runs on the CPU without one
     params:
         train=section_json("train"),
-        sts=sts_flag(),
+        sts=STS_FLAG,
     shell:
         "parasim train-s3bert --scores {input.scores} {params.sts}"
         " --settings-json {params.train:q} --out $(dirname {output.metrics}) > {log} 2>&1"

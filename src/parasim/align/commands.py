@@ -4,11 +4,8 @@ from __future__ import annotations
 
 import argparse
 import logging
-from collections.abc import Callable, Mapping
+from collections.abc import Callable
 from pathlib import Path
-from typing import Any
-
-from parasim.stats import Stats
 
 log = logging.getLogger("parasim.align")
 
@@ -18,13 +15,15 @@ def cmd_align(args: argparse.Namespace) -> None:
     from parasim.align import AlignSettings, align_pairs
     from parasim.io import read_table, write_table
     from parasim.stagecli import need, section_from_args, write_stats
+    from parasim.stats import Recorder
 
     settings = AlignSettings.from_config(section_from_args(args, "align"))
     review_dir = Path(args.review_dir or settings.review_dir)
     translated = read_table(need(args.input, "translated shard"))
-    positives, stats = align_pairs(translated, settings, review_dir, log=log)
+    rec = Recorder("align")
+    positives = align_pairs(translated, settings, review_dir, rec, log=log)
     write_table(positives, args.output)
-    write_stats(args.stats, align_stats(stats))
+    write_stats(args.stats, rec.stats())
 
 
 def cmd_static_encoder(args: argparse.Namespace) -> None:
@@ -38,7 +37,7 @@ def cmd_static_encoder(args: argparse.Namespace) -> None:
     from parasim.stagecli import section_from_args
 
     settings = AlignSettings.from_config(section_from_args(args, "align"))
-    spec = resolve_tune(StaticSpec.from_mapping(asdict(settings.static)))  # untuned: no data
+    spec = resolve_tune(StaticSpec.from_mapping(asdict(settings.static)))  # files hashed once
     t0, c0 = time.perf_counter(), time.process_time()
     folder = ensure_static_model(spec, device=args.device)
     stamp = json.loads((folder / "parasim_static.json").read_text(encoding="utf-8"))
@@ -54,30 +53,6 @@ def cmd_static_encoder(args: argparse.Namespace) -> None:
     Path(args.out).parent.mkdir(parents=True, exist_ok=True)
     Path(args.out).write_text(json.dumps(out, indent=1) + "\n", encoding="utf-8")
     log.info("static encoder: %s", folder)
-
-
-#: Outcomes of a page pair that pass its sentence pairs on (``files_<outcome>`` in the counts).
-KEPT_OUTCOMES = ("aligned", "reviewed", "realigned")
-
-
-def align_stats(raw: Mapping[str, Any]) -> Stats:
-    """:func:`~parasim.align.align_pairs`' counts as the stage's stats.
-
-    Rows in: page pairs; out: aligned sentence pairs; dropped: the page pairs that gave none by
-    their outcome (``queued_only``, ``discarded_<why>``, ``error``). ``files_queued`` counts the
-    page pairs queued for review, realigned ones too: a count, not an outcome.
-    """
-    c = dict(raw)
-    outcomes = [k for k in c if k.startswith("files_") and k not in ("files_in", "files_queued")]
-    dropped = {k[6:]: c.pop(k) for k in outcomes if k[6:] not in KEPT_OUTCOMES}
-    return Stats(
-        "align",
-        rows_in=c.pop("files_in", 0),
-        rows_out=c.pop("positives", 0),
-        dropped=dropped,
-        seconds={"total": c.pop("seconds")},
-        counts=c,  # files_<kept outcome>, positives_<method>, review_*, dp_*, center_*, ...
-    )
 
 
 def register(add: Callable[..., argparse.ArgumentParser], site_opts: Callable) -> None:

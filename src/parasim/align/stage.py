@@ -41,7 +41,6 @@ from __future__ import annotations
 
 import logging
 import time
-from collections import Counter
 from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
@@ -52,6 +51,7 @@ import pyarrow as pa
 
 from parasim import io
 from parasim.config import Settings
+from parasim.stats import Recorder
 
 from . import dp, paper, review, scoring
 
@@ -77,14 +77,11 @@ class DPSettings(Settings, section="align.dp"):
 class StaticTuneSettings(Settings, section="align.static.tune"):
     """The ``align.static.tune`` config section (:class:`parasim.models.static.TuneSpec`)."""
 
-    pairs: str
-    langs: tuple[str, ...]
     epochs: int
     learning_rate: float
     batch_size: int
     seed: int
     symmetric: bool
-    data: str
     extra: tuple[str, ...]
     average_seeds: int
 
@@ -126,6 +123,9 @@ class AlignSettings(Settings, section="align"):
 
 
 PAPER, DP, REVIEW = "paper", "dp", "review"
+#: Outcomes of a page pair that pass its sentence pairs on (``files_<outcome>`` in the counts);
+#: the others drop it (by outcome).
+KEPT_OUTCOMES = ("aligned", "reviewed", "realigned")
 
 
 def dp_params(settings: AlignSettings | Mapping[str, Any] | None = None) -> dp.DPParams:
@@ -172,6 +172,8 @@ def align_lines(
     settings: AlignSettings | Mapping[str, Any] | None = None,
     encoder: scoring.Encoder | None = None,
     centers: tuple[np.ndarray, np.ndarray] | None = None,
+    src_en_lines: Sequence[str | None] | None = None,
+    max_overlap: int = 3,
 ) -> tuple[dp.Alignment, list[float], list[float | None]]:
     """DP-align one page pair.
 
@@ -185,6 +187,12 @@ def align_lines(
         centers: the English and the other language's mean sentence vectors: the DP's
             embedding cosines are taken after centring on them
             (:class:`~parasim.align.scoring.EmbeddingScorer`); None: raw cosines.
+        src_en_lines: the first side's lines in the language of ``other_en_lines``, where the
+            first side is not English (a benchmark's German side, translated): the word
+            cosine and the length term of ``align.dp.length_text: scorer`` read them; None:
+            ``en_lines`` (English already), as in the stage.
+        max_overlap: the embedding scorer embeds runs of up to this many lines
+            (:meth:`~parasim.align.scoring.EmbeddingScorer.from_lines`).
 
     Returns:
         the alignment (with ``align.trim_margin``, trimmed by :func:`parasim.align.dp.trim`:
@@ -199,13 +207,14 @@ def align_lines(
     k = params.max_side
     kind = s.scorer
     words = emb = None
+    src_en = en_lines if src_en_lines is None else src_en_lines
     if kind in ("words", "both"):
-        words = scoring.WordScorer.from_lines(en_lines, other_en_lines, k, k, s.weighting)
+        words = scoring.WordScorer.from_lines(src_en, other_en_lines, k, k, s.weighting)
     if kind in ("embeddings", "both"):
         if encoder is None:
             raise ValueError(f"align.scorer={kind} needs a sentence encoder")
         emb = scoring.EmbeddingScorer.from_lines(
-            en_lines, other_lines, encoder, k, k, centers=centers
+            en_lines, other_lines, encoder, k, k, max_overlap=max_overlap, centers=centers
         )
     if kind == "words":
         sc: scoring.Scorer = words
@@ -214,7 +223,7 @@ def align_lines(
     else:
         sc = scoring.CombinedScorer(words, emb, s.emb_weight)
     lengths = dp_lengths(
-        en_lines, other_lines, other_en_lines, scorer=kind, length_text=s.dp.length_text
+        en_lines, other_lines, other_en_lines, src_en_lines, kind, s.dp.length_text
     )
     res = dp.align(sc, params, lengths)
     if s.trim_margin is not None:
@@ -235,9 +244,7 @@ def align_lines(
             esims.append(None)
             continue
         wsims.append(
-            scoring.cosine(
-                scoring.bag(_join(en_lines, src)), scoring.bag(_join(other_en_lines, tgt))
-            )
+            scoring.cosine(scoring.bag(_join(src_en, src)), scoring.bag(_join(other_en_lines, tgt)))
         )
         if emb is not None:
             a, b = len(src), len(tgt)
@@ -251,9 +258,10 @@ def align_pairs(
     translated: pa.Table,
     settings: AlignSettings | Mapping[str, Any] | None,
     review_dir: Path | None,
+    rec: Recorder,
     encoder: scoring.Encoder | None = None,
     log: logging.Logger | None = None,
-) -> tuple[pa.Table, dict]:
+) -> pa.Table:
     """Align every page pair of a translated shard into positive sentence pairs.
 
     Args:
@@ -263,18 +271,23 @@ def align_pairs(
         review_dir: review queue root (``results/review``): queued pairs are written to
             ``<review_dir>/<site>/``, reviewed ones read from ``<review_dir>/<site>/done/``.
             None: nothing written or read.
+        rec: the stage's counts. Rows in: page pairs; out: aligned sentence pairs; dropped: the
+            page pairs that gave none, by their outcome (``queued_only``, ``discarded_<why>``,
+            ``error``). The page pairs that gave some are counted as ``files_<outcome>``
+            (:data:`KEPT_OUTCOMES`); ``files_queued`` counts the page pairs queued for review,
+            realigned ones too (a count, not an outcome); then ``positives_<method>``,
+            ``review_*``, ``dp_*``, ``center_*`` and ``untranslated_lines``.
         encoder: sentence encoder for the ``embeddings`` / ``both`` scorers; loaded by name
             (``align.encoder``) on first need when None.
         log: logger (module logger when None).
 
     Returns:
         the aligned pairs (:data:`parasim.io.ALIGNED_SCHEMA`; the clean stage makes them
-        positives) and a stats dict of counts.
+        positives).
     """
     log = log or logging.getLogger(__name__)
     s = AlignSettings.from_config(settings)
     t0 = time.perf_counter()
-    stats: Counter = Counter()
     rows: list[dict] = []
     reviewed_by_site: dict[str, dict[str, review.ReviewedPair]] = {}
     enc = encoder
@@ -290,37 +303,39 @@ def align_pairs(
     # first every page's own decisions (a person's review, the paper's check), then the language
     # means over the pages left for the DP, then the DP
     pages: list[_Page] = []
-    for rec in translated.to_pylist():
-        stats["files_in"] += 1
+    for row in translated.to_pylist():
+        rec.rows_in += 1
         try:
-            pages.append(_triage(rec, s, review_dir, reviewed_by_site, stats, log))
+            pages.append(_triage(row, s, review_dir, reviewed_by_site, rec, log))
         except Exception as err:  # one bad page pair must not lose the shard's finished work
-            _failed(rec, err, stats, log)
-    centers = _language_means(pages, s, enc, stats, log) if enc is not None else {}
+            _failed(row, err, rec, log)
+    centers = _language_means(pages, s, enc, rec, log) if enc is not None else {}
     for page in pages:
         try:
             new, outcome = page.positives, page.outcome
             if outcome is None:
                 new, outcome = _realign(
-                    page, s, review_dir, enc, stats, centers.get(page.rec["other_lang"])
+                    page, s, review_dir, enc, rec, centers.get(page.row["other_lang"])
                 )
         except Exception as err:  # one bad page pair must not lose the shard's finished work
-            _failed(page.rec, err, stats, log)
+            _failed(page.row, err, rec, log)
             continue
-        stats[f"files_{outcome}"] += 1
+        if outcome in KEPT_OUTCOMES:
+            rec.count(f"files_{outcome}")
+        else:
+            rec.drop(outcome)
         rows.extend(new)
 
     for r in rows:
-        stats[f"positives_{r['method']}"] += 1
-    stats["positives"] = len(rows)
-    stats["seconds"] = round(time.perf_counter() - t0, 3)
+        rec.count(f"positives_{r['method']}")
+    rec.rows_out += len(rows)
+    rec.seconds("total", round(time.perf_counter() - t0, 3))
     table = io.rows_to_table(rows, io.ALIGNED_SCHEMA)
-    out = dict(sorted(stats.items()))
-    log.info("align: %s", out)
-    return table, out
+    log.info("align: %s", rec.stats().to_dict())
+    return table
 
 
-def _language_means(pages, s, enc, stats, log) -> dict[str, tuple[np.ndarray, np.ndarray]]:
+def _language_means(pages, s, enc, rec, log) -> dict[str, tuple[np.ndarray, np.ndarray]]:
     """Per other language, the (English, other) mean sentence vectors the DP centres on.
 
     Taken over the distinct lines of the shard's page pairs left for the DP: neither a person's
@@ -335,7 +350,7 @@ def _language_means(pages, s, enc, stats, log) -> dict[str, tuple[np.ndarray, np
     for page in pages:
         if page.outcome is None:
             en_lines += page.en
-            other_lines.setdefault(page.rec["other_lang"], []).extend(page.other)
+            other_lines.setdefault(page.row["other_lang"], []).extend(page.other)
 
     out = {}
     n_en = len(scoring.distinct_texts(en_lines))
@@ -345,21 +360,21 @@ def _language_means(pages, s, enc, stats, log) -> dict[str, tuple[np.ndarray, np
             log.info("align: %s: %d English / %d %s distinct lines to realign, fewer than "
                      "align.center_min_lines=%d: raw cosines", lang, n_en, n_other, lang,
                      s.center_min_lines)  # fmt: skip
-            stats[f"center_off_{lang}"] += 1
+            rec.count(f"center_off_{lang}")
             continue
         out[lang] = (scoring.language_mean(en_lines, enc), scoring.language_mean(lines, enc))
-        stats[f"center_lines_{lang}"] = n_other
+        rec.count(f"center_lines_{lang}", n_other)
     if out:
-        stats["center_lines_en"] = n_en
+        rec.count("center_lines_en", n_en)
     return out
 
 
-def _page_lines(rec: dict) -> tuple[list, list, list, list] | None:
+def _page_lines(row: dict) -> tuple[list, list, list, list] | None:
     """English lines, other lines, their raw translations (None: untranslated) and the
     translations with the original line standing in; None when the counts disagree."""
-    en = list(rec["en_lines"] or [])
-    other = list(rec["other_lines"] or [])
-    raw_tr = rec.get("other_en_lines")
+    en = list(row["en_lines"] or [])
+    other = list(row["other_lines"] or [])
+    raw_tr = row.get("other_en_lines")
     raw_tr = list(raw_tr) if raw_tr is not None else [None] * len(other)
     if len(raw_tr) != len(other):
         return None
@@ -367,9 +382,9 @@ def _page_lines(rec: dict) -> tuple[list, list, list, list] | None:
     return en, other, raw_tr, other_en
 
 
-def _base(rec: dict) -> dict:
+def _base(row: dict) -> dict:
     return {
-        k: rec[k]
+        k: row[k]
         for k in ("pair_id", "site", "domain", "lang_pair", "other_lang", "en_url", "other_url")
     }
 
@@ -397,10 +412,10 @@ def held(
     return all(links[j][0] and links[j][1] and wsims[j] >= min_score for j in (k - 1, k + 1))
 
 
-def _positive(rec, en, other, other_en, src, tgt, method, score, score_emb=None) -> dict:
+def _positive(row, en, other, other_en, src, tgt, method, score, score_emb=None) -> dict:
     return {
-        **_base(rec),
-        "id": io.stable_id(rec["pair_id"], review._ids(src), review._ids(tgt)),
+        **_base(row),
+        "id": io.stable_id(row["pair_id"], review._ids(src), review._ids(tgt)),
         "en_text": _join(en, src),
         "other_text": _join(other, tgt),
         "other_en": _join(other_en, tgt),
@@ -417,7 +432,7 @@ class _Page:
     """One page pair as :func:`_triage` left it: decided (``outcome`` set, with its positives)
     or left for the DP (``outcome`` None; ``check`` is the paper's verdict)."""
 
-    rec: dict
+    row: dict
     outcome: str | None = None
     positives: list[dict] = field(default_factory=list)
     en: list = field(default_factory=list)
@@ -427,26 +442,26 @@ class _Page:
     check: paper.PaperCheck | None = None
 
 
-def _failed(rec: dict, err: Exception, stats: Counter, log: logging.Logger) -> None:
-    log.error("align: page pair %s failed: %s: %s", rec.get("pair_id"), type(err).__name__, err)
-    stats["files_error"] += 1
+def _failed(row: dict, err: Exception, rec: Recorder, log: logging.Logger) -> None:
+    log.error("align: page pair %s failed: %s: %s", row.get("pair_id"), type(err).__name__, err)
+    rec.drop("error")
 
 
-def _triage(rec, s, review_dir, reviewed_by_site, stats, log) -> _Page:
+def _triage(row, s, review_dir, reviewed_by_site, rec: Recorder, log) -> _Page:
     """A page pair's own decisions: bad input, a person's review, the paper's check."""
-    pid, site = rec["pair_id"], rec["site"]
-    lines = _page_lines(rec)
+    pid, site = row["pair_id"], row["site"]
+    lines = _page_lines(row)
     if lines is None:
-        n_tr, n_other = len(rec["other_en_lines"]), len(rec["other_lines"] or [])
+        n_tr, n_other = len(row["other_en_lines"]), len(row["other_lines"] or [])
         log.warning("align: %s: %d translations for %d lines", pid, n_tr, n_other)
-        return _Page(rec, "discarded_translation_mismatch")
+        return _Page(row, "discarded_translation_mismatch")
     en, other, raw_tr, other_en = lines
     n_untr = sum(t is None for t in raw_tr)
-    stats["untranslated_lines"] += n_untr
+    rec.count("untranslated_lines", n_untr)
     if not en and not other:
-        return _Page(rec, "discarded_empty_page")
+        return _Page(row, "discarded_empty_page")
     if not en or not other:
-        return _Page(rec, "discarded_empty_side")
+        return _Page(row, "discarded_empty_side")
 
     # 1. a person's review wins
     if review_dir is not None:
@@ -455,42 +470,44 @@ def _triage(rec, s, review_dir, reviewed_by_site, stats, log) -> _Page:
             reviewed_by_site[site] = review.load_reviewed(
                 Path(review_dir) / site / "done", errs, log
             )
-            stats["review_files_invalid"] += len(errs)
+            rec.count("review_files_invalid", len(errs))
         item = reviewed_by_site[site].get(pid)
         if item is not None:
             if item.fingerprint not in (None, review.fingerprint(en, other)) or (
                 item.n_en not in (None, len(en)) or item.n_other not in (None, len(other))
             ):
                 log.warning("align: %s: review %s is stale (page changed)", pid, item.path)
-                stats["review_stale"] += 1
+                rec.count("review_stale")
             else:
                 out = []
                 for src, tgt in item.links:
                     if max(src) >= len(en) or max(tgt) >= len(other) or min(src + tgt) < 0:
-                        stats["review_links_invalid"] += 1
+                        rec.count("review_links_invalid")
                         continue
                     sc = scoring.cosine(
                         scoring.bag(_join(en, src)), scoring.bag(_join(other_en, tgt))
                     )
-                    out.append(_positive(rec, en, other, other_en, src, tgt, REVIEW, sc))
-                return _Page(rec, "reviewed", out)
+                    out.append(_positive(row, en, other, other_en, src, tgt, REVIEW, sc))
+                return _Page(row, "reviewed", out)
 
     # 2. the paper's check (equal line counts)
     chk = paper.check_file(en, other_en, s.threshold, s.max_review)
     if chk.outcome == paper.ALIGNED:
         out = [
-            _positive(rec, en, other, other_en, (i,), (i,), PAPER, chk.sims[i])
+            _positive(row, en, other, other_en, (i,), (i,), PAPER, chk.sims[i])
             for i in range(len(en))
         ]
-        return _Page(rec, "aligned", out)
+        return _Page(row, "aligned", out)
 
-    return _Page(rec, None, [], en, other, raw_tr, other_en, chk)
+    return _Page(row, None, [], en, other, raw_tr, other_en, chk)
 
 
-def _realign(page: _Page, s, review_dir, enc, stats, centers=None) -> tuple[list[dict], str]:
+def _realign(
+    page: _Page, s, review_dir, enc, rec: Recorder, centers=None
+) -> tuple[list[dict], str]:
     """DP realignment of a page pair the paper's check did not take (and the review queue)."""
-    rec, chk = page.rec, page.check
-    pid, site = rec["pair_id"], rec["site"]
+    row, chk = page.row, page.check
+    pid, site = row["pair_id"], row["site"]
     en, other, raw_tr, other_en = page.en, page.other, page.raw_tr, page.other_en
     res = wsims = esims = None
     if s.realign:
@@ -504,33 +521,33 @@ def _realign(page: _Page, s, review_dir, enc, stats, centers=None) -> tuple[list
                 scores = chk.sims.tolist()
             review.write_review_item(
                 review_dir, site, pid, en, other, raw_tr, links, scores,
-                chk.misaligned, chk.misaligned, rec["en_url"], rec["other_url"],
+                chk.misaligned, chk.misaligned, row["en_url"], row["other_url"],
             )  # fmt: skip
-            stats["review_items_written"] += 1
-        stats["files_queued"] += 1
+            rec.count("review_items_written")
+        rec.count("files_queued")
     if res is None:
         reason = "unequal_lines" if chk.outcome == paper.UNEQUAL else chk.outcome
         return [], "queued_only" if chk.outcome == paper.REVIEW else f"discarded_{reason}"
 
     out = []
     moved = res.extra.get("moved") or [False] * len(res.links)
-    stats["dp_links_broken"] += res.extra.get("broken", 0)
-    stats["dp_lines_trimmed"] += res.extra.get("trimmed", 0)
+    rec.count("dp_links_broken", res.extra.get("broken", 0))
+    rec.count("dp_lines_trimmed", res.extra.get("trimmed", 0))
     for k, ((src, tgt), ws, es) in enumerate(zip(res.links, wsims, esims, strict=True)):
         if not src or not tgt:
-            stats["dp_deletions"] += 1
+            rec.count("dp_deletions")
             continue
         low = ws < s.min_score and s.scorer != "embeddings"
         if low and (moved[k] or not held(res.links, wsims, k, en, s.min_score, s.held_max_words)):
-            stats["dp_links_low_score"] += 1
+            rec.count("dp_links_low_score")
             continue
         if es is not None and es < s.min_score_emb:
-            stats["dp_links_low_score"] += 1
+            rec.count("dp_links_low_score")
             continue
         if low:  # counted once it is a positive (the sentence-vector floor may still drop it)
-            stats["dp_links_held"] += 1
+            rec.count("dp_links_held")
         if moved[k]:
-            stats["dp_links_reordered"] += 1
-        out.append(_positive(rec, en, other, other_en, src, tgt, DP, ws, es))
-    stats[f"dp_from_{chk.outcome}"] += 1
+            rec.count("dp_links_reordered")
+        out.append(_positive(row, en, other, other_en, src, tgt, DP, ws, es))
+    rec.count(f"dp_from_{chk.outcome}")
     return out, "realigned"

@@ -41,14 +41,17 @@ import subprocess
 import sys
 import time
 from collections.abc import Sequence
+from dataclasses import replace
 from pathlib import Path
 
 import numpy as np
 
-from parasim.align import AlignSettings, dp, dp_lengths, dp_params, paper, scoring
+from parasim.align import AlignSettings, align_lines, dp, dp_params, paper, scoring
 from parasim.align.metrics import Link, read_links, score_alignments
+from parasim.flores import flores_file, read_flores
+from parasim.paths import shared_data
 
-DATA = Path(__file__).resolve().parents[3].parent / "shared" / "data" / "alignment"
+DATA = shared_data("alignment")
 
 
 def read_lines(path: Path) -> list[str]:
@@ -164,7 +167,7 @@ def gold_sets(cache: Path) -> dict[str, list[dict]]:
     return sets
 
 
-PARALLEL = DATA.parent / "parallel"
+PARALLEL = shared_data("parallel")
 
 
 def synthetic_docs(
@@ -243,12 +246,9 @@ def synthetic_sets(cache: Path, seed: int | None = None) -> dict[str, list[dict]
     Tatoeba seed 2: the sets the figures in BENCHMARKS.md were first measured on)."""
     out: dict[str, list[dict]] = {}
     at = "" if seed is None else f"@{seed}"
-    flores = PARALLEL / "flores200-devtest"
-    files = {"fr": "fra_Latn", "es": "spa_Latn"}
-    for lang, code in files.items():
-        if (flores / f"{code}.devtest").is_file():
-            en = read_lines(flores / "eng_Latn.devtest")
-            other = read_lines(flores / f"{code}.devtest")
+    for lang in ("fr", "es"):
+        if flores_file(lang).is_file():
+            en, other = read_flores("en"), read_flores(lang)
             mt = apertium_translate(other, TO_ENGLISH[lang], cache=cache)
             out[f"flores-{lang}-synth{at}"] = synthetic_docs(
                 en, other, mt, f"flores-{lang}", seed=1 if seed is None else seed
@@ -269,83 +269,52 @@ def synthetic_sets(cache: Path, seed: int | None = None) -> dict[str, list[dict]
 def run_method(
     doc: dict,
     method: str,
-    params: dp.DPParams,
-    encoder=None,
-    weighting: str = "binary",
+    settings: AlignSettings | None = None,
+    encoder: scoring.Encoder | None = None,
     emb_overlaps: int = 3,
-    centers=None,
-    length_text: str | None = None,
-    emb_weight: float | None = None,
-    reorder_margin: float | None | str = "config",
-    trim_margin: float | None | str = "config",
-    trim_agree: float | None | str = "config",
-):
+    centers: tuple[np.ndarray, np.ndarray] | None = None,
+) -> tuple[list[Link], float]:
     """Links predicted for one document by ``method``; also the CPU seconds it took
-    (embedding time included for the embedding methods, minus cache hits). ``centers``: the
-    two languages' mean sentence vectors (``align.center``); ``length_text`` and ``emb_weight``:
-    ``align.dp.length_text`` and ``align.emb_weight`` (None: as the config says);
-    ``reorder_margin``, ``trim_margin``, ``trim_agree``: ``align.reorder_margin``,
-    ``align.trim_margin``, ``align.trim_agree`` (``"config"``: as the config says; None: off)."""
+    (embedding time included for the embedding methods, minus cache hits).
+
+    The DP methods are the align stage's own aligner (:func:`parasim.align.align_lines`) with
+    ``settings`` (default: the config's ``align``; a variant is ``dataclasses.replace`` of
+    them) and the scorer the method names; the word scorer compares ``src_mt`` with
+    ``tgt_mt``, the embedding scorer ``src`` with ``tgt`` (runs of up to ``emb_overlaps``
+    lines), after centring on ``centers`` (the two languages' mean sentence vectors,
+    ``align.center``) when given.
+    """
     t0 = time.process_time()
-    n, m = len(doc["src"]), len(doc["tgt"])
     if method in ("paper", "paper-filtered"):
-        k = min(n, m)
+        k = min(len(doc["src"]), len(doc["tgt"]))
         sims = scoring.line_cosines(doc["src_mt"][:k], doc["tgt_mt"][:k])
         keep = (1 - sims) <= 0.6 if method == "paper-filtered" else np.ones(k, bool)
         links: list[Link] = [((i,), (i,)) for i in range(k) if keep[i]]
         return links, time.process_time() - t0
-    k = params.max_side
-    words = emb = None
-    if method in ("dp-words", "dp-both"):
-        words = scoring.WordScorer.from_lines(doc["src_mt"], doc["tgt_mt"], k, k, weighting)
-    if method in ("dp-embeddings", "dp-both"):
-        emb = scoring.EmbeddingScorer.from_lines(
-            doc["src"], doc["tgt"], encoder, k, k, max_overlap=emb_overlaps, centers=centers
-        )
-    settings = AlignSettings.from_config()
-    if emb_weight is None:
-        emb_weight = settings.emb_weight
-    sc = {"dp-words": words, "dp-embeddings": emb}.get(method) or scoring.CombinedScorer(
-        words, emb, emb_weight
-    )
-    lengths = dp_lengths(
-        doc["src"],
-        doc["tgt"],
-        doc["tgt_mt"],
-        src_en_lines=doc["src_mt"],
-        scorer=method.removeprefix("dp-"),
-        length_text=length_text or settings.dp.length_text,
-    )
-    res = dp.align(sc, params, lengths)
-    if reorder_margin == "config":
-        reorder_margin = settings.reorder_margin
-    if trim_margin == "config":
-        trim_margin = settings.trim_margin
-    if trim_agree == "config":
-        trim_agree = settings.trim_agree
-    links, sims = res.links, res.sims
-    if trim_margin is not None:
-        cut = dp.trim(links, sc, float(trim_margin), sims, trim_agree)
-        links, sims = cut.links, cut.sims
-    if reorder_margin is not None:
-        links = dp.reorder(links, sc, float(reorder_margin), settings.reorder_max_jump, sims).links
-    return links, time.process_time() - t0
+    s = replace(AlignSettings.from_config(settings), scorer=method.removeprefix("dp-"))
+    res, _, _ = align_lines(
+        doc["src"], doc["tgt"], doc["tgt_mt"], s, encoder, centers,
+        src_en_lines=doc["src_mt"], max_overlap=emb_overlaps,
+    )  # fmt: skip
+    return res.links, time.process_time() - t0
 
 
 def bench_quality(
     methods: Sequence[str],
-    params: dp.DPParams,
+    settings: AlignSettings | None = None,
     encoder=None,
     cache: Path = Path("/tmp"),
     sets: Sequence[str] | None = None,
     emb_overlaps: int = 3,
     center: bool | None = None,
 ) -> dict:
-    """Scores of every method on every gold set. ``center``: the embedding scorers centre each
-    language's vectors on its mean over the set's documents (as the align stage over a shard;
-    None: as ``align.center`` says)."""
+    """Scores of every method on every gold set, the DP methods aligning with ``settings``
+    (:func:`run_method`; default: the config's ``align``). ``center``: the embedding scorers
+    centre each language's vectors on its mean over the set's documents (as the align stage
+    over a shard; None: as ``align.center`` says)."""
+    settings = AlignSettings.from_config(settings)
     if center is None:
-        center = AlignSettings.from_config().center
+        center = settings.center
     out: dict = {}
     all_sets = gold_sets(cache)
     if sets and any(x.endswith("-synth") for x in sets):
@@ -370,9 +339,7 @@ def bench_quality(
         for method in methods:
             preds, secs = [], 0.0
             for doc in docs:
-                links, s = run_method(
-                    doc, method, params, encoder, emb_overlaps=emb_overlaps, centers=centers
-                )
+                links, s = run_method(doc, method, settings, encoder, emb_overlaps, centers)
                 preds.append(links)
                 secs += s
             res = score_alignments([d["gold"] for d in docs], preds)
@@ -465,6 +432,7 @@ def bench_site(shards: Sequence[Path], encoder: str, repeats: int = 1) -> dict:
     shard; nothing is written (no review folder)."""
     from parasim.align import align_pairs
     from parasim.io import read_table
+    from parasim.stats import Recorder
 
     tables = [read_table(p) for p in shards]
     out: dict = {"shards": [str(p) for p in shards], "page_pairs": sum(len(t) for t in tables)}
@@ -501,7 +469,7 @@ def bench_site(shards: Sequence[Path], encoder: str, repeats: int = 1) -> dict:
                 if e is not None:
                     e.clear()  # every run encodes its own lines, as a fresh job does
                 c = time.process_time()
-                table, _stats = align_pairs(t, settings, None, encoder=e)
+                table = align_pairs(t, settings, None, Recorder("align"), encoder=e)
                 best = min(best or 1e9, time.process_time() - c)
             cpu += best or 0.0
             pos += len(table)
@@ -560,7 +528,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     if not DATA.is_dir():
         print(f"no gold data at {DATA}", file=sys.stderr)
         return 1
-    params = dp_params()
+    settings = AlignSettings.from_config()
     figures: dict = {}
     if args.only in (None, "quality"):
         methods = ["paper", "paper-filtered", "dp-words"]
@@ -576,7 +544,7 @@ def main(argv: Sequence[str] | None = None) -> int:
                 enc = DiskCachedEncoder(args.encoder, args.cache / f"emb-{key}.npz")
         try:
             q = bench_quality(
-                methods, params, enc, args.cache, args.sets, args.emb_overlaps, not args.no_center
+                methods, settings, enc, args.cache, args.sets, args.emb_overlaps, not args.no_center
             )
         finally:
             if isinstance(enc, DiskCachedEncoder):
@@ -588,7 +556,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             return 1
         figures["site"] = bench_site(args.shards, args.encoder, args.repeats)
     if args.only in (None, "speed"):
-        figures["speed"] = bench_speed(params)
+        figures["speed"] = bench_speed(dp_params(settings))
     if args.json:
         args.json.write_text(json.dumps(figures, indent=1))
     return 0

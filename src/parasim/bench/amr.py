@@ -13,13 +13,13 @@ gold graphs, with the label vectors computed first (cold) and again with them ca
 from __future__ import annotations
 
 import argparse
-import os
 import random
 import sys
 import time
 from collections.abc import Sequence
 from pathlib import Path
 
+from parasim.accel import cpu_seconds
 from parasim.amr.aspects import ASPECTS, aspect_scores
 from parasim.amr.batch import score_graph_pairs
 from parasim.amr.cache import ParseCache
@@ -36,12 +36,6 @@ DEFAULT_DATA = (
     / "little-prince-v1.6-training.amr"
 )
 CONTENT_POS = {"NOUN", "PROPN", "VERB", "ADJ", "ADV", "NUM", "PRON"}
-
-
-def _cpu_with_children() -> float:
-    """CPU seconds of this process and its finished children (spaCy's ``n_process`` workers)."""
-    t = os.times()
-    return t.user + t.system + t.children_user + t.children_system
 
 
 def baseline_graph(doc) -> Graph:
@@ -97,9 +91,9 @@ def main(argv: list[str] | None = None) -> int:
     parser = Parser(ParseSettings(processes=args.processes), ParseCache(None))
     nlp = parser.nlp
     load_s = time.perf_counter() - t
-    t, cpu = time.perf_counter(), _cpu_with_children()
+    t, cpu = time.perf_counter(), cpu_seconds()
     parsed, counts = parser.parse(sents)
-    parse_s, parse_cpu = time.perf_counter() - t, _cpu_with_children() - cpu
+    parse_s, parse_cpu = time.perf_counter() - t, cpu_seconds() - cpu
     t = time.perf_counter()
     again, counts2 = parser.parse(sents)
     cached_s = time.perf_counter() - t

@@ -46,18 +46,23 @@ from pathlib import Path
 import pyarrow as pa
 
 from parasim import io
+from parasim.bench.stats_util import wilson
+from parasim.flores import read_flores
+from parasim.paths import shared_data
+from parasim.stats import Recorder
 
 PAGE = 10  # consecutive sentences per pseudo-page in `parallel`
+#: The normal quantile of the Wilson intervals here (the figures in BENCHMARKS.md were taken with
+#: it; :data:`parasim.bench.stats_util.Z95` is the finer one).
+Z = 1.96
 
 
 def load_parallel(folder: Path, other: str) -> list[tuple[str, str]]:
     """(English, other) sentence pairs of Flores-200 devtest or Tatoeba in ``folder``."""
     folder = Path(folder)
-    flores = {"fr": "fra_Latn", "es": "spa_Latn"}
     tato = {"fr": "fra", "es": "spa"}
     if (folder / "eng_Latn.devtest").exists():
-        en = (folder / "eng_Latn.devtest").read_text(encoding="utf-8").splitlines()
-        ot = (folder / f"{flores[other]}.devtest").read_text(encoding="utf-8").splitlines()
+        en, ot = read_flores("en", folder), read_flores(other, folder)
     else:
         stem = folder / f"tatoeba.{tato[other]}-eng"
         en = Path(f"{stem}.eng").read_text(encoding="utf-8").splitlines()
@@ -107,7 +112,8 @@ def survival(pairs: list[tuple[str, str]], other: str, cfg: dict | None = None) 
     from parasim.clean import clean_positives
 
     aligned, translated = as_site(pairs, other)
-    kept, dropped, stats = clean_positives([aligned], [translated], {**(cfg or {}), "dedup": False})
+    rec = Recorder("clean")
+    kept, dropped = clean_positives([aligned], [translated], {**(cfg or {}), "dedup": False}, rec)
     reasons = Counter(dropped[0].column("reason").to_pylist())
     return {
         "pairs": len(pairs),
@@ -118,7 +124,7 @@ def survival(pairs: list[tuple[str, str]], other: str, cfg: dict | None = None) 
             (r["reason"], r["en_text"][:80], r["other_text"][:80])
             for r in dropped[0].to_pylist()[:5]
         ],
-        "pairs_per_s": stats["pairs_per_s"],
+        "pairs_per_s": rec.stats().figures["pairs_per_s"],
     }
 
 
@@ -151,14 +157,16 @@ def site_report(results: Path, site: str, labels: Path | None = None, repeat: in
     for _ in range(max(1, repeat)):
         rules.clear_caches()
         before, t1 = os.times(), time.perf_counter()
-        kept, dropped, stats = clean_positives(aligned, translated, pairs=pairs)
+        rec = Recorder("clean")
+        kept, dropped = clean_positives(aligned, translated, None, rec, pairs=pairs)
         after, wall = os.times(), time.perf_counter() - t1
         cpu = sum(after[:4]) - sum(before[:4])  # user + system CPU time
         timings.append((wall, cpu))
     run_s, cpu_s = min(timings)
     k = pa.concat_tables(kept).to_pylist()
     d = pa.concat_tables(dropped).to_pylist()
-    n_in = stats["aligned_in"]
+    stats = rec.stats()
+    n_in = stats.rows_in
 
     identical = sum(
         rules.letters_only(r["en_text"]) == rules.letters_only(r["other_text"]) for r in k
@@ -186,7 +194,7 @@ def site_report(results: Path, site: str, labels: Path | None = None, repeat: in
         "aligned_in": n_in,
         "kept": len(k),
         "kept_distinct": len(keys),
-        "dropped_by_reason": {x: stats[x] for x in sorted(stats) if x.startswith("dropped_")},
+        "dropped_by_reason": {f"dropped_{x}": stats.dropped[x] for x in sorted(stats.dropped)},
         "identical_left": identical,
         "exact_duplicates_left": sum(c - 1 for c in keys.values()),
         "wrong_language_kept_identifiable": {
@@ -194,7 +202,7 @@ def site_report(results: Path, site: str, labels: Path | None = None, repeat: in
             "other": [wrong_ot, len(long_ot)],
         },
         "wrong_language_kept_any_label": [wrong_any, len(k)],
-        "furniture_flagged": stats.get("furniture_pairs", 0),
+        "furniture_flagged": stats.counts.get("furniture_pairs", 0),
         "heliport_load_s": round(load_s, 2),
         "load_average_1min": round(os.getloadavg()[0], 2),
         "clean_s": round(run_s, 3),
@@ -236,17 +244,6 @@ def site_report(results: Path, site: str, labels: Path | None = None, repeat: in
     return out
 
 
-def wilson(k: int, n: int, z: float = 1.96) -> list[float] | None:
-    """Wilson score interval of ``k`` successes in ``n`` trials (None for ``n = 0``)."""
-    if n <= 0:
-        return None
-    p = k / n
-    d = 1 + z * z / n
-    c = (p + z * z / (2 * n)) / d
-    h = z * ((p * (1 - p) / n + z * z / (4 * n * n)) ** 0.5) / d
-    return [round(c - h, 4), round(c + h, 4)]
-
-
 def _ws(text: str | None) -> str:
     return " ".join((text or "").split())
 
@@ -258,37 +255,94 @@ def _path(url: str) -> str:
     return urlsplit(url).path.lstrip("/")
 
 
+def _read_rows(results: Path, site: str, stage: str, columns=None) -> list[dict]:
+    """The rows of a finished run's shards of ``stage`` for ``site``."""
+    files = sorted((results / stage / site).glob("*.parquet"))
+    return [r for p in files for r in io.read_table(p, columns=columns).to_pylist()]
+
+
+def _judged_rows(
+    results: Path, site: str, reclean: dict | None
+) -> tuple[list[dict], list[dict], dict | None]:
+    """The kept and the dropped rows :func:`gold_report` judges: the run's own, or those of the
+    clean stage run again with ``reclean`` (then with its stats)."""
+    from parasim.clean import clean_positives
+
+    if reclean is None:
+        kept = _read_rows(results, site, "positives", ["id", "en_url", "en_text", "other_text"])
+        cols = ["id", "en_url", "en_text", "other_text", "reason"]
+        return kept, _read_rows(results, site, "dropped", cols), None
+    aligned, trans = _site_tables(results, site)
+    pairs = [io.read_table(p) for p in sorted((results / "pairs" / site).glob("*.parquet"))]
+    rec = Recorder("clean")
+    k, d = clean_positives(aligned, trans, reclean, rec, pairs=pairs)
+    return pa.concat_tables(k).to_pylist(), pa.concat_tables(d).to_pylist(), rec.stats().to_dict()
+
+
+def _recall(
+    by_page: dict[str, list[dict]],
+    page_lines: dict[str, tuple[set, set]],
+    found: dict[int, str | None],
+    aligned_en: dict[str, set[str]],
+    examples: int,
+) -> dict:
+    """The gold ``translated`` rows kept, and where the others went (:func:`gold_report`)."""
+    from parasim.clean import rules
+
+    real = same = reached = got = 0
+    misses: Counter = Counter()
+    miss_examples: dict[str, list] = {}
+    for path, gs in by_page.items():
+        lines = page_lines.get(path)
+        for g in gs:
+            if g["status"] != "translated":
+                continue
+            if rules.letters_only(g["en"]) == rules.letters_only(g["other"]):
+                same += 1
+                continue
+            real += 1
+            if lines is None:
+                why = "page_left_out"
+            elif g["en"] not in lines[0] or g["other"] not in lines[1]:
+                why = "not_parsed"
+            else:
+                reached += 1
+                if id(g) in found:
+                    why = found[id(g)]
+                elif any(g["en"] in x for x in aligned_en.get(path, ())):
+                    why = "aligned_elsewhere"
+                else:
+                    why = "not_aligned"
+            if why is None:
+                got += 1
+                continue
+            misses[why] += 1
+            ex = miss_examples.setdefault(why, [])
+            if len(ex) < examples:
+                ex.append((g["en"][:80], g["other"][:80]))
+    return {
+        "real": real, "same": same, "reached": reached, "got": got,
+        "misses": misses, "miss_examples": miss_examples,
+    }  # fmt: skip
+
+
 def gold_report(
     results: Path, site: str, gold: Path, examples: int = 5, reclean: dict | None = None
 ) -> dict:
     """A finished run's positives of ``site`` against a paragraph gold (module docstring).
 
     ``reclean``: run the clean stage again on the run's aligned shards with these ``clean``
-    settings (a mapping as in the config) and judge its output instead of the run's positives.
+    settings (a mapping as in the config) and judge its output instead of the run's positives
+    (``clean_stats``: that run's stats, :meth:`parasim.stats.Stats.to_dict`).
     """
-    from parasim.clean import clean_positives, rules
-
     with open(gold, encoding="utf-8", newline="") as fh:
         rows = list(csv.DictReader(fh, delimiter="\t"))
     by_page: dict[str, list[dict]] = {}
     for g in rows:
         g["en"], g["other"] = _ws(g["en_text"]), _ws(g["other_text"])
         by_page.setdefault(g["en_path"], []).append(g)
-
-    def read(stage: str, columns=None) -> list[dict]:
-        files = sorted((results / stage / site).glob("*.parquet"))
-        return [r for p in files for r in io.read_table(p, columns=columns).to_pylist()]
-
-    stats = None
-    if reclean is None:
-        kept = read("positives", ["id", "en_url", "en_text", "other_text"])
-        dropped = read("dropped", ["id", "en_url", "en_text", "other_text", "reason"])
-    else:
-        aligned, trans = _site_tables(results, site)
-        pairs = [io.read_table(p) for p in sorted((results / "pairs" / site).glob("*.parquet"))]
-        k, d, stats = clean_positives(aligned, trans, reclean, pairs=pairs)
-        kept, dropped = pa.concat_tables(k).to_pylist(), pa.concat_tables(d).to_pylist()
-    translated = read("translated", ["en_url", "en_lines", "other_lines"])
+    kept, dropped, stats = _judged_rows(results, site, reclean)
+    translated = _read_rows(results, site, "translated", ["en_url", "en_lines", "other_lines"])
     page_lines = {
         _path(t["en_url"]): ({_ws(x) for x in t["en_lines"]}, {_ws(x) for x in t["other_lines"]})
         for t in translated
@@ -331,62 +385,31 @@ def gold_report(
     aligned_en: dict[str, set[str]] = {}
     for r in kept + dropped:
         aligned_en.setdefault(_path(r["en_url"]), set()).add(_ws(r["en_text"]))
-
-    real = same = reached = got = 0
-    misses: Counter = Counter()
-    miss_examples: dict[str, list] = {}
-    for path, gs in by_page.items():
-        lines = page_lines.get(path)
-        for g in gs:
-            if g["status"] != "translated":
-                continue
-            if rules.letters_only(g["en"]) == rules.letters_only(g["other"]):
-                same += 1
-                continue
-            real += 1
-            if lines is None:
-                why = "page_left_out"
-            elif g["en"] not in lines[0] or g["other"] not in lines[1]:
-                why = "not_parsed"
-            else:
-                reached += 1
-                if id(g) in found:
-                    why = found[id(g)]
-                elif any(g["en"] in x for x in aligned_en.get(path, ())):
-                    why = "aligned_elsewhere"
-                else:
-                    why = "not_aligned"
-            if why is None:
-                got += 1
-                continue
-            misses[why] += 1
-            ex = miss_examples.setdefault(why, [])
-            if len(ex) < examples:
-                ex.append((g["en"][:80], g["other"][:80]))
-    gold_untr = sum(g["status"] != "translated" for g in rows)
+    rc = _recall(by_page, page_lines, found, aligned_en, examples)
+    real, reached, got = rc["real"], rc["reached"], rc["got"]
     return {
         "site": site,
         "gold_rows": len(rows),
         "gold_translated_real": real,
-        "gold_translated_identical": same,
-        "gold_untranslated_or_fuzzy": gold_untr,
+        "gold_translated_identical": rc["same"],
+        "gold_untranslated_or_fuzzy": sum(g["status"] != "translated" for g in rows),
         "reaching_aligner": reached,
         "kept": got,
         "recall": round(got / real, 4) if real else None,
-        "recall_ci95": wilson(got, real),
+        "recall_ci95": wilson(got, real, Z),
         "recall_of_reaching": round(got / reached, 4) if reached else None,
-        "recall_of_reaching_ci95": wilson(got, reached),
-        "misses": dict(misses.most_common()),
+        "recall_of_reaching_ci95": wilson(got, reached, Z),
+        "misses": dict(rc["misses"].most_common()),
         "kept_rows_on_gold_pages": k_gold,
         "kept_rows_correct": k_ok,
         "kept_rows_untranslated": k_untr,
         "kept_rows_unmatched": k_other,
         "precision": round(k_ok / k_gold, 4) if k_gold else None,
-        "precision_ci95": wilson(k_ok, k_gold),
+        "precision_ci95": wilson(k_ok, k_gold, Z),
         "kept_rows_off_gold_pages": len(kept) - k_gold,
         "clean_stats": stats,
         "wrong_kept_examples": wrong_examples,
-        "miss_examples": miss_examples,
+        "miss_examples": rc["miss_examples"],
     }
 
 
@@ -417,7 +440,7 @@ def main(argv: list[str] | None = None) -> None:
     ap = argparse.ArgumentParser(prog="parasim bench clean", description=__doc__.split("\n\n")[0])
     sub = ap.add_subparsers(dest="cmd", required=True)
     p = sub.add_parser("parallel", help="Flores-200 and Tatoeba: share of real translations kept")
-    p.add_argument("--data", default="../shared/data/parallel")
+    p.add_argument("--data", default=str(shared_data("parallel")))
     s = sub.add_parser("site", help="the clean stage on a finished run's site")
     s.add_argument("--results", default="results")
     s.add_argument("--site", required=True)

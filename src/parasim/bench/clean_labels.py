@@ -74,6 +74,8 @@ from pathlib import Path
 
 import pyarrow.parquet as pq
 
+from parasim.bench.stats_util import wilson
+
 __all__ = [
     "allocate", "changed_units", "draw", "draw_changes", "held_units", "load_labels", "pool",
     "score", "score_changes", "unit_key", "wilson",
@@ -211,18 +213,6 @@ def load_labels(labels: Path, strata: Path | None = None) -> tuple[list[dict], d
     if missing:
         raise SystemExit(f"{strata}: no size for strata {sorted(missing)}")
     return rows, sizes
-
-
-def wilson(k: float, n: float, z: float = 1.959964) -> tuple[float, float] | None:
-    """The Wilson score interval of ``k`` successes in ``n`` (None when ``n`` is 0); ``k`` and
-    ``n`` may be effective (weighted) counts."""
-    if n <= 0:
-        return None
-    p = k / n
-    d = 1 + z * z / n
-    c = (p + z * z / (2 * n)) / d
-    h = z * math.sqrt(p * (1 - p) / n + z * z / (4 * n * n)) / d
-    return (round(max(0.0, c - h), 4), round(min(1.0, c + h), 4))
 
 
 def _ratios(units: list[dict]) -> dict[str, float | None]:
@@ -416,22 +406,29 @@ def score(
         f"{lab}/{sub}": n
         for (lab, sub), n in sorted(Counter((r["label"], r["sub_reason"]) for r in rows).items())
     }
-    out["real_held_examples"] = [
-        (u["decision"], u["sub_reason"], u["en_text"][:70], u["other_text"][:70])
-        for u in units
-        if u["real"] and u["held"]
-    ][:15]
-    out["real_lost_examples"] = [
-        (u["decision"], u["sub_reason"], u["en_text"][:70], u["other_text"][:70])
-        for u in units
-        if u["real"] and not (u["kept"] or u["kept_else"])
-    ][:15]
-    out["kept_not_real_examples"] = [
-        (u["sub_reason"], u["en_text"][:70], u["other_text"][:70])
-        for u in units
-        if u["kept"] and not u["real"]
-    ][:15]
-    return out
+    return out | _examples(units)
+
+
+def _examples(units: list[dict]) -> dict[str, list[tuple]]:
+    """Up to 15 labelled units of each kind :func:`score` shows: real translations held, real
+    ones lost, kept ones that are not real."""
+    return {
+        "real_held_examples": [
+            (u["decision"], u["sub_reason"], u["en_text"][:70], u["other_text"][:70])
+            for u in units
+            if u["real"] and u["held"]
+        ][:15],
+        "real_lost_examples": [
+            (u["decision"], u["sub_reason"], u["en_text"][:70], u["other_text"][:70])
+            for u in units
+            if u["real"] and not (u["kept"] or u["kept_else"])
+        ][:15],
+        "kept_not_real_examples": [
+            (u["sub_reason"], u["en_text"][:70], u["other_text"][:70])
+            for u in units
+            if u["kept"] and not u["real"]
+        ][:15],
+    }
 
 
 def changed_units(base: dict[str, dict], after: dict[str, dict]) -> tuple[list[str], list[str]]:

@@ -16,13 +16,14 @@ import time
 from pathlib import Path
 
 from parasim.config import SiteConfig
+from parasim.paths import SHARED_DATA
 
-#: ../shared/data relative to the repository root.
-SHARED_DATA = Path(__file__).resolve().parents[3].parent / "shared" / "data"
 ORIGIN = "https://wet-boew.demo.parasim.example"
 
 
 def _cpu_s(who: int) -> float:
+    """CPU seconds of ``who`` (``RUSAGE_SELF``: the crawler; ``RUSAGE_CHILDREN``: the server),
+    apart: :func:`parasim.accel.cpu_seconds` gives only their sum."""
     r = resource.getrusage(who)
     return r.ru_utime + r.ru_stime
 
@@ -42,11 +43,13 @@ def bench_crawl(
         log: progress logger.
 
     Returns:
-        The crawl's stats plus ``wall_s``, ``crawler_cpu_s``, ``server_cpu_s`` and the pair
-        coverage ``pairs``, ``pairs_en_fetched``, ``pairs_fr_fetched``, ``pairs_both_fetched``.
+        The crawl's stats (:meth:`parasim.stats.Stats.to_dict`) plus ``wall_s``,
+        ``crawler_cpu_s``, ``server_cpu_s`` and the pair coverage ``pairs``,
+        ``pairs_en_fetched``, ``pairs_fr_fetched``, ``pairs_both_fetched``.
     """
     from parasim.crawl import crawl_site
     from parasim.io import read_table
+    from parasim.stats import Recorder
 
     data_dir = Path(data_dir or SHARED_DATA)
     wet = data_dir / "sites" / "wet-boew"
@@ -79,7 +82,9 @@ def bench_crawl(
             _cpu_s(resource.RUSAGE_CHILDREN),
             time.time(),
         )
-        stats = crawl_site(site, settings, work / "out", work / "state", log=log)
+        rec = Recorder("crawl", site=site.name)
+        crawl_site(site, settings, work / "out", work / "state", log=log, rec=rec)
+        stats = rec.stats().to_dict()
         stats["wall_s"] = round(time.time() - t0, 2)
         stats["crawler_cpu_s"] = round(_cpu_s(resource.RUSAGE_SELF) - cpu0, 2)
         stats["server_cpu_s"] = round(_cpu_s(resource.RUSAGE_CHILDREN) - child0, 2)
@@ -118,8 +123,9 @@ def main(argv: list[str] | None = None) -> int:
     )
     s = bench_crawl(args.data, concurrency=args.concurrency)
     print(
-        f"crawl wet-boew: {s['pages_ok']} pages ok ({s['rows']} rows), {s['pages_per_s']} pages/s, "
-        f"wall {s['wall_s']} s, peak RSS {s['peak_rss_mb']} MB, CPU crawler {s['crawler_cpu_s']} s "
+        f"crawl wet-boew: {s['rows_out']} pages ok ({s['counts']['rows']} rows), "
+        f"{s['figures']['pages_per_s']} pages/s, wall {s['wall_s']} s, "
+        f"peak RSS {s['figures']['peak_rss_mb']} MB, CPU crawler {s['crawler_cpu_s']} s "
         f"+ server {s['server_cpu_s']} s; pairs fetched: {s['pairs_en_fetched']}/{s['pairs']} en, "
         f"{s['pairs_fr_fetched']}/{s['pairs']} fr, {s['pairs_both_fetched']} both"
     )

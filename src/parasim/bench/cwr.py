@@ -26,9 +26,10 @@ import time
 from collections.abc import Sequence
 from pathlib import Path
 
-FLORES = Path(__file__).resolve().parents[3].parent / "shared" / "data" / "parallel"
-TATOEBA = FLORES / "tatoeba"
-FLORES = FLORES / "flores200-devtest"
+from parasim.flores import FOLDER as FLORES
+from parasim.paths import shared_data
+
+TATOEBA = shared_data("parallel", "tatoeba")
 
 
 def _load() -> str:

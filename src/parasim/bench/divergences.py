@@ -78,26 +78,33 @@ def bench_speed(
 ) -> dict:
     """Variants/s per type on the first ``n`` Flores EN-FR pairs (lexical: first ``lexical_n``)."""
     from parasim.divergences import make_divergences
+    from parasim.stats import Recorder
+
+    def speed(rec: Recorder, t0: float) -> dict:
+        st = rec.stats(rounding=3)
+        return {
+            "seeds": st.counts["n_seeds"],
+            "wall_s": round(time.perf_counter() - t0, 1),
+            "seconds": dict(st.seconds),
+            "variants_per_second": st.figures["variants_per_second"],
+            "rows_by_type": st.counts["rows_by_type"],
+            "checks": {t: c["valid_share"] for t, c in st.figures["checks"].items()},
+            "variant_missing": st.counts["variant_missing"],
+        }
 
     pairs = _load_pairs(data, "flores")
     out: dict = {"load_average": os.getloadavg(), "cores": os.cpu_count()}
-    t0 = time.perf_counter()
-    _, st = make_divergences(
+    t0, rec = time.perf_counter(), Recorder("divergences")
+    make_divergences(
         positives_from_pairs(pairs[:n], "flores"),
+        rec,
         {"types": ["phrase_replacement", "subtree_deletion"]},
     )
-    out["phrase_subtree"] = {
-        "seeds": st["n_seeds"],
-        "wall_s": round(time.perf_counter() - t0, 1),
-        "seconds": st["seconds"],
-        "variants_per_second": st["variants_per_second"],
-        "rows_by_type": st["rows_by_type"],
-        "checks": {t: c["valid_share"] for t, c in st["checks"].items()},
-        "variant_missing": st["variant_missing"],
-    }
-    t0 = time.perf_counter()
-    _, st = make_divergences(
+    out["phrase_subtree"] = speed(rec, t0)
+    t0, rec = time.perf_counter(), Recorder("divergences")
+    make_divergences(
         positives_from_pairs(pairs[:lexical_n], "flores"),
+        rec,
         {
             "types": ["lexical_substitution"],
             "lm": lm,
@@ -106,16 +113,7 @@ def bench_speed(
             "lm_dtype": lm_dtype,
         },
     )
-    out["lexical"] = {
-        "lm": st["lm"],
-        "seeds": st["n_seeds"],
-        "wall_s": round(time.perf_counter() - t0, 1),
-        "seconds": st["seconds"],
-        "variants_per_second": st["variants_per_second"],
-        "rows_by_type": st["rows_by_type"],
-        "checks": {t: c["valid_share"] for t, c in st["checks"].items()},
-        "variant_missing": st["variant_missing"],
-    }
+    out["lexical"] = {"lm": rec.stats().figures["lm"], **speed(rec, t0)}
     out["load_average_end"] = os.getloadavg()
     return out
 
@@ -177,6 +175,7 @@ def refresd_baseline(data: Path = DATA, synthetic_n: int = 600, seed: int = 13) 
     """Untrained alignment-based divergence baseline on REFreSD dev (see the module docstring)."""
     from parasim.divergences import make_divergences
     from parasim.divergences.tags import load_spacy, tokens_only
+    from parasim.stats import Recorder
 
     nlp_en, nlp_fr = load_spacy("en"), load_spacy("fr")
     extra = _load_pairs(data, "flores") + _load_pairs(data, "tatoeba")
@@ -189,8 +188,9 @@ def refresd_baseline(data: Path = DATA, synthetic_n: int = 600, seed: int = 13) 
     gold = [r["binary"] for r in ref]
 
     # (a) threshold from synthetic divergences only (no REFreSD label used).
-    syn, _ = make_divergences(
+    syn = make_divergences(
         positives_from_pairs(extra[:synthetic_n], "synthetic"),
+        Recorder("divergences"),
         {"types": ["phrase_replacement", "subtree_deletion", "lexical_substitution"], "lm": "none"},
         nlp={"en": nlp_en, "fr": nlp_fr},
     )

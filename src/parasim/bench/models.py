@@ -53,7 +53,10 @@ def cmd_record(args: argparse.Namespace) -> dict:
     table = _positives(args.positives)
     rec = RecordingScorer()
     t0 = time.perf_counter()
-    _, stats = make_divergences(table, {"types": [LEXICAL], "lm": "none"}, scorer=rec)
+    from parasim.stats import Recorder
+
+    stats = Recorder("divergences")
+    make_divergences(table, stats, {"types": [LEXICAL], "lm": "none"}, scorer=rec)
     secs = time.perf_counter() - t0
     with open(args.out, "w", encoding="utf-8") as fh:
         for c in rec.calls:
@@ -63,7 +66,7 @@ def cmd_record(args: argparse.Namespace) -> dict:
         "lm_calls": len(rec.calls),
         "candidates": sum(len(c) for c in rec.calls),
         "stage_seconds_without_lm": round(secs, 1),
-        "stage_seconds": {k: round(v, 1) for k, v in stats.get("seconds", {}).items()},
+        "stage_seconds": {k: round(v, 1) for k, v in stats.stats().seconds.items()},
     }
 
 

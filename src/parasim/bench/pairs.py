@@ -18,6 +18,7 @@ import pyarrow as pa
 
 from parasim.config import Rewrite, SiteConfig
 from parasim.io import PAGES_SCHEMA, rows_to_table
+from parasim.paths import SHARED_DATA
 
 WET_ORIGIN = "https://wet-boew.example"
 _HTML_LANG_RE = re.compile(r"<html\b[^>]*?\blang\s*=\s*[\"']?([A-Za-z][A-Za-z0-9_-]*)", re.I)
@@ -111,6 +112,7 @@ def benchmark_wet(data_dir: str | Path, repeats: int = 3) -> dict:
     """Print and return pairing and parsing figures on WET-BOEW."""
     from parasim.pair import pair_pages
     from parasim.parse import parse_pairs
+    from parasim.stats import Recorder
 
     site_dir = Path(data_dir) / "sites" / "wet-boew"
     t0 = time.perf_counter()
@@ -125,18 +127,21 @@ def benchmark_wet(data_dir: str | Path, repeats: int = 3) -> dict:
             site = wet_site(evidence)
             best = None
             for _ in range(repeats):
+                rec = Recorder("pair", site=site.name)
                 t = time.perf_counter()
-                pairs, stats = pair_pages(pages, site, n_shards=2, one_to_one=one_to_one)
+                pairs = pair_pages(pages, site, n_shards=2, rec=rec, one_to_one=one_to_one)
                 dt = time.perf_counter() - t
                 best = dt if best is None else min(best, dt)
             m = pair_metrics(pairs, site_dir / "pairs_en_fr.tsv", WET_ORIGIN)
+            stats = rec.stats()
             rate = pages.num_rows / best
             print(
                 f"pairing evidence={list(evidence)} one_to_one={one_to_one}: pairs={m['n_pred']} "
                 f"precision={m['precision']:.4f} recall={m['recall']:.4f} "
-                f"({m['tp']}/{m['n_gold']}) conflicts={stats['conflicts']} "
-                f"unpaired_en={ {k: v for k, v in stats['unpaired_en'].items() if v} } | "
-                f"{rate:.0f} pages/s end-to-end, {stats['pages_per_s']} pages/s link parsing"
+                f"({m['tp']}/{m['n_gold']}) conflicts={stats.counts['conflicts']} "
+                f"unpaired_en={ {k: v for k, v in stats.dropped.items() if v} } | "
+                f"{rate:.0f} pages/s end-to-end, "
+                f"{stats.figures['pages_per_s']} pages/s link parsing"
             )
             for fp in m["fp"]:
                 print(f"  FP {fp[0][len(WET_ORIGIN) + 1 :]} -> {fp[1][len(WET_ORIGIN) + 1 :]}")
@@ -150,8 +155,9 @@ def benchmark_wet(data_dir: str | Path, repeats: int = 3) -> dict:
         site = replace(wet_site(("hreflang", "toggle", "rewrite")), main_selector=selector)
         best = None
         for _ in range(repeats):
+            rec = Recorder("parse", site=site.name)
             t = time.perf_counter()
-            lines, stats = parse_pairs(pairs_all, pages, site)
+            lines = parse_pairs(pairs_all, pages, site, rec=rec)
             dt = time.perf_counter() - t
             best = dt if best is None else min(best, dt)
         n = lines.num_rows
@@ -159,7 +165,7 @@ def benchmark_wet(data_dir: str | Path, repeats: int = 3) -> dict:
         print(
             f"parse selector={selector!r}: {n} pairs in {best:.2f}s = {n / best:.1f} pairs/s; "
             f"equal-line pairs {eq}/{n} = {eq / max(n, 1):.1%}; "
-            f"selector_missed={stats['selector_missed']} lines={stats['lines']}"
+            f"selector_missed={rec.counted('selector_missed')} lines={rec.counted('lines')}"
         )
         out["parse"][str(selector)] = {"pairs_per_s": n / best, "equal": eq, "pairs": n}
     return out
@@ -168,8 +174,7 @@ def benchmark_wet(data_dir: str | Path, repeats: int = 3) -> dict:
 def main(argv: list[str] | None = None) -> None:
     """Command line: ``parasim bench pairs [DATA_DIR] [--repeats N]``."""
     ap = argparse.ArgumentParser(prog="parasim bench pairs", description=__doc__)
-    default = Path(__file__).resolve().parents[3].parent / "shared" / "data"
-    ap.add_argument("data_dir", nargs="?", default=str(default))
+    ap.add_argument("data_dir", nargs="?", default=str(SHARED_DATA))
     ap.add_argument("--repeats", type=int, default=3)
     args = ap.parse_args(argv)
     benchmark_wet(args.data_dir, repeats=args.repeats)

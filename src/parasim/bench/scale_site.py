@@ -1,8 +1,8 @@
 """The Python documentation's translation catalogues rendered as a static bilingual website.
 
 ``parasim bench scale build`` calls :func:`build_site`; this module holds the rendering and the
-gold files (no ``main``: it is not a benchmark of its own); :mod:`parasim.catalogues` reads the
-catalogues into pages of paragraphs.
+gold files (no ``main``: it is not a benchmark of its own); :mod:`parasim.bench.catalogues` reads
+the catalogues into pages of paragraphs.
 
 The sites
     Each language's catalogues (one gettext ``.po`` per documentation page, ``library/os.po``)
@@ -67,7 +67,7 @@ import shutil
 from collections.abc import Iterable
 from pathlib import Path
 
-from parasim.catalogues import (
+from parasim.bench.catalogues import (
     DATA_DIR,
     TRANSLATIONS,
     Page,

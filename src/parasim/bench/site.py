@@ -23,7 +23,7 @@ def bench_site(config: str, site_name: str, gold: str | None, work: str | None =
     from parasim.io import read_table
     from parasim.pair import pair_pages
     from parasim.parse import parse_pairs
-    from parasim.stats import Stats
+    from parasim.stats import Recorder, Stats
 
     cfg = load_config(config)
     site = site_by_name(cfg, site_name)
@@ -52,11 +52,12 @@ def bench_site(config: str, site_name: str, gold: str | None, work: str | None =
     crawl = Stats.read(stats_file)
 
     pages = read_table(pages_dir)
+    rec = Recorder("pair", site=site.name)
     t0 = time.perf_counter()
-    pairs, pstats = pair_pages(pages, site, cfg["shards"], one_to_one=site.one_to_one)
+    pairs = pair_pages(pages, site, cfg["shards"], rec=rec, one_to_one=site.one_to_one)
     pair_s = time.perf_counter() - t0
     t0 = time.perf_counter()
-    lines, lstats = parse_pairs(pairs, pages, site, cfg["parse"])
+    lines = parse_pairs(pairs, pages, site, cfg["parse"], rec=Recorder("parse", site=site.name))
     parse_s = time.perf_counter() - t0
     out = {
         "site": site.name,

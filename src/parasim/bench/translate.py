@@ -14,7 +14,6 @@ from __future__ import annotations
 import argparse
 import json
 import logging
-import resource
 import sys
 import tempfile
 import time
@@ -22,11 +21,16 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from parasim.accel import cpu_seconds
+from parasim.flores import FOLDER as FLORES
+from parasim.flores import flores_file
+from parasim.paths import shared_data
+from parasim.stats import Recorder
 from parasim.translate.base import make_translator
 from parasim.translate.cache import TranslationCache
 from parasim.translate.stage import translate_texts
 
-DEFAULT_DATA = Path(__file__).resolve().parents[3].parent / "shared" / "data" / "parallel"
+DEFAULT_DATA = shared_data("parallel")
 
 
 @dataclass
@@ -54,20 +58,20 @@ def load_sets(data_dir: str | Path = DEFAULT_DATA, limit: int | None = None) -> 
         ValueError: A set's source and reference differ in line count.
     """
     data_dir = Path(data_dir)
-    flores = "flores200-devtest/{}_Latn.devtest"
+    flores, tatoeba = data_dir / FLORES.name, data_dir / "tatoeba"
     spec = [
-        ("flores200", "fr", flores.format("fra"), flores.format("eng")),
-        ("flores200", "es", flores.format("spa"), flores.format("eng")),
-        ("tatoeba", "fr", "tatoeba/tatoeba.fra-eng.fra", "tatoeba/tatoeba.fra-eng.eng"),
-        ("tatoeba", "es", "tatoeba/tatoeba.spa-eng.spa", "tatoeba/tatoeba.spa-eng.eng"),
+        ("flores200", "fr", flores_file("fr", flores), flores_file("en", flores)),
+        ("flores200", "es", flores_file("es", flores), flores_file("en", flores)),
+        ("tatoeba", "fr", tatoeba / "tatoeba.fra-eng.fra", tatoeba / "tatoeba.fra-eng.eng"),
+        ("tatoeba", "es", tatoeba / "tatoeba.spa-eng.spa", tatoeba / "tatoeba.spa-eng.eng"),
     ]
     sets = []
     for name, lang, src, ref in spec:
-        if not (data_dir / src).is_file() or not (data_dir / ref).is_file():
+        if not src.is_file() or not ref.is_file():
             continue
-        s, r = _read(data_dir / src), _read(data_dir / ref)
+        s, r = _read(src), _read(ref)
         if len(s) != len(r):
-            raise ValueError(f"{data_dir / src}: {len(s)} lines, but {len(r)} in the reference")
+            raise ValueError(f"{src}: {len(s)} lines, but {len(r)} in the reference")
         sets.append(ParallelSet(name, lang, s[:limit], r[:limit]))
     return sets
 
@@ -109,13 +113,14 @@ def benchmark(
         with tempfile.TemporaryDirectory() as tmp:
             for ps in sets:
                 cache_file = Path(tmp) / f"{ps.name}-{ps.lang}.sqlite"
-                t0, c0 = time.perf_counter(), _cpu_s()
+                st, st2 = Recorder("translate"), Recorder("translate")
+                t0, c0 = time.perf_counter(), cpu_seconds()  # apertium's too
                 with TranslationCache(cache_file) as cache:
-                    hyp, st = translate_texts(ps.src, ps.lang, backend, cache, log)
-                cold, cold_cpu = time.perf_counter() - t0, _cpu_s() - c0
+                    hyp = translate_texts(ps.src, ps.lang, backend, cache, log, rec=st)
+                cold, cold_cpu = time.perf_counter() - t0, cpu_seconds() - c0
                 t0 = time.perf_counter()
                 with TranslationCache(cache_file) as cache:  # a new instance: read from disk
-                    hyp2, st2 = translate_texts(ps.src, ps.lang, backend, cache, log)
+                    hyp2 = translate_texts(ps.src, ps.lang, backend, cache, log, rec=st2)
                 rerun = time.perf_counter() - t0
                 rows.append(
                     {
@@ -124,7 +129,7 @@ def benchmark(
                         "lines": len(ps.src),
                         "backend": backend.label(ps.lang),
                         **score(hyp, ps.ref),
-                        "untranslated": st["untranslated"],
+                        "untranslated": st.counted("untranslated"),
                         "cold_s": round(cold, 2),
                         "cold_lines_per_s": round(len(ps.src) / cold, 1),
                         # Wall time depends on what else runs; CPU time much less so.
@@ -132,20 +137,13 @@ def benchmark(
                         "cold_lines_per_cpu_s": round(len(ps.src) / max(cold_cpu, 1e-9), 1),
                         "rerun_s": round(rerun, 3),
                         "rerun_lines_per_s": round(len(ps.src) / rerun, 1),
-                        "rerun_translated": st2["translated"],
+                        "rerun_translated": st2.counted("translated"),
                         "rerun_same_output": hyp2 == hyp,
                     }
                 )
     finally:
         backend.close()
     return rows
-
-
-def _cpu_s() -> float:
-    """CPU seconds used so far by this process and its finished children (apertium)."""
-    own = resource.getrusage(resource.RUSAGE_SELF)
-    kids = resource.getrusage(resource.RUSAGE_CHILDREN)
-    return own.ru_utime + own.ru_stime + kids.ru_utime + kids.ru_stime
 
 
 def _print_table(rows: list[dict[str, Any]]) -> None:

@@ -30,7 +30,8 @@ from pathlib import Path
 
 import yaml
 
-ROOT = Path(__file__).resolve().parents[3]
+from parasim.paths import ROOT
+
 #: `--until` stops at a stage's per-site summary (or the corpus) instead of `rule all`.
 UNTIL = ("pairs", "lines", "translated", "positives", "divergences", "corpus", "all")
 

@@ -4,10 +4,7 @@ from __future__ import annotations
 
 import argparse
 import logging
-from collections.abc import Callable, Mapping
-from typing import Any
-
-from parasim.stats import Stats
+from collections.abc import Callable
 
 log = logging.getLogger("parasim.clean")
 
@@ -17,6 +14,7 @@ def cmd_clean(args: argparse.Namespace) -> None:
     from parasim.clean import CleanSettings, clean_positives
     from parasim.io import read_table, write_table
     from parasim.stagecli import UsageError, need, section_from_args, write_stats
+    from parasim.stats import Recorder
 
     n = len(args.aligned)
     for flag in ("translated", "out", "dropped"):
@@ -31,40 +29,13 @@ def cmd_clean(args: argparse.Namespace) -> None:
         for p in args.translated
     ]
     pairs = [read_table(need(p, "pairs shard")) for p in args.pairs or ()]
-    kept, dropped, stats = clean_positives(aligned, translated, settings, log=log, pairs=pairs)
+    rec = Recorder("clean")
+    kept, dropped = clean_positives(aligned, translated, settings, rec, log=log, pairs=pairs)
     for table, path in zip(kept, args.out, strict=True):
         write_table(table, path)
     for table, path in zip(dropped, args.dropped, strict=True):
         write_table(table, path)
-    write_stats(args.stats, clean_stats(stats))
-
-
-def clean_stats(raw: Mapping[str, Any]) -> Stats:
-    """:func:`~parasim.clean.clean_positives`' counts as the stage's stats.
-
-    Rows in: aligned pairs; out: positives; dropped: by reason (a rule, ``wrong_language_<side>``,
-    ``untranslated``, ``duplicate``, ``furniture``), every reason the stage counts as
-    ``dropped_<reason>``. The counts hold ``overruled_<reason>`` (kept by the decision over that
-    flag) and ``page_pairs_untranslated``.
-
-    Raises:
-        ValueError: the reasons do not add up to the stage's own total of drops.
-    """
-    c = dict(raw)
-    dropped = {k[len("dropped_") :]: c.pop(k) for k in list(c) if k.startswith("dropped_")}
-    total = c.pop("dropped")
-    if total != sum(dropped.values()):
-        raise ValueError(f"clean: {total} pairs dropped but the reasons add up to {dropped}")
-    return Stats(
-        "clean",
-        rows_in=c.pop("aligned_in"),
-        rows_out=c.pop("kept"),
-        dropped=dropped,
-        seconds={"total": c.pop("seconds")},
-        figures={"pairs_per_s": c.pop("pairs_per_s")},
-        counts=c,  # page_pairs, langid_<side>_<verdict>, furniture_pairs, overruled_<reason>,
-        # vouched_by_template, vouched_by_markup
-    )
+    write_stats(args.stats, rec.stats())
 
 
 def register(add: Callable[..., argparse.ArgumentParser], site_opts: Callable) -> None:

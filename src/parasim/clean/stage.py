@@ -1,26 +1,28 @@
 """The clean stage: aligned sentence pairs of a site -> the positives a researcher would keep.
 
 Between the align stage and everything downstream (negatives, corpus, divergences), for all
-shards of a site at once (:func:`clean_positives`), in four steps:
+shards of a site at once (:func:`clean_positives`), in four steps, a function each on the site's
+pairs (:class:`Site`, read by :func:`read_site`; :func:`split_shards` writes them out):
 
-1. **hard rules** (:mod:`.rules`): identical and near-identical sides, no letters, URLs and
-   e-mail addresses, code and markup, placeholder text, length ratio, repeated words, mojibake;
-2. **language identification** (:mod:`.langid`, heliport): the English side must be English and
-   the other side in its declared language; a line too short to identify is judged with its
-   neighbours on the page, then by its page;
-3. **the decision** (:mod:`.decision`): the flags of steps 1-2 and the page languages the pair
-   stage measured (the pairs' ``*_page_lang`` columns) against the translation. On a page pair
-   measured untranslated (``clean.untranslated_pages.mode: per_line``), a line that its own text
-   does not place in the expected language is flagged ``untranslated``. A pair whose flags are
-   all overrulable (``clean.decision.overrule``, and ``untranslated``) is kept when its
-   translation says it is one (the ``overruled`` column lists the flags); any other flagged pair
-   is dropped with its first flag, in the order rules, ``wrong_language_en``,
-   ``wrong_language_other`` / ``untranslated``;
-4. **deduplication**: pairs equal after :func:`.rules.normalize` on both sides are kept once, the
-   first in (English URL, other URL, line index) order; the kept row says how often
-   (``n_seen``) and on how many page pairs (``n_pages``) it was seen, and ``furniture`` flags a
-   pair found on at least ``furniture_share`` of the site's page pairs (headers, footers, "Questions
-   or comments?"); ``drop_furniture: true`` drops those too.
+1. **hard rules** (:func:`apply_rules`, :mod:`.rules`): identical and near-identical sides, no
+   letters, URLs and e-mail addresses, code and markup, placeholder text, length ratio, repeated
+   words, mojibake;
+2. **language identification** (:func:`identify_languages`, :mod:`.langid`, heliport): the
+   English side must be English and the other side in its declared language; a line too short
+   to identify is judged with its neighbours on the page, then by its page;
+3. **the decision** (:func:`decide`, :mod:`.decision`): the flags of steps 1-2 and the page
+   languages the pair stage measured (the pairs' ``*_page_lang`` columns) against the
+   translation. On a page pair measured untranslated (``clean.untranslated_pages.mode:
+   per_line``), a line that its own text does not place in the expected language is flagged
+   ``untranslated``. A pair whose flags are all overrulable (``clean.decision.overrule``, and
+   ``untranslated``) is kept when its translation says it is one (the ``overruled`` column lists
+   the flags); any other flagged pair is dropped with its first flag, in the order rules,
+   ``wrong_language_en``, ``wrong_language_other`` / ``untranslated``;
+4. **deduplication** (:func:`deduplicate`): pairs equal after :func:`.rules.normalize` on both
+   sides are kept once, the first in (English URL, other URL, line index) order; the kept row
+   says how often (``n_seen``) and on how many page pairs (``n_pages``) it was seen, and
+   ``furniture`` flags a pair found on at least ``furniture_share`` of the site's page pairs
+   (headers, footers, "Questions or comments?"); ``drop_furniture: true`` drops those too.
 
 Nothing is lost: every dropped row goes to the site's ``dropped`` shards with its ``reason`` (the
 rule, ``wrong_language_en`` / ``wrong_language_other``, ``untranslated``, ``duplicate`` with
@@ -35,7 +37,7 @@ import logging
 import time
 from collections import Counter, defaultdict
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 import pyarrow as pa
@@ -43,6 +45,7 @@ import pyarrow as pa
 from parasim import io
 from parasim.config import Settings
 from parasim.pair.stage import UntranslatedPagesSettings, is_untranslated
+from parasim.stats import Recorder
 
 from . import decision, langid, rules
 
@@ -94,14 +97,88 @@ def _context(lines: Sequence[str | None], idx: Sequence[int], window: int) -> st
     return langid.prose(" ".join((x or "").strip() for x in lines[lo:hi]))
 
 
+@dataclass
+class Site:
+    """The aligned pairs of one site on their way through the steps (one entry per pair, in
+    shard order), and what the steps decided about them."""
+
+    s: CleanSettings
+    rec: Recorder
+    cols: dict[str, list]  # the ``_READ`` columns
+    lines: dict[str, tuple[list, list]]  # pair_id -> the page pair's (English, other) lines
+    untranslated_side: dict[str, tuple[bool, bool]]  # see _untranslated_pages
+    check: rules.Checker
+    reason: list[str | None] = field(default_factory=list)  # None: kept (so far)
+    over: set[str] = field(default_factory=set)  # the flags the decision may overrule
+    vouched: dict[int, bool] = field(default_factory=dict)
+    templates: list = field(default_factory=list)  # the site's swap counts, made when needed
+    by_template: set[int] = field(default_factory=set)  # vouched for by a translated template
+    evidence: dict[int, decision.Evidence] = field(default_factory=dict)
+    flags: dict[int, list[str]] = field(default_factory=dict)  # overrulable rules failed
+    by_markup: set[int] = field(default_factory=set)  # kept over surface flags by markup alone
+    markup_over: frozenset[str] | set[str] = frozenset()
+    verdict: dict[str, list[str | None]] = field(default_factory=dict)  # side -> langid verdict
+    overruled: list[list[str] | None] = field(default_factory=list)
+    duplicate_of: list[str | None] = field(default_factory=list)
+    n_seen: list[int] = field(default_factory=list)
+    n_pages: list[int] = field(default_factory=list)
+    furniture: list[bool] = field(default_factory=list)
+
+    @property
+    def n(self) -> int:
+        """The site's aligned pairs."""
+        return len(self.cols["id"])
+
+    def single(self, i: int) -> bool:
+        """Whether pair ``i`` is one line on each side."""
+        return len(self.cols["en_idx"][i]) == 1 and len(self.cols["other_idx"][i]) == 1
+
+    def square(self, i: int) -> bool:
+        """Whether pair ``i`` has as many lines on each side (1:1, 2:2…)."""
+        return len(self.cols["en_idx"][i]) == len(self.cols["other_idx"][i])
+
+    def evidence_of(self, i: int) -> decision.Evidence:
+        """The translation's evidence for pair ``i`` (:func:`.decision.similarities`, once)."""
+        ev = self.evidence.get(i)
+        if ev is None:
+            c = self.cols
+            ev = decision.similarities(c["en_text"][i], c["other_text"][i], c["other_en"][i])
+            self.evidence[i] = ev
+        return ev
+
+    def vouches(self, i: int) -> bool:
+        """Whether pair ``i``'s translation says it is one, or it is a translated template
+        (:mod:`.decision`; 1:1 links only with ``one_to_one_only``, templates always)."""
+        v = self.vouched.get(i)
+        if v is None:
+            dec = self.s.decision
+            en_text, other_text = self.cols["en_text"], self.cols["other_text"]
+            one = self.single(i)
+            ev = self.evidence_of(i) if one or not dec.one_to_one_only else None
+            v = ev is not None and decision.translated(ev, dec)
+            if not v and one and dec.min_template_lines > 0:
+                if not self.templates:
+                    self.templates.append(decision.template_counts(en_text, other_text))
+                v = decision.template_vouches(
+                    en_text[i], other_text[i], self.cols["other_en"][i], self.templates[0], dec, ev
+                )
+                self.rec.count("vouched_by_template", int(v))
+                if v:
+                    self.by_template.add(i)
+            self.vouched[i] = v
+        return v
+
+
 def clean_positives(
     aligned: Sequence[pa.Table],
     translated: Sequence[pa.Table],
-    settings: CleanSettings | Mapping[str, Any] | None = None,
+    settings: CleanSettings | Mapping[str, Any] | None,
+    rec: Recorder,
     log: logging.Logger | None = None,
     pairs: Sequence[pa.Table] | None = None,
-) -> tuple[list[pa.Table], list[pa.Table], dict]:
-    """Clean the aligned pairs of one site.
+) -> tuple[list[pa.Table], list[pa.Table]]:
+    """Clean the aligned pairs of one site: :func:`read_site`, :func:`apply_rules`,
+    :func:`identify_languages`, :func:`decide`, :func:`deduplicate`, :func:`split_shards`.
 
     Args:
         aligned: the align stage's shards of the site (:data:`parasim.io.ALIGNED_SCHEMA`), in
@@ -109,149 +186,147 @@ def clean_positives(
         translated: the site's translated shards (the page lines, for the neighbours of short
             lines and the number of page pairs).
         settings: the ``clean`` settings (a mapping: the section as in the config, keys left out
-            take the schema's defaults).
+            take the schema's defaults; None: all defaults).
+        rec: the stage's counts. Rows in: aligned pairs; out: positives; dropped: by reason (a
+            rule, ``wrong_language_<side>``, ``untranslated``, ``duplicate``, ``furniture``).
+            Counts: ``page_pairs``, ``page_pairs_untranslated``, ``langid_<side>_<verdict>``,
+            ``overruled_<reason>`` (kept by the decision over that flag),
+            ``vouched_by_template``, ``vouched_by_markup``, ``furniture_pairs``; figure:
+            ``pairs_per_s``.
         log: logger (module logger when None).
         pairs: the site's page pairs (:data:`parasim.io.PAIRS_SCHEMA`), for the page languages
             the pair stage measured (None, or pairs without them: no page is untranslated).
 
     Returns:
         per shard the kept pairs (:data:`parasim.io.POSITIVES_SCHEMA`) and the dropped ones
-        (:data:`parasim.io.DROPPED_SCHEMA`), and a stats dict of counts.
+        (:data:`parasim.io.DROPPED_SCHEMA`).
     """
     log = log or logging.getLogger(__name__)
-    s = CleanSettings.from_config(settings)
     t0 = time.perf_counter()
-    stats: Counter = Counter()
-    # Only the columns the steps read become Python lists; the output rows are taken from the
-    # Arrow tables (one column per step, not one dict per row).
+    site = read_site(aligned, translated, CleanSettings.from_config(settings), rec, pairs)
+    apply_rules(site)
+    identify_languages(site)
+    decide(site)
+    deduplicate(site)
+    kept, dropped = split_shards(site, aligned)
+    seconds = time.perf_counter() - t0
+    rec.seconds("total", round(seconds, 3))
+    rec.figure("pairs_per_s", round(site.n / seconds, 1) if seconds > 0 else None)
+    log.info("clean: %s", rec.stats().to_dict())
+    return kept, dropped
+
+
+def read_site(
+    aligned: Sequence[pa.Table],
+    translated: Sequence[pa.Table],
+    s: CleanSettings,
+    rec: Recorder,
+    pairs: Sequence[pa.Table] | None,
+) -> Site:
+    """The columns the steps read, the page lines and the pages measured untranslated.
+
+    Only the columns the steps read become Python lists; the output rows are taken from the
+    Arrow tables (one column per step, not one dict per row).
+    """
     cols: dict[str, list] = {c: [] for c in _READ}
-    shard_of: list[int] = []
-    for k, table in enumerate(aligned):
+    for table in aligned:
         d = table.select(list(_READ)).to_pydict()
         for c in _READ:
             cols[c].extend(d[c])
-        shard_of.extend([k] * table.num_rows)
-    n = len(shard_of)
-    en_text, other_text, other_lang = cols["en_text"], cols["other_text"], cols["other_lang"]
-    stats["aligned_in"] = n
+    rec.rows_in += len(cols["id"])
     lines: dict[str, tuple[list, list]] = {}
     for table in translated:
         d = table.select(["pair_id", "en_lines", "other_lines"]).to_pydict()
         for pid, en, other in zip(d["pair_id"], d["en_lines"], d["other_lines"], strict=True):
             lines[pid] = (en or [], other or [])
-    stats["page_pairs"] = len(lines)
-
+    rec.count("page_pairs", len(lines))
     untranslated_side = _untranslated_pages(pairs, s.untranslated_pages)
-    stats["page_pairs_untranslated"] = sum(
-        1 for pid in lines if untranslated_side.get(pid, (False, False)) != (False, False)
+    rec.count(
+        "page_pairs_untranslated",
+        sum(1 for pid in lines if untranslated_side.get(pid, (False, False)) != (False, False)),
     )
+    return Site(s, rec, cols, lines, untranslated_side, rules.make_checker(s.rules, s.placeholders))
 
-    # 1. hard rules
-    check = rules.make_checker(s.rules, s.placeholders)
+
+def apply_rules(site: Site) -> None:
+    """Step 1, the hard rules; and the rules that flag a pair the decision may keep: every rule
+    it fails is overrulable and its translation vouches for it (else it keeps its first rule,
+    and skips the language check)."""
+    check, dec = site.check, site.s.decision
+    en_text, other_text = site.cols["en_text"], site.cols["other_text"]
     check.prepare(en_text + other_text)  # each distinct side once, with Arrow's kernels
-    reason: list[str | None] = list(map(check, en_text, other_text))
-    dec = s.decision
-    over = set(dec.overrule) if dec.enabled else set()
-    vouched: dict[int, bool] = {}
-    templates: list = []  # the site's swap counts, made when first needed
-    by_template: set[int] = set()  # vouched for by a translated template
-    evidence: dict[int, decision.Evidence] = {}
-
-    def single(i: int) -> bool:
-        """Whether pair ``i`` is one line on each side."""
-        return len(cols["en_idx"][i]) == 1 and len(cols["other_idx"][i]) == 1
-
-    def square(i: int) -> bool:
-        """Whether pair ``i`` has as many lines on each side (1:1, 2:2…)."""
-        return len(cols["en_idx"][i]) == len(cols["other_idx"][i])
-
-    def evidence_of(i: int) -> decision.Evidence:
-        ev = evidence.get(i)
-        if ev is None:
-            ev = evidence[i] = decision.similarities(en_text[i], other_text[i], cols["other_en"][i])
-        return ev
-
-    def vouches(i: int) -> bool:
-        """Whether pair ``i``'s translation says it is one, or it is a translated template
-        (:mod:`.decision`; 1:1 links only with ``one_to_one_only``, templates always)."""
-        v = vouched.get(i)
-        if v is None:
-            one = single(i)
-            ev = evidence_of(i) if one or not dec.one_to_one_only else None
-            v = ev is not None and decision.translated(ev, dec)
-            if not v and one and dec.min_template_lines > 0:
-                if not templates:
-                    templates.append(decision.template_counts(en_text, other_text))
-                v = decision.template_vouches(
-                    en_text[i], other_text[i], cols["other_en"][i], templates[0], dec, ev
-                )
-                stats["vouched_by_template"] += v
-                if v:
-                    by_template.add(i)
-            vouched[i] = v
-        return v
-
-    # the rules that flag a pair the decision may keep: every rule it fails is overrulable and
-    # its translation vouches for it (else it keeps its first rule, and skips the language check)
-    flags: dict[int, list[str]] = {}
-    by_markup: set[int] = set()  # kept over surface flags by the markup evidence alone
+    site.reason = reason = list(map(check, en_text, other_text))
+    site.over = over = set(dec.overrule) if dec.enabled else set()
     markup_over = decision.MARKUP_FLAGS & over if dec.min_markup_skeleton > 0 else frozenset()
-    if over:
-        for i, r in enumerate(reason):
-            if r not in over:
-                continue
-            if vouches(i):
-                failed = check.reasons(en_text[i], other_text[i])
-                if set(failed) <= over:
-                    flags[i], reason[i] = failed, None
-            elif r in markup_over and square(i):
-                failed = check.reasons(en_text[i], other_text[i])
-                if set(failed) <= markup_over and decision.markup_vouches(
-                    en_text[i], other_text[i], evidence_of(i), dec
-                ):
-                    flags[i], reason[i] = failed, None
-                    by_markup.add(i)
+    site.markup_over = markup_over
+    if not over:
+        return
+    for i, r in enumerate(reason):
+        if r not in over:
+            continue
+        if site.vouches(i):
+            failed = check.reasons(en_text[i], other_text[i])
+            if set(failed) <= over:
+                site.flags[i], reason[i] = failed, None
+        elif r in markup_over and site.square(i):
+            failed = check.reasons(en_text[i], other_text[i])
+            if set(failed) <= markup_over and decision.markup_vouches(
+                en_text[i], other_text[i], site.evidence_of(i), dec
+            ):
+                site.flags[i], reason[i] = failed, None
+                site.by_markup.add(i)
 
-    # 2. language identification, per side (the other side per declared language)
-    verdict: dict[str, list[str | None]] = {"en": [None] * n, "other": [None] * n}
-    if s.langid.enabled:
-        lid = langid.LanguageId(s.langid.min_letters, s.langid.window)
-        todo = [i for i, x in enumerate(reason) if x is None]
-        groups: dict[tuple[str, str], list[int]] = defaultdict(list)
-        for i in todo:  # grouped by (side, language): one expected and one opposite each
-            groups[("en", other_lang[i])].append(i)
-            groups[("other", other_lang[i])].append(i)
-        for (side, lang), members in sorted(groups.items()):
-            texts_all, idx_all, pos = (
-                (en_text, cols["en_idx"], 0) if side == "en" else (other_text, cols["other_idx"], 1)
-            )
 
-            def context(j: int, members=members, idx_all=idx_all, pos=pos) -> str | None:
-                i = members[j]
-                page = lines.get(cols["pair_id"][i])
-                if page is None or not idx_all[i]:
-                    return None
-                return _context(page[pos], idx_all[i], lid.window)
+def identify_languages(site: Site) -> None:
+    """Step 2, language identification per side (the other side per declared language) of the
+    pairs the rules kept; a line too short to identify is judged with its neighbours on the
+    page, then by its page."""
+    cols, n, s = site.cols, site.n, site.s
+    site.verdict = verdict = {"en": [None] * n, "other": [None] * n}
+    if not s.langid.enabled:
+        return
+    lid = langid.LanguageId(s.langid.min_letters, s.langid.window)
+    groups: dict[tuple[str, str], list[int]] = defaultdict(list)
+    for i in (i for i, x in enumerate(site.reason) if x is None):
+        # grouped by (side, language): one expected and one opposite each
+        groups[("en", cols["other_lang"][i])].append(i)
+        groups[("other", cols["other_lang"][i])].append(i)
+    for (side, lang), members in sorted(groups.items()):
+        texts_all, idx_all, pos = (
+            (cols["en_text"], cols["en_idx"], 0)
+            if side == "en"
+            else (cols["other_text"], cols["other_idx"], 1)
+        )
 
-            texts = [langid.prose(texts_all[i]) for i in members]
-            opposite = lang if side == "en" else "en"
-            verdicts = lid.judge(
-                texts, "en" if side == "en" else lang, context, opposite, check.count_letters
-            )
-            for i, v in zip(members, verdicts, strict=True):
-                stats[f"langid_{side}_{v}"] += 1
-                verdict[side][i] = v
+        def context(j: int, members=members, idx_all=idx_all, pos=pos) -> str | None:
+            i = members[j]
+            page = site.lines.get(cols["pair_id"][i])
+            if page is None or not idx_all[i]:
+                return None
+            return _context(page[pos], idx_all[i], lid.window)
 
-    # 3. the decision: the flags of each pair against its translation and its pages
-    overruled: list[list[str] | None] = [None] * n
-    for i in range(n):
+        texts = [langid.prose(texts_all[i]) for i in members]
+        opposite = lang if side == "en" else "en"
+        verdicts = lid.judge(
+            texts, "en" if side == "en" else lang, context, opposite, site.check.count_letters
+        )
+        for i, v in zip(members, verdicts, strict=True):
+            site.rec.count(f"langid_{side}_{v}")
+            verdict[side][i] = v
+
+
+def decide(site: Site) -> None:
+    """Step 3, the decision: the flags of each pair against its translation and its pages."""
+    dec, reason, over, rec = site.s.decision, site.reason, site.over, site.rec
+    site.overruled = [None] * site.n
+    for i in range(site.n):
         if reason[i] is not None:
             continue
-        bad = untranslated_side.get(cols["pair_id"][i], (False, False))
-        cands = list(flags.get(i, ()))
+        bad = site.untranslated_side.get(site.cols["pair_id"][i], (False, False))
+        cands = list(site.flags.get(i, ()))
         strong_wrong = False  # heliport puts the line itself in the wrong language
         for side, page_bad in zip(("en", "other"), bad, strict=True):
-            v = verdict[side][i]
+            v = site.verdict[side][i]
             wrong = v in (langid.WRONG_LINE, langid.WRONG_NEIGHBOURS)
             if page_bad and v not in _CONFIRMED:
                 # an untranslated page's line that its own text does not place: untranslated
@@ -265,22 +340,26 @@ def clean_positives(
         keep = (
             dec.enabled
             and all(c in over or c == UNTRANSLATED for c in cands)
-            and not (dec.page_check and strong_wrong and i not in by_template)
-            and (vouches(i) or (i in by_markup and set(cands) <= markup_over))
+            and not (dec.page_check and strong_wrong and i not in site.by_template)
+            and (site.vouches(i) or (i in site.by_markup and set(cands) <= site.markup_over))
         )
         if keep:
-            stats["vouched_by_markup"] += i in by_markup
-            overruled[i] = cands
+            rec.count("vouched_by_markup", int(i in site.by_markup))
+            site.overruled[i] = cands
             for c in cands:
-                stats[f"overruled_{c}"] += 1
+                rec.count(f"overruled_{c}")
         else:
             reason[i] = cands[0]
 
-    # 4. deduplication (and page furniture)
-    duplicate_of: list[str | None] = [None] * n
-    n_seen = [1] * n
-    n_pages = [1] * n
-    furniture = [False] * n
+
+def deduplicate(site: Site) -> None:
+    """Step 4, deduplication (and page furniture): pairs equal after :func:`.rules.normalize`
+    on both sides are kept once, the first in (English URL, other URL, line index) order."""
+    cols, n, reason, s = site.cols, site.n, site.reason, site.s
+    site.duplicate_of = [None] * n
+    site.n_seen, site.n_pages, site.furniture = [1] * n, [1] * n, [False] * n
+    if not s.dedup:
+        return
     keep = [i for i, x in enumerate(reason) if x is None]
     keep.sort(
         key=lambda i: (
@@ -291,31 +370,35 @@ def clean_positives(
             cols["id"][i],
         )
     )
-    if s.dedup:
-        first: dict[tuple[str, str], int] = {}
-        pages: dict[int, set[str]] = defaultdict(set)
-        known = check.dedup_keys([en_text[i] for i in keep] + [other_text[i] for i in keep])
+    en_text, other_text = cols["en_text"], cols["other_text"]
+    first: dict[tuple[str, str], int] = {}
+    pages: dict[int, set[str]] = defaultdict(set)
+    known = site.check.dedup_keys([en_text[i] for i in keep] + [other_text[i] for i in keep])
 
-        def norm(text: str) -> str:
-            k = known.get(text)
-            return rules.normalize(text) if k is None else k
+    def norm(text: str) -> str:
+        k = known.get(text)
+        return rules.normalize(text) if k is None else k
 
-        for i in keep:
-            key = (norm(en_text[i]), norm(other_text[i]))
-            j = first.setdefault(key, i)
-            pages[j].add(cols["pair_id"][i])
-            if j != i:
-                reason[i], duplicate_of[i] = "duplicate", cols["id"][j]
-                n_seen[j] += 1
-        bound = max(s.furniture_min_pages, s.furniture_share * len(lines))
-        for j, pids in pages.items():
-            n_pages[j] = len(pids)
-            if len(pids) >= bound:
-                furniture[j] = True
-                stats["furniture_pairs"] += 1
-                if s.drop_furniture:
-                    reason[j] = "furniture"
+    for i in keep:
+        key = (norm(en_text[i]), norm(other_text[i]))
+        j = first.setdefault(key, i)
+        pages[j].add(cols["pair_id"][i])
+        if j != i:
+            reason[i], site.duplicate_of[i] = "duplicate", cols["id"][j]
+            site.n_seen[j] += 1
+    bound = max(s.furniture_min_pages, s.furniture_share * len(site.lines))
+    for j, pids in pages.items():
+        site.n_pages[j] = len(pids)
+        if len(pids) >= bound:
+            site.furniture[j] = True
+            site.rec.count("furniture_pairs")
+            if s.drop_furniture:
+                reason[j] = "furniture"
 
+
+def split_shards(site: Site, aligned: Sequence[pa.Table]) -> tuple[list[pa.Table], list[pa.Table]]:
+    """Per shard, the kept pairs and the dropped ones with their reason; their counts."""
+    reason = site.reason
     kept: list[pa.Table] = []
     dropped: list[pa.Table] = []
     start = 0
@@ -329,10 +412,10 @@ def clean_positives(
             _with_columns(
                 base.take(pa.array(k, type=pa.int64())),
                 {
-                    "n_seen": [n_seen[idx[j]] for j in k],
-                    "n_pages": [n_pages[idx[j]] for j in k],
-                    "furniture": [furniture[idx[j]] for j in k],
-                    "overruled": [overruled[idx[j]] for j in k],
+                    "n_seen": [site.n_seen[idx[j]] for j in k],
+                    "n_pages": [site.n_pages[idx[j]] for j in k],
+                    "furniture": [site.furniture[idx[j]] for j in k],
+                    "overruled": [site.overruled[idx[j]] for j in k],
                 },
                 io.POSITIVES_SCHEMA,
             )
@@ -342,20 +425,15 @@ def clean_positives(
                 base.take(pa.array(d, type=pa.int64())),
                 {
                     "reason": [reason[idx[j]] for j in d],
-                    "duplicate_of": [duplicate_of[idx[j]] for j in d],
+                    "duplicate_of": [site.duplicate_of[idx[j]] for j in d],
                 },
                 io.DROPPED_SCHEMA,
             )
         )
-    stats.update(Counter(f"dropped_{x}" for x in reason if x is not None))
-    stats["kept"] = sum(t.num_rows for t in kept)
-    stats["dropped"] = stats["aligned_in"] - stats["kept"]
-    seconds = time.perf_counter() - t0
-    stats["seconds"] = round(seconds, 3)
-    out = dict(sorted(stats.items()))
-    out["pairs_per_s"] = round(n / seconds, 1) if seconds > 0 else None
-    log.info("clean: %s", out)
-    return kept, dropped, out
+    for why, n in Counter(x for x in reason if x is not None).items():
+        site.rec.drop(why, n)
+    site.rec.rows_out += sum(t.num_rows for t in kept)
+    return kept, dropped
 
 
 #: Reason of a line of a page measured untranslated that its own text does not place.

@@ -24,6 +24,7 @@ from parasim.crawl.frontier import NOT_REQUESTED, Frontier, OriginMap
 from parasim.crawl.serve import serve_folder
 from parasim.crawl.state import PART_GLOB, StateWriter, fingerprint, open_state, publish
 from parasim.io import PAGES_SCHEMA, write_table
+from parasim.stats import Recorder
 
 #: scrapy's Twisted reactor cannot be restarted within one process.
 _REACTOR_USED = False
@@ -90,8 +91,16 @@ def replay(frontier: Frontier, stored: pa.Table, origins: OriginMap) -> int:
     return used
 
 
-def _summarize(state_dir: Path, frontier: Frontier) -> dict:
-    """Counts over every stored row (resumed ones too) plus links that were not requested."""
+def _record_rows(rec: Recorder, state_dir: Path, frontier: Frontier) -> tuple[int, dict]:
+    """Record the counts over every stored row (resumed ones too) plus links never requested.
+
+    Rows in: every URL the crawl met; out: the pages fetched; dropped: the URLs skipped (failed,
+    or not requested), by reason; counts ``rows`` (the pages dataset's, failed URLs too) and
+    ``charset_fixed``; figure ``depth_reached``.
+
+    Returns:
+        The usable pages and the skipped URLs by reason (for the log).
+    """
     parts = sorted(state_dir.glob(PART_GLOB))
     tables = [pq.read_table(p, columns=["skip_reason", "error"]) for p in parts]
     t = pa.concat_tables(tables) if tables else None
@@ -105,13 +114,14 @@ def _summarize(state_dir: Path, frontier: Frontier) -> dict:
     for reason in NOT_REQUESTED:
         if frontier.not_requested[reason]:
             reasons[reason] += frontier.not_requested[reason]
-    return {
-        "rows": 0 if t is None else t.num_rows,
-        "pages_ok": ok,
-        "pages_skipped_by_reason": dict(sorted(reasons.items())),
-        "charset_fixed": int(fixed),
-        "depth_reached": frontier.level,
-    }
+    rec.rows_in += ok + sum(reasons.values())
+    rec.rows_out += ok
+    for reason, n in sorted(reasons.items()):
+        rec.drop(reason, n)
+    rec.count("rows", 0 if t is None else t.num_rows)
+    rec.count("charset_fixed", int(fixed))
+    rec.figure("depth_reached", frontier.level)
+    return ok, dict(sorted(reasons.items()))
 
 
 def _scrapy_settings(settings: CrawlSettings, max_bytes: int) -> dict:
@@ -162,10 +172,11 @@ def crawl_site(
     state_dir: Path,
     log: logging.Logger | None = None,
     *,
+    rec: Recorder,
     flush_pages: int = 200,
     flush_s: float = 2.0,
     log_interval_s: float = 10.0,
-) -> dict:
+) -> None:
     """Crawl one site breadth-first into ``out_dir`` (Parquet parts of ``PAGES_SCHEMA``).
 
     Every requested URL becomes one row: usable HTML pages with ``html``; the others with a
@@ -189,14 +200,14 @@ def crawl_site(
         out_dir: output folder (its ``part-*.parquet`` files are replaced).
         state_dir: crawl state folder, kept between runs.
         log: progress and summary go here (default: the ``parasim.crawl`` logger).
+        rec: records the counts. Rows in: every URL met; out: the usable pages; dropped: the
+            other URLs by skip reason (not requested ones too); counts ``rows``, ``requests``,
+            ``fetched_pages``, ``resumed_pages``, ``charset_fixed``; seconds ``crawl`` (spider
+            open to close) and ``total`` (the whole call, start-up included); figures
+            ``depth_reached``, ``pages_per_s`` (fetched_pages / crawl seconds), ``peak_rss_mb``.
         flush_pages: persist after this many pages ...
         flush_s: ... or this many seconds, whichever first.
         log_interval_s: seconds between progress lines.
-
-    Returns:
-        Counts: pages_ok, pages_skipped_by_reason, rows, requests, fetched_pages, resumed_pages,
-        charset_fixed, depth_reached, crawl_s (spider open to close), elapsed_s (the whole call,
-        start-up included), pages_per_s (fetched_pages / crawl_s), peak_rss_mb.
 
     Raises:
         ValueError: serve_dir with start URLs on several origins.
@@ -208,37 +219,9 @@ def crawl_site(
     t0 = time.perf_counter()
     out_dir, state_dir = Path(out_dir), Path(state_dir)
 
-    starts = [canonical(u) or u for u in site.start_urls]
-    canonical_origin = None
-    if site.serve_dir:
-        origins = sorted({_origin(u) for u in starts})
-        if len(origins) != 1:
-            raise ValueError(
-                f"site {site.name!r}: serve_dir needs all start_urls on one origin, got {origins}"
-            )
-        canonical_origin = origins[0]
-        if not Path(site.serve_dir).is_dir():
-            raise FileNotFoundError(
-                f"site {site.name!r}: serve_dir is not a folder: {site.serve_dir}"
-            )
-    # Aliases stand for the site's own origin (the first start URL's).
-    site_origin = _origin(starts[0]) + "/"
-    aliases = tuple((a if a.endswith("/") else a + "/", site_origin) for a in site.aliases)
-    fp_info = {
-        "start_urls": starts,
-        "allowed_domains": sorted(site.allowed_domains),
-        "max_pages": site.max_pages,
-        "max_depth": site.max_depth,
-        "max_bytes": site.max_bytes,
-        "serve_dir": site.serve_dir,
-        "canonical_origin": canonical_origin,
-        "obey_robots": bool(settings.obey_robots),
-        "aliases": list(site.aliases),
-        "link_attributes": list(site.link_attributes),
-    }
+    starts, canonical_origin, fp_info, site_map = _setup(site, settings)
     stored, next_part = open_state(state_dir, fingerprint(fp_info), fp_info, log)
     frontier = Frontier(starts, list(site.allowed_domains), site.max_pages, site.max_depth)
-    site_map = {"aliases": aliases, "link_attrs": tuple(site.link_attributes)}
     resumed = replay(frontier, stored, OriginMap(canonical_origin, **site_map))
     del stored
     if resumed:
@@ -275,29 +258,68 @@ def crawl_site(
     if not any(state_dir.glob(PART_GLOB)):  # nothing requested at all: still a valid dataset
         write_table(PAGES_SCHEMA.empty_table(), state_dir / "part-000000.parquet")
     publish(state_dir, out_dir)
-    stats = _summarize(state_dir, frontier)
+    ok, skipped = _record_rows(rec, state_dir, frontier)
     elapsed = time.perf_counter() - t0
-    stats.update(
-        requests=requests,
-        fetched_pages=fetched,
-        resumed_pages=resumed,
-        crawl_s=round(crawl_s, 3),
-        elapsed_s=round(elapsed, 3),
-        pages_per_s=round(fetched / crawl_s, 1) if fetched and crawl_s > 0 else 0.0,
-        peak_rss_mb=_peak_rss_mb(),
-    )
+    rec.count("requests", requests)
+    rec.count("fetched_pages", fetched)
+    rec.count("resumed_pages", resumed)
+    rec.seconds("crawl", round(crawl_s, 3))
+    rec.seconds("total", round(elapsed, 3))
+    pages_per_s = round(fetched / crawl_s, 1) if fetched and crawl_s > 0 else 0.0
+    rec.figure("pages_per_s", pages_per_s)
+    peak_rss_mb = _peak_rss_mb()
+    rec.figure("peak_rss_mb", peak_rss_mb)
     log.info(
         "crawl %s done: %d page(s) ok, skipped %s; %d fetched now (%d resumed), %.1f pages/s, "
         "peak RSS %.0f MB",
         site.name,
-        stats["pages_ok"],
-        stats["pages_skipped_by_reason"],
+        ok,
+        skipped,
         fetched,
         resumed,
-        stats["pages_per_s"],
-        stats["peak_rss_mb"],
+        pages_per_s,
+        peak_rss_mb,
     )
-    return stats
+
+
+def _setup(site: SiteConfig, settings: CrawlSettings) -> tuple[list[str], str | None, dict, dict]:
+    """The start URLs, the canonical origin (with ``serve_dir``), the state's fingerprint
+    fields and the site's :class:`OriginMap` options.
+
+    Raises:
+        ValueError: serve_dir with start URLs on several origins.
+        FileNotFoundError: serve_dir is not a folder.
+    """
+    starts = [canonical(u) or u for u in site.start_urls]
+    canonical_origin = None
+    if site.serve_dir:
+        origins = sorted({_origin(u) for u in starts})
+        if len(origins) != 1:
+            raise ValueError(
+                f"site {site.name!r}: serve_dir needs all start_urls on one origin, got {origins}"
+            )
+        canonical_origin = origins[0]
+        if not Path(site.serve_dir).is_dir():
+            raise FileNotFoundError(
+                f"site {site.name!r}: serve_dir is not a folder: {site.serve_dir}"
+            )
+    # Aliases stand for the site's own origin (the first start URL's).
+    site_origin = _origin(starts[0]) + "/"
+    aliases = tuple((a if a.endswith("/") else a + "/", site_origin) for a in site.aliases)
+    fp_info = {
+        "start_urls": starts,
+        "allowed_domains": sorted(site.allowed_domains),
+        "max_pages": site.max_pages,
+        "max_depth": site.max_depth,
+        "max_bytes": site.max_bytes,
+        "serve_dir": site.serve_dir,
+        "canonical_origin": canonical_origin,
+        "obey_robots": bool(settings.obey_robots),
+        "aliases": list(site.aliases),
+        "link_attributes": list(site.link_attributes),
+    }
+    site_map = {"aliases": aliases, "link_attrs": tuple(site.link_attributes)}
+    return starts, canonical_origin, fp_info, site_map
 
 
 def _run_scrapy(

@@ -14,8 +14,11 @@ tokens on the other side. A seed and its variants form a ranking group, ordered
 equivalent (rank 0) > lexical substitution (1) > phrase replacement (2) > subtree deletion (3),
 from which :func:`contrastive_pairs` forms the (x > y) training pairs of the seed's §6 settings.
 
-Stage function: :func:`make_divergences` (positives table in, divergences table + stats out), in
-:mod:`parasim.divergences.stage` with its named steps; :func:`write_card` writes the dataset card.
+Stage function: :func:`make_divergences` (positives table in, divergences table out, its counts
+into a :class:`~parasim.stats.Recorder`), in :mod:`parasim.divergences.stage` with its named
+steps; :func:`write_card` writes the dataset card
+(:func:`~parasim.divergences.stage.write_site_card`: a site's, summed over its shards, for its
+`.done` target).
 """
 
 from ..io import DIVERGENCES_SCHEMA

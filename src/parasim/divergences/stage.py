@@ -13,7 +13,10 @@
    :data:`DIVERGENCES_SCHEMA`;
 6. :func:`check_rows`: the validity checks; a phrase replacement that fails only the POS
    re-check takes its seed's next spare;
-7. :func:`assemble`: the table and the stage's counts.
+7. :func:`assemble`: the table; the stage's counts go to its :class:`~parasim.stats.Recorder`.
+
+:func:`write_site_card` writes a site's dataset card from its shards' stats (the divergences'
+`.done` target: ``parasim summarize --extra card=PATH``).
 
 See :mod:`parasim.divergences` for what the divergences are.
 """
@@ -34,6 +37,7 @@ import pyarrow as pa
 
 from ..config import Settings
 from ..io import DIVERGENCES_SCHEMA, rows_to_table, stable_id
+from ..stats import Recorder, Stats
 from .checks import check_pos, check_row, summarize
 from .lexical import TYPE as LEXICAL
 from .phrase import TYPE as PHRASE
@@ -171,9 +175,8 @@ class Shard:
     cfg: DivergencesSettings
     log: logging.Logger
     nlp: dict  # spaCy pipelines by language (loaded on first use)
-    n_positives: int = 0
+    rec: Recorder  # the stage's counts: rows in (positives) and out, seeds dropped by reason
     seeds: list[dict] = field(default_factory=list)  # cleaned, de-duplicated positives
-    seed_skipped: Counter = field(default_factory=Counter)
     en: list[Parsed] = field(default_factory=list)  # per seed
     other: list[Parsed | None] = field(default_factory=list)  # per seed
     kept: list[int] = field(default_factory=list)  # seeds long enough to perturb
@@ -181,6 +184,7 @@ class Shard:
     links: dict[int, frozenset] = field(default_factory=dict)  # seed -> word-alignment links
     n_extra: dict[str, int] = field(default_factory=dict)  # extra parallel pairs per language
     reproducible: bool | None = None  # whether the links come out the same on every run
+    # the steps' timings (the rates of the variants are of them); recorded by :func:`assemble`
     seconds: dict[str, float] = field(default_factory=lambda: defaultdict(float))
 
     @property
@@ -225,17 +229,17 @@ def clean_seeds(sh: Shard, rows: list[dict]) -> None:
     seen: set[str] = set()
     for r in rows:
         if r["id"] in seen:
-            sh.seed_skipped["duplicate_id"] += 1
+            sh.rec.drop("duplicate_id")
             continue
         seen.add(r["id"])
         r["en_text"] = normalize_space(r.get("en_text") or "")
         r["other_text"] = normalize_space(r.get("other_text") or "")
         r["other_lang"] = (r.get("other_lang") or "").lower()
         if not r["en_text"] or not r["other_text"]:
-            sh.seed_skipped["empty_text"] += 1
+            sh.rec.drop("empty_text")
             continue
         if not r["other_lang"]:
-            sh.seed_skipped["no_other_lang"] += 1
+            sh.rec.drop("no_other_lang")
             continue
         sh.seeds.append(r)
 
@@ -256,13 +260,13 @@ def parse_seeds(sh: Shard) -> None:
     for k in range(len(seeds)):
         n_en, n_other = len(sh.en[k]), len(sh.other[k])
         if n_en < cfg.min_tokens or n_other < cfg.min_other_tokens:
-            sh.seed_skipped["too_short"] += 1
+            sh.rec.drop("too_short")
         elif max(n_en, n_other) > cfg.max_tokens:
-            sh.seed_skipped["too_long"] += 1
+            sh.rec.drop("too_long")
         else:
             sh.kept.append(k)
     sh.seconds["parse"] = time.perf_counter() - t0
-    sh.log.info("divergences: %d positives, %d seeds kept", sh.n_positives, len(sh.kept))
+    sh.log.info("divergences: %d positives, %d seeds kept", sh.rec.rows_in, len(sh.kept))
 
 
 def word_align(sh: Shard, aligner: Aligner | None) -> None:
@@ -427,7 +431,7 @@ def generate(sh: Shard, res: Resources) -> Generated:
             group += [_row(seed, v, i) for i, v in enumerate(got)]
             out.n_variants[typ] += len(got)
         if len(group) == 1:
-            sh.seed_skipped["no_variant"] += 1
+            sh.rec.drop("no_variant")
             continue
         out.rows += group
         out.row_seed += [k] * len(group)
@@ -502,55 +506,72 @@ def check_rows(sh: Shard, res: Resources, gen: Generated) -> int:
     return swapped
 
 
-def assemble(sh: Shard, res: Resources, gen: Generated, swapped: int) -> tuple[pa.Table, dict]:
-    """Step 7: the divergences table and the stage's counts."""
-    cfg, kept, links, out_rows = sh.cfg, sh.kept, sh.links, gen.rows
+def assemble(sh: Shard, res: Resources, gen: Generated, swapped: int) -> pa.Table:
+    """Step 7: the divergences table; the stage's counts, figures and timings go to ``sh.rec``.
+
+    Rows out: the divergence rows (a ranking group of several rows per seed kept); the counts
+    add up over shards (``alignment``'s links and English tokens too: the card recomputes their
+    ratio, and each type's valid share, from the sums).
+    """
+    cfg, kept, links, out_rows, rec = sh.cfg, sh.kept, sh.links, gen.rows, sh.rec
     table = rows_to_table(out_rows, DIVERGENCES_SCHEMA)
     by_type = Counter(r["type"] for r in out_rows)
-    failures = [(r["type"], r["checks_failed"]) for r in out_rows]
+    checks = summarize([(r["type"], r["checks_failed"]) for r in out_rows])
     n_links = sum(len(links[k]) for k in kept)
     n_en_tokens = sum(len(sh.en[k]) for k in kept)
-    seconds = sh.seconds
-    stats = {
-        "n_positives": sh.n_positives,
-        "n_seeds": len(kept),
-        "n_groups": by_type[EQUIVALENT],
-        "n_rows": len(out_rows),
-        "rows_by_type": {t: by_type[t] for t in TYPES},
-        "rows_by_side": dict(sorted(Counter(f"{r['type']}:{r['side']}" for r in out_rows).items())),
-        "seed_skipped": dict(sorted(sh.seed_skipped.items())),
-        "variant_missing": {t: dict(sorted(c.items())) for t, c in gen.skipped.items()},
-        "alignment": {
-            # links and en_tokens are additive over shards; the ratio is recomputed from them.
+    by_side = Counter(f"{r['type']}:{r['side']}" for r in out_rows)
+    rec.rows_out += len(out_rows)
+    rec.count("n_seeds", len(kept))
+    rec.count("n_groups", by_type[EQUIVALENT])
+    rec.count("rows_by_type", {t: by_type[t] for t in TYPES})
+    rec.count("rows_by_side", dict(sorted(by_side.items())))
+    rec.count("variant_missing", {t: dict(sorted(c.items())) for t, c in gen.skipped.items()})
+    rec.count("phrase_spares_used", swapped)  # phrase replacements swapped after failing POS
+    rec.count(
+        "alignment",
+        {
             "links": n_links,
             "en_tokens": n_en_tokens,
-            "links_per_en_token": round(n_links / max(1, n_en_tokens), 4),
             "pairs_without_links": sum(1 for k in kept if not links[k]),
+        },
+    )
+    rec.count(
+        "checks", {t: {k: v for k, v in d.items() if k != "valid_share"} for t, d in checks.items()}
+    )
+    seconds = sh.seconds
+    rec.figure("spacy", {lang: p.meta.get("parasim_model") for lang, p in sorted(sh.nlp.items())})
+    rec.figure("lm", res.lm_name)
+    # batched ranking: lists the loop asked for that were not ranked ahead (None: not batched)
+    rec.figure("lm_prescore_misses", getattr(gen.lm_prescored, "misses", None))
+    rec.figure(
+        "variants_per_second",
+        {
+            t: round(gen.n_variants[t] / seconds[t], 2) if seconds.get(t, 0) > 0 else None
+            for t in sh.types
+        },
+    )
+    rec.figure("config", {k: v for k, v in asdict(cfg).items() if k != "spacy"})
+    rec.figure(
+        "alignment",
+        {
+            "links_per_en_token": round(n_links / max(1, n_en_tokens), 4),
             "extra_pairs": sh.n_extra,
             "aligner": cfg.word_aligner,
             "reproducible": sh.reproducible,
         },
-        "checks": summarize(failures),
-        "phrase_spares_used": swapped,  # phrase replacements swapped after failing the POS re-check
-        "spacy": {lang: p.meta.get("parasim_model") for lang, p in sorted(sh.nlp.items())},
-        "lm": res.lm_name,
-        # batched ranking: lists the loop asked for that were not ranked ahead (None: not batched)
-        "lm_prescore_misses": getattr(gen.lm_prescored, "misses", None),
-        "seconds": {k: round(v, 3) for k, v in seconds.items()},
-        "variants_per_second": {
-            t: round(gen.n_variants[t] / seconds[t], 2) if seconds[t] > 0 else None
-            for t in sh.types
-        },
-        "config": {k: v for k, v in asdict(cfg).items() if k != "spacy"},
-    }
-    sh.log.info("divergences: rows by type %s", stats["rows_by_type"])
-    sh.log.info("divergences: seeds skipped %s", stats["seed_skipped"])
-    sh.log.info("divergences: variants missing %s", stats["variant_missing"])
-    return table, stats
+    )
+    rec.figure("checks", {t: {"valid_share": d["valid_share"]} for t, d in checks.items()})
+    for step, value in seconds.items():
+        rec.seconds(step, value)
+    sh.log.info("divergences: rows by type %s", rec.counted("rows_by_type"))
+    sh.log.info("divergences: seeds skipped %s", dict(sorted(rec.stats().dropped.items())))
+    sh.log.info("divergences: variants missing %s", rec.counted("variant_missing"))
+    return table
 
 
 def make_divergences(
     positives: pa.Table,
+    rec: Recorder,
     settings: DivergencesSettings | Mapping[str, Any] | None = None,
     log: logging.Logger | None = None,
     *,
@@ -558,12 +579,18 @@ def make_divergences(
     lexicon=None,
     scorer=None,
     aligner: Aligner | None = None,
-) -> tuple[pa.Table, dict]:
+) -> pa.Table:
     """Perturb every positive pair into a ranking group of synthetic divergences.
 
     Args:
         positives: a table with the columns of ``POSITIVES_SCHEMA`` (at least ``id``,
             ``en_text``, ``other_text``, ``other_lang``); the whole table is word-aligned at once.
+        rec: takes the stage's counts: rows in (the positives) and out (the divergence rows),
+            the positives that gave no ranking group by reason (dropped: ``duplicate_id``,
+            ``empty_text``, ``no_other_lang``, ``too_short``, ``too_long``, ``no_variant``),
+            rows per type and side, variants missing by reason, the alignment's links and the
+            validity checks (counts); the models, rates, shares and settings (figures); each
+            step's seconds.
         settings: the ``divergences`` settings (a mapping: the section as in the config, keys
             left out take the schema's defaults).
         log: logger for progress and counts.
@@ -574,9 +601,8 @@ def make_divergences(
             (default: eflomal, intersection of both directions).
 
     Returns:
-        ``(table, stats)``: rows of :data:`DIVERGENCES_SCHEMA`, ordered by seed (input order),
-        rank, side and variant; ``stats`` counts rows per type, seeds and variants skipped by
-        reason, validity checks and timings (JSON-serialisable).
+        The rows of :data:`DIVERGENCES_SCHEMA`, ordered by seed (input order), rank, side and
+        variant.
 
     Raises:
         ValueError: when required columns are missing or the settings are invalid.
@@ -588,8 +614,8 @@ def make_divergences(
         raise ValueError(f"make_divergences: positives lack columns {sorted(missing)}")
     keep_cols = ["id", "pair_id", "site", "lang_pair", "other_lang", "en_text", "other_text"]
     rows = positives.select([c for c in keep_cols if c in positives.column_names]).to_pylist()
-    sh = Shard(cfg=cfg, log=log or logging.getLogger(__name__), nlp=dict(nlp or {}))
-    sh.n_positives = len(rows)
+    sh = Shard(cfg=cfg, log=log or logging.getLogger(__name__), nlp=dict(nlp or {}), rec=rec)
+    rec.rows_in += len(rows)
     clean_seeds(sh, rows)
     parse_seeds(sh)
     word_align(sh, aligner)
@@ -629,3 +655,90 @@ def write_card(stats: dict, path: str | Path) -> None:
     tmp = path.with_name(f".{path.name}.tmp")
     tmp.write_text("\n".join(lines) + "\n", encoding="utf-8")
     tmp.replace(path)
+
+
+def _first(stats: Sequence[Stats], key: str) -> Any:
+    """The figure ``key`` of the first shard that has a (non-empty) one: a setting or a model
+    (an empty shard loads none), else None."""
+    return next((s.figures[key] for s in stats if s.figures.get(key)), None)
+
+
+def site_counts(stats: Sequence[Stats], site: str | None = None) -> dict[str, Any]:
+    """A site's divergences as its dataset card shows them: its shards' stats added up.
+
+    The counts are summed (:meth:`Stats.total`); the ratios are recomputed from the sums: each
+    type's ``checks.<type>.valid_share``, ``alignment.links_per_en_token`` and
+    ``variants_per_second`` (rows per type over its seconds). The settings (``lm``, ``spacy``,
+    ``config``) come from the first shard that has them; ``alignment.extra_pairs`` (the same
+    extra corpus for every shard) is the largest per language, ``aligner`` the first shard's,
+    ``reproducible`` whether every shard's links are; ``lm_prescore_misses`` is the first
+    shard's, plus the other shards' when it is a number.
+
+    Args:
+        stats: the stats of the site's shards (stage ``divergences``), in shard order.
+        site: the site's name.
+    """
+    total = Stats.total(stats)
+    counts = total.counts
+    out: dict[str, Any] = {
+        "site": site,
+        "shards": len(stats),
+        "n_positives": total.rows_in,
+        "n_rows": total.rows_out,
+        "seed_skipped": dict(total.dropped),
+        **{k: v for k, v in counts.items() if k not in ("alignment", "checks")},
+        "lm": _first(stats, "lm"),
+        "spacy": _first(stats, "spacy"),
+        "config": _first(stats, "config"),
+    }
+    misses = [s.figures.get("lm_prescore_misses") for s in stats]
+    if misses[0] is not None:
+        misses[0] += sum(m for m in misses[1:] if m is not None)
+    out["lm_prescore_misses"] = misses[0]
+    out["checks"] = {
+        t: {**d, "valid_share": round(d["valid"] / d["rows"], 4) if d.get("rows") else None}
+        for t, d in counts.get("checks", {}).items()
+    }
+    al = dict(counts.get("alignment", {}))
+    al.setdefault("links", 0)
+    al.setdefault("en_tokens", 0)
+    al.setdefault("pairs_without_links", 0)
+    al["extra_pairs"] = {}
+    for s in stats:
+        fig = s.figures.get("alignment", {})
+        for lang, n in fig.get("extra_pairs", {}).items():
+            al["extra_pairs"][lang] = max(n, al["extra_pairs"].get(lang, 0))
+        if "aligner" in fig:
+            al.setdefault("aligner", fig["aligner"])
+        if "reproducible" in fig:  # reproducible only when every shard is
+            al["reproducible"] = al.get("reproducible", True) and fig["reproducible"]
+    al["links_per_en_token"] = round(al["links"] / max(1, al["en_tokens"]), 4)
+    out["alignment"] = al
+    seconds = total.seconds
+    out["variants_per_second"] = {
+        t: round(counts.get("rows_by_type", {}).get(t, 0) / seconds[t], 2)
+        if seconds.get(t)
+        else None
+        for t in (out["config"] or {}).get("types", [])
+    }
+    out["seconds"] = {k: round(v, 3) for k, v in seconds.items()}
+    return out
+
+
+def write_site_card(
+    path: str | Path, shards: Sequence[str], stats: Sequence[Stats], site: str | None
+) -> None:
+    """The divergences' `.done` extra ``card`` (``parasim summarize --extra card=PATH``): the
+    site's dataset card (:func:`write_card` of :func:`site_counts`).
+
+    Args:
+        path: the README.md to write.
+        shards: the site's divergences shards.
+        stats: their stats, one per shard.
+        site: the site's name.
+    """
+    counts = {**site_counts(stats, site), "shards": len(shards)}
+    write_card(counts, path)
+    logging.getLogger("parasim.divergences").info(
+        "card: %s (%d rows by type %s)", path, counts["n_rows"], counts.get("rows_by_type")
+    )

@@ -19,13 +19,11 @@ cache_root`):
    stamp naming the settings.
 
 3. optionally (``align.static.tune``), :func:`tune_static`: the token vectors of step 2 trained
-   contrastively (in-batch negatives, MultipleNegativesRankingLoss) on real translations that no
-   alignment benchmark evaluates on: the Python documentation's French and Spanish catalogues
-   (``../shared/data/sites/python-docs``, read by :func:`parasim.catalogues.
-   translation_pairs`). The sentence vector stays the mean of the line's token vectors (the same
-   tokenizer, the same pooling), so a tuned folder loads and pools as an untuned one. Where the
-   catalogues are absent the step is skipped with a logged reason and the untuned model (its own
-   cache key) is used.
+   contrastively (in-batch negatives, MultipleNegativesRankingLoss) on the translations of
+   JSON-lines pair files (``tune.extra``), real translations that no alignment benchmark
+   evaluates on: e.g. the Python documentation's French and Spanish catalogues, written by
+   ``parasim bench scale pairs``. The sentence vector stays the mean of the line's token vectors
+   (the same tokenizer, the same pooling), so a tuned folder loads and pools as an untuned one.
 
 All are deterministic (float32 forward pass on the CPU, PCA by eigendecomposition with a
 fixed sign convention, tuning seeded on one torch thread), so the same settings give the same
@@ -62,42 +60,31 @@ STATIC_VERSION = 1
 TUNE_SCALE = 20.0
 TUNE_MAX_TOKENS = 128
 
-#: Tuning pairs: ``python-docs`` (the Python documentation's translation catalogues).
-TUNE_PAIRS = ("none", "python-docs")
-
 
 @dataclass(frozen=True)
 class TuneSpec:
     """Contrastive tuning of the static token vectors (the ``align.static.tune`` settings).
 
     Attributes:
-        pairs: ``none`` (no tuning) or ``python-docs``.
-        langs: the catalogues' languages trained on (English against each).
         epochs, learning_rate, batch_size, seed: the training loop (SparseAdam over the token
             rows a batch touches; in-batch negatives).
         symmetric: the loss both ways (English against the batch's translations and each
             translation against the batch's English sides, averaged); else English to
             translation only.
-        data: the folder of the catalogues' archives (empty: ``../shared/data/sites/python-docs``
-            beside the checkout).
-        extra: JSON-lines files of more pairs, one ``{"a": ..., "b": ...}`` object a line
-            (``a`` English or a pivot language, ``b`` its translation: ``scripts/man_pairs.py``,
-            ``scripts/stsb_pairs.py`` or a user's own parallel text); with them all pairs are
-            deduplicated and sorted. ``pairs: none`` with extra files trains on them alone.
+        extra: JSON-lines files of the pairs, one ``{"a": ..., "b": ...}`` object a line
+            (``a`` English or a pivot language, ``b`` its translation: ``parasim bench scale
+            pairs``, ``scripts/man_pairs.py``, ``scripts/stsb_pairs.py`` or a user's own parallel
+            text), all deduplicated and sorted; none: no tuning.
         average_seeds: the tuning runs with this many seeds (``seed``, ``seed + 1``, ...) and
             the vectors are their mean (a "model soup": the seed's luck averaged out).
-        fingerprint: hash of the archives and files read (filled by :func:`resolve_tune`; in
-            the key).
+        fingerprint: hash of the files read (filled by :func:`resolve_tune`; in the key).
     """
 
-    pairs: str = "none"
-    langs: tuple[str, ...] = ("fr",)
     epochs: int = 1
     learning_rate: float = 1e-3
     batch_size: int = 256
     seed: int = 0
     symmetric: bool = False
-    data: str = ""
     extra: tuple[str, ...] = ()
     average_seeds: int = 1
     fingerprint: str = ""
@@ -106,14 +93,15 @@ class TuneSpec:
     def from_mapping(cls, m: Mapping[str, Any] | None) -> TuneSpec | None:
         """The tuning of ``m`` (the ``tune`` section), None where it trains on nothing."""
         m = dict(m or {})
-        if m.get("pairs", "none") not in TUNE_PAIRS:
-            raise ValueError(f"align.static.tune.pairs: {m['pairs']!r} not in {TUNE_PAIRS}")
-        if m.get("pairs", "none") == "none" and not m.get("extra"):
+        if m.get("pairs", "none") != "none":
+            raise ValueError(
+                f"align.static.tune.pairs: {m['pairs']!r}: write the pairs with `parasim bench "
+                "scale pairs --out FILE` and give the file in align.static.tune.extra"
+            )
+        if not m.get("extra"):
             return None
         kw = {k: m[k] for k in cls.__dataclass_fields__ if k in m}
-        for k in ("langs", "extra"):
-            if k in kw:
-                kw[k] = tuple(kw[k])
+        kw["extra"] = tuple(kw["extra"])
         if kw.get("average_seeds", 1) < 1:
             raise ValueError("align.static.tune.average_seeds: at least 1")
         return cls(**kw)
@@ -156,11 +144,11 @@ class StaticSpec:
         d: dict[str, Any] = {k: getattr(self, k) for k in ("source", "pca_dims", "sif_coefficient")}
         if self.tune is not None:
             t = asdict(self.tune)
-            # where the archives and files lie is not what they hold: the fingerprint is
-            t.pop("data")
-            t.pop("extra")
+            t.pop("extra")  # where the files lie is not what they hold: the fingerprint is
             if t["average_seeds"] == 1:  # the keys of tunings made before the option
                 t.pop("average_seeds")
+            # the keys of tunings made when the catalogues were a source of their own
+            t = {"pairs": "none", "langs": ["fr"], **t}
             d["tune"] = {**t, "scale": TUNE_SCALE, "max_tokens": TUNE_MAX_TOKENS}
         blob = json.dumps({**d, "version": STATIC_VERSION}, sort_keys=True)
         return hashlib.sha1(blob.encode()).hexdigest()[:12]
@@ -322,45 +310,21 @@ def build_static(raw, spec: StaticSpec, out: Path) -> Path:
     return out
 
 
-def tune_data_dir(tune: TuneSpec) -> Path:
-    """The folder of the tuning pairs' archives (``tune.data``, else the shared one)."""
-    if tune.data:
-        return Path(tune.data)
-    from parasim.catalogues import DATA_DIR
-
-    return DATA_DIR
-
-
 def resolve_tune(spec: StaticSpec) -> StaticSpec:
-    """``spec`` with its tuning data's fingerprint filled in, or untuned (a logged warning) where
-    the data is absent: the build never fails for want of the optional shared data. A spec
-    resolved already (its fingerprint filled in) is returned as it is: the archives are hashed
-    once (``parasim static-encoder`` resolves, then :func:`ensure_static_model`)."""
+    """``spec`` with its tuning files' fingerprint filled in. A spec resolved already (its
+    fingerprint filled in) is returned as it is: the files are hashed once (``parasim
+    static-encoder`` resolves, then :func:`ensure_static_model`).
+
+    Raises:
+        FileNotFoundError: a file of ``tune.extra`` is not there (naming it).
+    """
     if spec.tune is None or spec.tune.fingerprint:
         return spec
-    from parasim.catalogues import TRANSLATIONS
-
     extra = [Path(f) for f in spec.tune.extra]
     for f in extra:
         if not f.is_file():
             raise FileNotFoundError(f"align.static.tune.extra: {f} is not a file")
-    archives: list[Path] = []
-    if spec.tune.pairs == "python-docs":
-        folder = tune_data_dir(spec.tune)
-        unknown = sorted(set(spec.tune.langs) - set(TRANSLATIONS))
-        if unknown:
-            raise ValueError(f"align.static.tune.langs: no catalogues for {unknown}")
-        archives = [folder / TRANSLATIONS[lang].archive for lang in sorted(set(spec.tune.langs))]
-        missing = [str(a) for a in archives if not a.is_file()]
-        if missing or not archives:
-            log.warning(
-                "align.static.tune: not tuning, the %s pairs are not there (%s missing): the "
-                "untuned static model is used",
-                spec.tune.pairs,
-                ", ".join(missing) or "no language",
-            )
-            return replace(spec, tune=None)
-    return replace(spec, tune=replace(spec.tune, fingerprint=_hash_files(archives + extra)))
+    return replace(spec, tune=replace(spec.tune, fingerprint=_hash_files(extra)))
 
 
 def read_pair_file(path: Path | str) -> list[tuple[str, str]]:
@@ -383,18 +347,9 @@ def read_pair_file(path: Path | str) -> list[tuple[str, str]]:
 
 
 def tune_pairs(tune: TuneSpec) -> list[tuple[str, str]]:
-    """The (English, translation) pairs ``tune`` trains on: the catalogues' (``pairs:
-    python-docs``), languages in sorted order, then the ``extra`` files'; with extra files, all
-    of them deduplicated and sorted."""
-    from parasim.catalogues import translation_pairs
-
-    out: list[tuple[str, str]] = []
-    if tune.pairs == "python-docs":
-        folder = tune_data_dir(tune)
-        out = [p for lang in sorted(set(tune.langs)) for p in translation_pairs(lang, folder)]
-    for f in tune.extra:
-        out += read_pair_file(f)
-    return sorted(set(out)) if tune.extra else out
+    """The (English, translation) pairs ``tune`` trains on: those of its ``extra`` files, all
+    deduplicated and sorted."""
+    return sorted({p for f in tune.extra for p in read_pair_file(f)})
 
 
 def tune_static(
@@ -484,8 +439,7 @@ def ensure_static_model(
 ) -> Path:
     """The folder of the static model ``spec`` describes, built once (raw vectors first when
     they are not cached; a tuned model from the untuned one, itself built once) under ``cache``
-    (default ``<cache root>/models``). A tuning whose data is absent is dropped
-    (:func:`resolve_tune`): the untuned folder is returned."""
+    (default ``<cache root>/models``)."""
     from parasim.models.e5 import cache_root
 
     if not isinstance(spec, StaticSpec):

@@ -5,19 +5,22 @@ from __future__ import annotations
 import argparse
 import json
 import time
-from collections.abc import Callable, Mapping
-from typing import Any
-
-from parasim.stats import Stats
+from collections.abc import Callable
 
 
 def cmd_pair(args: argparse.Namespace) -> None:
-    """Pair the pages of one site; write one file per shard."""
+    """Pair the pages of one site; write one file per shard.
+
+    Rows in: each English page once per other language; out: the page pairs; dropped: the
+    English pages left without a counterpart in a language, by reason. Seconds ``total``: the
+    pairing and the writing of the shards.
+    """
     import pyarrow.compute as pc
 
     from parasim.io import read_table, write_table
     from parasim.pair.stage import UntranslatedPagesSettings, pair_pages
     from parasim.stagecli import UsageError, need, site_from_args, write_stats
+    from parasim.stats import Recorder
 
     site = site_from_args(args)
     if len(args.out) != args.shards:
@@ -29,33 +32,14 @@ def cmd_pair(args: argparse.Namespace) -> None:
         if args.untranslated_json
         else None
     )
-    pairs, stats = pair_pages(
-        pages, site, args.shards, one_to_one=site.one_to_one, untranslated=untranslated
+    rec = Recorder("pair", site=site.name)
+    pairs = pair_pages(
+        pages, site, args.shards, rec=rec, one_to_one=site.one_to_one, untranslated=untranslated
     )
     for i, out in enumerate(args.out):  # no pair at all: every shard is a valid empty table
         write_table(pairs.filter(pc.equal(pairs.column("shard"), i)), out)
-    write_stats(args.stats, pair_stats(stats, site.name, time.perf_counter() - t0))
-
-
-def pair_stats(raw: Mapping[str, Any], site: str, seconds: float) -> Stats:
-    """:func:`~parasim.pair.stage.pair_pages`'s counts as the stage's stats.
-
-    Rows in: each English page once per other language; out: the page pairs; dropped: the
-    English pages left without a counterpart in a language, by reason (``unpaired_en``).
-    """
-    c = dict(raw)
-    c.pop("site")
-    pairs = c["pairs"]  # per language: stays in the counts (diagnose names the languages)
-    return Stats(
-        "pair",
-        site=site,
-        rows_in=c["english_pages"] * len(pairs),
-        rows_out=sum(pairs.values()),
-        dropped=c.pop("unpaired_en"),
-        seconds={"parse": c.pop("parse_seconds"), "total": round(seconds, 3)},
-        figures={"untranslated": c.pop("untranslated"), "pages_per_s": c.pop("pages_per_s")},
-        counts=c,
-    )
+    rec.seconds("total", round(time.perf_counter() - t0, 3))
+    write_stats(args.stats, rec.stats())
 
 
 def register(add: Callable[..., argparse.ArgumentParser], site_opts: Callable) -> None:

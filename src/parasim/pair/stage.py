@@ -51,6 +51,7 @@ import pyarrow as pa
 
 from parasim.config import Settings, SiteConfig
 from parasim.io import PAIRS_SCHEMA, rows_to_table, shard_of, stable_id
+from parasim.stats import Recorder
 
 log = logging.getLogger(__name__)
 
@@ -621,9 +622,10 @@ def pair_pages(
     site: SiteConfig,
     n_shards: int,
     *,
+    rec: Recorder,
     one_to_one: bool = True,
     untranslated: UntranslatedPagesSettings | Mapping[str, Any] | None = None,
-) -> tuple[pa.Table, dict]:
+) -> pa.Table:
     """Pair each English page of ``site`` with its counterpart in each other language.
 
     Steps: :func:`index_pages`, :func:`collect_evidence`, :func:`score_candidates`,
@@ -633,6 +635,7 @@ def pair_pages(
         pages: the crawl's pages (:data:`parasim.io.PAGES_SCHEMA`; extra columns are ignored).
         site: the site's configuration (languages, evidence kinds, rewrites).
         n_shards: number of shards to spread the pairs over.
+        rec: records the counts (:func:`record_pairing`).
         one_to_one: each other-language page pairs with at most one English page (default). False
             lets several English pages share one counterpart (e.g. two English demo pages whose
             toggles both lead to one French page); each English page still gets at most one
@@ -644,15 +647,7 @@ def pair_pages(
             ``mode: per_line`` they stay and are counted. None: not measured.
 
     Returns:
-        The pairs (:data:`parasim.io.PAIRS_SCHEMA`, sorted by ``(other_lang, en_url)``) and a stats
-        dict: pages, pages_ok, duplicate_pages, parse_errors, english_pages, documents_by_lang
-        (declared or evidence-named language of each document, "unknown" when neither),
-        unexpected_target_langs (English pages whose evidence leads to a page declared in a
-        language that is not the expected one, per that language), pairs (per language),
-        unpaired_en (by reason, summed over languages), unpaired_en_by_lang, unpaired_other (per
-        language), conflicts, candidates, untranslated_pairs (left out), untranslated_kept (measured
-        untranslated, kept for the clean stage's line-by-line check) and the list of both
-        (``untranslated``), parse_seconds, pages_per_s.
+        The pairs (:data:`parasim.io.PAIRS_SCHEMA`, sorted by ``(other_lang, en_url)``).
 
     Raises:
         ValueError: ``n_shards`` < 1, a required column is missing, or an evidence kind is unknown.
@@ -672,49 +667,79 @@ def pair_pages(
         )
     table = pair_table(pg, res, site, n_shards)
     english, by_lang = count_unpaired(pg, ev, res, others)
-
-    n_pairs = Counter(table.column("other_lang").to_pylist())
-    total = Counter()
-    for c in by_lang.values():
-        total.update(c)
-    n_ok = sum(pg.ok)
-    doc_langs = Counter(ev.lang_of(pg, i) or "unknown" for i in pg.docs)
-    unexpected = Counter(lang for i in english for lang in ev.wrong_lang.get(i, ()))
-    stats = {
-        "site": site.name,
-        "pages": len(pg.urls),
-        "pages_ok": n_ok,
-        "duplicate_pages": n_ok - len(pg.docs),
-        "duplicate_content_urls": pg.same_content,
-        "parse_errors": ev.parse_errors,
-        "english_pages": len(english),
-        "documents_by_lang": dict(sorted(doc_langs.items())),
-        "unexpected_target_langs": dict(sorted(unexpected.items())),
-        "pairs": {lang: n_pairs.get(lang, 0) for lang in sorted(others)},
-        "unpaired_en": {r: total.get(r, 0) for r in UNPAIRED_REASONS},
-        "unpaired_en_by_lang": {
-            lang: {r: c.get(r, 0) for r in UNPAIRED_REASONS} for lang, c in by_lang.items()
-        },
-        "unpaired_other": {
-            lang: sum(1 for i in pg.docs if ev.lang_of(pg, i) == lang and i not in res.taken_other)
-            for lang in sorted(others)
-        },
-        "candidates": len(valid),
-        "conflicts": res.conflicts,
-        "untranslated_pairs": sum(r["left_out"] for r in untr),
-        "untranslated_kept": sum(not r["left_out"] for r in untr),
-        "untranslated": untr,
-        "parse_seconds": round(ev.parse_s, 3),
-        "pages_per_s": round(len(pg.docs) / ev.parse_s, 1) if ev.parse_s > 0 else None,
-    }
+    record_pairing(rec, pg, ev, res, table, english, by_lang, others, n_candidates=len(valid))
+    rec.figure("untranslated", untr)
+    rec.count("untranslated_pairs", sum(r["left_out"] for r in untr))
+    rec.count("untranslated_kept", sum(not r["left_out"] for r in untr))
     log.info(
         "pair %s: %d pages (%d fetched), %d English, pairs %s, unpaired English %s, conflicts %d",
         site.name,
         len(pg.urls),
-        n_ok,
+        sum(pg.ok),
         len(english),
-        stats["pairs"],
-        stats["unpaired_en"],
+        rec.counted("pairs"),
+        {r: rec.dropped(r) for r in UNPAIRED_REASONS},
         res.conflicts,
     )
-    return table, stats
+    return table
+
+
+def record_pairing(
+    rec: Recorder,
+    pg: _Pages,
+    ev: _Evidence,
+    res: _Resolution,
+    table: pa.Table,
+    english: list[int],
+    by_lang: dict[str, Counter],
+    others: set[str],
+    n_candidates: int,
+) -> None:
+    """Record what :func:`pair_pages` found.
+
+    Rows in: each English page once per other language; out: the page pairs; dropped: the
+    English pages left without a counterpart in a language, by reason (:data:`UNPAIRED_REASONS`,
+    summed over languages). Counts: pages, pages_ok, duplicate_pages, duplicate_content_urls,
+    parse_errors, english_pages, documents_by_lang (declared or evidence-named language of each
+    document, "unknown" when neither), unexpected_target_langs (English pages whose evidence
+    leads to a page declared in a language that is not the expected one, per that language),
+    pairs (per language), unpaired_en_by_lang, unpaired_other (per language), candidates,
+    conflicts. Seconds ``parse`` (reading the links); figure ``pages_per_s`` (documents per
+    second of it).
+    """
+    langs = sorted(others)
+    n_pairs = Counter(table.column("other_lang").to_pylist())
+    rec.rows_in += len(english) * len(langs)
+    rec.rows_out += table.num_rows
+    for r in UNPAIRED_REASONS:  # every reason named, 0 or not
+        rec.drop(r, 0)
+    for c in by_lang.values():
+        for r in UNPAIRED_REASONS:
+            rec.drop(r, c.get(r, 0))
+    n_ok = sum(pg.ok)
+    doc_langs = Counter(ev.lang_of(pg, i) or "unknown" for i in pg.docs)
+    unexpected = Counter(lang for i in english for lang in ev.wrong_lang.get(i, ()))
+    rec.count("pages", len(pg.urls))
+    rec.count("pages_ok", n_ok)
+    rec.count("duplicate_pages", n_ok - len(pg.docs))
+    rec.count("duplicate_content_urls", pg.same_content)
+    rec.count("parse_errors", ev.parse_errors)
+    rec.count("english_pages", len(english))
+    rec.count("documents_by_lang", dict(sorted(doc_langs.items())))
+    rec.count("unexpected_target_langs", dict(sorted(unexpected.items())))
+    rec.count("pairs", {lang: n_pairs.get(lang, 0) for lang in langs})
+    rec.count(
+        "unpaired_en_by_lang",
+        {lang: {r: c.get(r, 0) for r in UNPAIRED_REASONS} for lang, c in by_lang.items()},
+    )
+    rec.count(
+        "unpaired_other",
+        {
+            lang: sum(1 for i in pg.docs if ev.lang_of(pg, i) == lang and i not in res.taken_other)
+            for lang in langs
+        },
+    )
+    rec.count("candidates", n_candidates)
+    rec.count("conflicts", res.conflicts)
+    rec.seconds("parse", round(ev.parse_s, 3))
+    rec.figure("pages_per_s", round(len(pg.docs) / ev.parse_s, 1) if ev.parse_s > 0 else None)

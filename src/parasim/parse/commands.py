@@ -3,48 +3,28 @@
 from __future__ import annotations
 
 import argparse
-from collections.abc import Callable, Mapping
-from typing import Any
-
-from parasim.stats import Stats
+from collections.abc import Callable
 
 
 def cmd_parse(args: argparse.Namespace) -> None:
-    """Parse the page pairs of one shard into lines."""
+    """Parse the page pairs of one shard into lines.
+
+    Rows in and out: page pairs; dropped: pairs skipped (page missing, HTML not parsed) or left
+    out by ``parse.strict`` (unequal line counts, a side without text).
+    """
     from parasim.io import read_table, write_table
     from parasim.parse.stage import ParsePagesSettings, parse_pairs
     from parasim.stagecli import need, section_from_args, site_from_args, write_stats
+    from parasim.stats import Recorder
 
     site = site_from_args(args)
     settings = ParsePagesSettings.from_config(section_from_args(args, "parse"))
     pairs = read_table(need(args.pairs, "pairs shard"))
     pages = read_table(need(args.pages, "pages dataset"))
-    lines, stats = parse_pairs(pairs, pages, site, settings)
+    rec = Recorder("parse", site=site.name)
+    lines = parse_pairs(pairs, pages, site, settings, rec=rec)
     write_table(lines, args.out)
-    write_stats(args.stats, parse_stats(stats, site.name))
-
-
-def parse_stats(raw: Mapping[str, Any], site: str) -> Stats:
-    """:func:`~parasim.parse.stage.parse_pairs`'s counts as the stage's stats.
-
-    Rows in and out: page pairs; dropped: pairs skipped (page missing, HTML not parsed) or left
-    out by ``parse.strict`` (unequal line counts, a side without text).
-    """
-    c = dict(raw)
-    c.pop("site")
-    dropped = dict(c.pop("skipped"))
-    dropped["unequal_line_counts"] = c.pop("dropped_unequal")
-    dropped["empty_side"] = c.pop("dropped_empty")
-    return Stats(
-        "parse",
-        site=site,
-        rows_in=c.pop("pairs_in"),
-        rows_out=c.pop("pairs_out"),
-        dropped=dropped,
-        seconds={"total": c.pop("seconds")},
-        figures={"pairs_per_s": c.pop("pairs_per_s")},
-        counts=c,  # equal, unequal, empty_pairs, selector_*, lines per side and verdict
-    )
+    write_stats(args.stats, rec.stats())
 
 
 def register(add: Callable[..., argparse.ArgumentParser], site_opts: Callable) -> None:

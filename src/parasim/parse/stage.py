@@ -16,12 +16,13 @@ pair is counted as ``selector_missed``.
 Decisions on bad input:
 
 - a pair whose page is missing from the pages table, or has no html, is skipped and counted
-  (``skipped.missing_en_html`` / ``skipped.missing_other_html``);
+  (dropped ``missing_en_html`` / ``missing_other_html``);
 - a page lxml cannot parse at all, or that is too deeply nested for inscriptis, is skipped and
-  counted (``skipped.parse_error``); malformed HTML that lxml recovers is parsed as recovered;
+  counted (dropped ``parse_error``); malformed HTML that lxml recovers is parsed as recovered;
 - an empty page (no kept lines on one or both sides) keeps its row, with empty line lists, and is
   counted in ``empty_pairs``; ``equal_lines`` is ``n_en == n_other`` as for any pair.
-  ``strict=True`` (the paper's rule) keeps only pairs with equal, non-zero line counts.
+  ``strict=True`` (the paper's rule) keeps only pairs with equal, non-zero line counts (dropped
+  ``unequal_line_counts`` / ``empty_side``).
 """
 
 from __future__ import annotations
@@ -41,6 +42,7 @@ import pyarrow.compute as pc
 
 from parasim.config import Settings, SiteConfig
 from parasim.io import LINES_SCHEMA, rows_to_table
+from parasim.stats import Recorder
 
 log = logging.getLogger(__name__)
 
@@ -218,7 +220,9 @@ def parse_pairs(
     pages: pa.Table,
     site: SiteConfig,
     settings: ParsePagesSettings | Mapping[str, Any] | None = None,
-) -> tuple[pa.Table, dict]:
+    *,
+    rec: Recorder,
+) -> pa.Table:
     """Turn page pairs into line lists (one row per page pair).
 
     Args:
@@ -229,12 +233,15 @@ def parse_pairs(
             take the schema's defaults): ``strict`` keeps only pairs with equal, non-zero line
             counts (the paper's rule; off, every parsed pair is kept and flagged with
             ``equal_lines``); ``min_words`` is the fewest words a kept line has.
+        rec: records the counts. Rows in and out: page pairs; dropped: pairs skipped
+            (``missing_en_html``, ``missing_other_html``, ``parse_error``) or left out by
+            ``strict`` (``unequal_line_counts``, ``empty_side``); counts: ``equal``,
+            ``unequal``, ``empty_pairs``, ``selector_used``, ``selector_missed``,
+            ``selector_missed_one_side``, ``lines`` (per side: kept, blank, no_alpha,
+            few_words); seconds ``total``; figure ``pairs_per_s``.
 
     Returns:
-        The lines table (:data:`parasim.io.LINES_SCHEMA`, in the order of ``pairs``) and stats:
-        pairs_in, pairs_out, skipped (by reason), lines (per side: kept, blank, no_alpha,
-        few_words), equal, unequal, empty_pairs, dropped_unequal, dropped_empty, selector_used,
-        selector_missed, selector_missed_one_side, seconds, pairs_per_s.
+        The lines table (:data:`parasim.io.LINES_SCHEMA`, in the order of ``pairs``).
 
     Raises:
         ValueError: ``min_words`` < 1 or an invalid ``main_selector``.
@@ -247,90 +254,97 @@ def parse_pairs(
     rows_in = pairs.to_pylist()
     html = _html_by_url(pages, {r["en_url"] for r in rows_in} | {r["other_url"] for r in rows_in})
 
-    skipped: Counter = Counter({"missing_en_html": 0, "missing_other_html": 0, "parse_error": 0})
-    lines = {"en": Counter(), "other": Counter()}
-    for side in lines.values():
-        side.update({"kept": 0, "blank": 0, "no_alpha": 0, "few_words": 0})
-    stats: dict = {
-        "site": site.name,
-        "pairs_in": len(rows_in),
-        "equal": 0,
-        "unequal": 0,
-        "empty_pairs": 0,
-        "dropped_unequal": 0,
-        "dropped_empty": 0,
-        "selector_used": 0,
-        "selector_missed": 0,
-        "selector_missed_one_side": 0,
-    }
+    rec.rows_in += len(rows_in)
+    for reason in _DROPS:  # every reason named, 0 or not
+        rec.drop(reason, 0)
+    zeros = dict.fromkeys(("kept", "blank", "no_alpha", "few_words"), 0)
+    for name in _COUNTS:
+        rec.count(name, 0)
+    rec.count("lines", {"en": zeros, "other": zeros})
     out = []
     for r in rows_in:
         en_html, other_html = html.get(r["en_url"]), html.get(r["other_url"])
         if en_html is None or other_html is None:
             reason = "missing_en_html" if en_html is None else "missing_other_html"
-            skipped[reason] += 1
+            rec.drop(reason)
             log.warning("parse: pair %s skipped (%s)", r["pair_id"], reason)
             continue
         try:
             pt = page_pair_lines(en_html, other_html, selector, min_words=min_words, config=config)
         except ParseSkip as exc:
-            skipped["parse_error"] += 1
+            rec.drop("parse_error")
             log.warning("parse: pair %s skipped (%s)", r["pair_id"], exc)
             continue
-        lines["en"].update(pt.en_counts)
-        lines["other"].update(pt.other_counts)
+        rec.count("lines", {"en": pt.en_counts, "other": pt.other_counts})
         if selector is not None:
             if pt.selector_used:
-                stats["selector_used"] += 1
+                rec.count("selector_used")
             else:
-                stats["selector_missed"] += 1
-                stats["selector_missed_one_side"] += int(pt.en_matched != pt.other_matched)
+                rec.count("selector_missed")
+                rec.count("selector_missed_one_side", int(pt.en_matched != pt.other_matched))
         n_en, n_other = len(pt.en_lines), len(pt.other_lines)
         equal = n_en == n_other
-        stats["equal" if equal else "unequal"] += 1
+        rec.count("equal" if equal else "unequal")
         empty = n_en == 0 or n_other == 0
-        stats["empty_pairs"] += int(empty)
+        rec.count("empty_pairs", int(empty))
         if strict and not equal:
-            stats["dropped_unequal"] += 1
+            rec.drop("unequal_line_counts")
             continue
         if strict and empty:
-            stats["dropped_empty"] += 1
+            rec.drop("empty_side")
             continue
-        out.append(
-            {
-                "pair_id": r["pair_id"],
-                "site": r["site"],
-                "domain": r["domain"],
-                "lang_pair": r["lang_pair"],
-                "en_url": r["en_url"],
-                "other_url": r["other_url"],
-                "other_lang": r["other_lang"],
-                "en_lines": pt.en_lines,
-                "other_lines": pt.other_lines,
-                "n_en": n_en,
-                "n_other": n_other,
-                "equal_lines": equal,
-                "selector_used": pt.selector_used,
-            }
-        )
+        out.append(_line_row(r, pt))
     seconds = time.perf_counter() - t0
-    stats.update(
-        {
-            "pairs_out": len(out),
-            "skipped": dict(skipped),
-            "lines": {side: dict(c) for side, c in lines.items()},
-            "seconds": round(seconds, 3),
-            "pairs_per_s": round(len(rows_in) / seconds, 1) if seconds > 0 else None,
-        }
-    )
+    rec.rows_out += len(out)
+    rec.seconds("total", round(seconds, 3))
+    rec.figure("pairs_per_s", round(len(rows_in) / seconds, 1) if seconds > 0 else None)
     log.info(
         "parse %s: %d pairs in, %d out, skipped %s, equal %d, unequal %d, selector missed %d",
         site.name,
-        stats["pairs_in"],
-        stats["pairs_out"],
-        stats["skipped"],
-        stats["equal"],
-        stats["unequal"],
-        stats["selector_missed"],
+        len(rows_in),
+        len(out),
+        {k: rec.dropped(k) for k in _DROPS[:3]},
+        rec.counted("equal"),
+        rec.counted("unequal"),
+        rec.counted("selector_missed"),
     )
-    return rows_to_table(out, LINES_SCHEMA), stats
+    return rows_to_table(out, LINES_SCHEMA)
+
+
+#: Why a page pair in is not a row out: skipped (first three), or left out by ``strict``.
+_DROPS = (
+    "missing_en_html",
+    "missing_other_html",
+    "parse_error",
+    "unequal_line_counts",
+    "empty_side",
+)
+#: Counts :func:`parse_pairs` always writes (0 or not), besides ``lines``.
+_COUNTS = (
+    "equal",
+    "unequal",
+    "empty_pairs",
+    "selector_used",
+    "selector_missed",
+    "selector_missed_one_side",
+)
+
+
+def _line_row(r: dict, pt: PairText) -> dict:
+    """The lines table's row of the page pair ``r`` with its lines ``pt``."""
+    n_en, n_other = len(pt.en_lines), len(pt.other_lines)
+    return {
+        "pair_id": r["pair_id"],
+        "site": r["site"],
+        "domain": r["domain"],
+        "lang_pair": r["lang_pair"],
+        "en_url": r["en_url"],
+        "other_url": r["other_url"],
+        "other_lang": r["other_lang"],
+        "en_lines": pt.en_lines,
+        "other_lines": pt.other_lines,
+        "n_en": n_en,
+        "n_other": n_other,
+        "equal_lines": n_en == n_other,
+        "selector_used": pt.selector_used,
+    }

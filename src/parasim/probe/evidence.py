@@ -21,6 +21,7 @@ from parasim.config import Rewrite, SiteConfig
 from parasim.crawl.content import canonical
 from parasim.pair import EVIDENCE_KINDS, extract_links, pair_pages
 from parasim.probe.structure import Page
+from parasim.stats import Recorder
 
 #: Order of preference among evidence kinds when they disagree: the toggle is the link a reader
 #: follows, hreflang the one a search engine reads, the URL pattern a guess.
@@ -154,7 +155,7 @@ def pair_map(table: pa.Table, langs, evidence, rewrites=()) -> dict[tuple[str, s
     """(English URL, language) -> other URL, by :func:`parasim.pair.pair_pages`, many-to-one."""
     with _quiet("parasim.pair"):
         site = probe_site_config(langs, evidence, rewrites)
-        pairs, _ = pair_pages(table, site, 1, one_to_one=False)
+        pairs = pair_pages(table, site, 1, rec=Recorder("pair", site=site.name), one_to_one=False)
     cols = [pairs.column(c).to_pylist() for c in ("en_url", "other_lang", "other_url")]
     return {(en, lang): other for en, lang, other in zip(*cols, strict=True)}
 
@@ -167,8 +168,9 @@ def untranslated_pairs(table: pa.Table, site: SiteConfig) -> list[dict]:
 
     settings = UntranslatedPagesSettings.from_config({})
     with _quiet("parasim.pair"):
-        _, stats = pair_pages(table, site, 1, one_to_one=False, untranslated=settings)
-    return stats.get("untranslated", [])
+        rec = Recorder("pair", site=site.name)
+        pair_pages(table, site, 1, rec=rec, one_to_one=False, untranslated=settings)
+    return rec.stats().figures["untranslated"]
 
 
 def _predictions(pages: list[Page], langs, rewrites) -> dict[tuple[str, str], dict[str, set]]:

@@ -12,7 +12,7 @@ sentence the parser fails on gives null graphs and aspects for its pair.
 ``scores.block_rows`` rows, each written as it is scored; :func:`score_pairs` gives one table);
 :func:`load` gives the corpus or the divergences as a ``datasets.Dataset`` with the score
 columns joined; :func:`plot_distributions` draws the score distributions per label and
-divergence type.
+divergence type (:func:`~parasim.scores.plot.plot_site`: a site's, for its `.done` target).
 """
 
 from parasim.io import SCORE_COLUMNS, SCORES_SCHEMA

@@ -2,10 +2,13 @@
 
 from __future__ import annotations
 
+import logging
 import os
 from collections.abc import Sequence
 
 import pyarrow as pa
+
+from parasim.stats import Stats
 
 #: Columns plotted by default (one panel each; a column with no value is left out).
 PLOT_COLUMNS = (
@@ -82,4 +85,31 @@ def plot_distributions(
     fig.tight_layout()
     fig.savefig(png, dpi=100)
     plt.close(fig)
+    return shown
+
+
+def plot_site(
+    path: str | os.PathLike, shards: Sequence[str], stats: Sequence[Stats], site: str | None
+) -> list[str]:
+    """The scores' `.done` extra ``png`` (``parasim summarize --extra png=PATH``): the score
+    distributions of every shard of a site (:func:`plot_distributions`).
+
+    Args:
+        path: the PNG to write.
+        shards: the site's scores shards.
+        stats: their stats (unused: the plot is of the rows).
+        site: the site's name (in the title).
+
+    Returns:
+        The columns that were plotted.
+    """
+    import pyarrow.parquet as pq
+
+    from parasim.io import SCORES_SCHEMA
+
+    columns = ["source", "label", "type", *PLOT_COLUMNS]
+    tables = [pq.read_table(p, columns=columns) for p in shards]
+    table = pa.concat_tables(tables) if tables else SCORES_SCHEMA.empty_table().select(columns)
+    shown = plot_distributions(table, path, f"{site or ''}: score distributions")
+    logging.getLogger("parasim.scores").info("plot: %s (%s)", path, ", ".join(shown))
     return shown

@@ -26,7 +26,10 @@ the :class:`Shard` on its way through them:
    no second spaCy run; cached per sentence in the parse cache's file).
 9. :func:`score_bm25`: BM25 of a positive within its page pair.
 10. :func:`score_embedding`: the embedding cosine of the two original sides.
-11. :func:`assemble`: the table and the counts.
+11. :func:`assemble`: the table; the counts go to the stage's :class:`~parasim.stats.Recorder`.
+
+:func:`~parasim.scores.plot.plot_site` draws a site's score distributions (the scores' `.done`
+target: ``parasim summarize --extra png=PATH``).
 
 Every column is deterministic for given inputs and settings (seeded hill-climber, ordered
 output, scores rounded to 6 decimals), so reruns and resumed runs give identical shards.
@@ -36,7 +39,6 @@ from __future__ import annotations
 
 import json
 import logging
-import os
 import time
 from collections import Counter
 from collections.abc import Callable, Iterator, Mapping, Sequence
@@ -48,6 +50,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from parasim.accel import cpu_seconds
 from parasim.amr import ENTITY_GROUPS, ParseCache, Parser, ParseSettings
 from parasim.amr.entities import (
     bags_from_json,
@@ -59,6 +62,7 @@ from parasim.amr.entities import (
 )
 from parasim.config import Settings
 from parasim.io import ENTITY_COLUMNS, SCORE_COLUMNS, SCORES_SCHEMA
+from parasim.stats import Recorder
 from parasim.translate.base import TranslateSettings
 
 log = logging.getLogger(__name__)
@@ -101,12 +105,6 @@ class ScoresSettings(Settings, section="scores"):
     bm25: bool
     surface: bool
     embedding: str | None
-
-
-def _cpu() -> float:
-    """CPU seconds of this process and of its children that have ended (the step's workers)."""
-    t = os.times()
-    return t.user + t.system + t.children_user + t.children_system
 
 
 def _norm(text: str | None) -> str:
@@ -479,7 +477,7 @@ def translate_edits(
         # "" (no cache file, as the scaling benchmark runs): an in-memory cache, as translate_lines
         with TranslationCache(settings.cache or None) as cache:
             for lang, idx in sorted(todo.items()):
-                out, _ = translate_texts([rows[k]["other_text"] for k in idx], lang, backend, cache)
+                out = translate_texts([rows[k]["other_text"] for k in idx], lang, backend, cache)
                 for k, text in zip(idx, out, strict=True):
                     rows[k]["other_en"] = text or None
                     counts["edits_translated" if text else "edits_untranslated"] += 1
@@ -494,10 +492,12 @@ def translate_edits(
 @dataclass
 class Shard:
     """One block of a shard's rows on its way through the steps: its rows, which of them are
-    scored, the score columns filled so far, the counts and the time each step took."""
+    scored, the score columns filled so far and the time each step took; the steps count into
+    ``rec``, the shard's."""
 
     settings: ScoresSettings
     workers: int
+    rec: Recorder
     rows: list[dict[str, Any]] = field(default_factory=list)
     first: int = 0  # the shard's row number of the block's first row
     reasons: list[str | None] = field(default_factory=list)  # skip reason per row (None: scored)
@@ -506,17 +506,18 @@ class Shard:
     oe: list[str] = field(default_factory=list)  # their translations
     cols: dict[str, list] = field(default_factory=dict)  # graph and score columns, per row
     graphs: tuple[list, list] | None = None  # the parsed graphs of the rows scored
-    stats: dict[str, Any] = field(default_factory=dict)
     seconds: dict[str, float] = field(default_factory=dict)
     cpu: dict[str, float] = field(default_factory=dict)  # CPU seconds, worker processes included
+    parse_errors: list[str] | None = None  # the first 20 of the block (None: nothing parsed)
+    in_background: bool | None = None  # whether the embedding encoded in the background
 
     @contextmanager
     def timed(self, step: str) -> Iterator[None]:
         """Time the block as ``step``: wall and CPU seconds (kept when it does not raise)."""
-        t0, c0 = time.perf_counter(), _cpu()
+        t0, c0 = time.perf_counter(), cpu_seconds()
         yield
         self.seconds[step] = time.perf_counter() - t0
-        self.cpu[step] = _cpu() - c0
+        self.cpu[step] = cpu_seconds() - c0
 
     def put(self, name: str, values: Sequence) -> None:
         """Fill column ``name`` at the rows scored (``values``: one per scored row)."""
@@ -529,7 +530,8 @@ def gather(sh: Shard, translate: TranslateSettings | Mapping[str, Any] | None) -
     other sides translated (:func:`translate_edits`); the rows come from :func:`iter_pairs`."""
     if sh.settings.translate_edits and translate is not None:
         with sh.timed("translate"):
-            sh.stats.update(translate_edits(sh.rows, translate))
+            for name, n in translate_edits(sh.rows, translate).items():
+                sh.rec.count(name, n)
 
 
 def select_rows(sh: Shard) -> None:
@@ -540,7 +542,8 @@ def select_rows(sh: Shard) -> None:
     sh.oe = [sh.rows[i]["other_en"] for i in sh.ok]
     n = len(sh.rows)
     sh.cols = {c: [None] * n for c in ("graph_en", "graph_other", *SCORE_COLUMNS)}
-    sh.stats.update(rows_in=n, n_rows=n)
+    sh.rec.rows_in += n  # every row in is a row out: a skipped one keeps its skip_reason
+    sh.rec.rows_out += n
 
 
 def start_embedding(sh: Shard, sv: SentenceVectors | None) -> bool:
@@ -616,12 +619,10 @@ def parse_graphs(sh: Shard, parser: Parser) -> None:
         pc_.failed,
         sh.seconds["parse"],
     )
-    sh.stats.update(
-        sentences_parsed=pc_.parsed,
-        sentences_cached=pc_.cached,
-        sentences_failed=pc_.failed,
-        parse_errors=pc_.errors[:20],
-    )
+    sh.rec.count("sentences_parsed", pc_.parsed)
+    sh.rec.count("sentences_cached", pc_.cached)
+    sh.rec.count("sentences_failed", pc_.failed)
+    sh.parse_errors = pc_.errors[:20]
     for e in pc_.errors:
         log.warning("parse failed: %s", e)
     sh.put("graph_en", ga)
@@ -658,8 +659,8 @@ def score_aspects(sh: Shard, vectors, vector_cache: str | None, sv: SentenceVect
         for k, v in aspects.items():
             sh.put(f"amr_{k}", v)
     log.info("15 aspects of %d pairs (%.1f s)", len(sh.ok), sh.seconds["aspects"])
-    sh.stats["aspect_pairs"] = sum(
-        a is not None and b is not None for a, b in zip(ga, gb, strict=True)
+    sh.rec.count(
+        "aspect_pairs", sum(a is not None and b is not None for a, b in zip(ga, gb, strict=True))
     )
     return vectors
 
@@ -679,7 +680,8 @@ def score_entities(sh: Shard, parser: Parser, parse_cache: ParseCache | None) ->
         )
         for k, v in ents.items():
             sh.put(k, v)
-        sh.stats.update(ec)
+        for name, n in ec.items():
+            sh.rec.count(name, n)
     log.info(
         "entities: %d sentences from the parse pass, %d cached, %d through NER (%.1f s)",
         ec["entity_texts_parse"],
@@ -753,11 +755,9 @@ def score_embedding(sh: Shard, sv: SentenceVectors | None, overlap: bool) -> Non
         sh.cols["emb_cosine"] = embedding_cosines(
             [r["en_text"] for r in sh.rows], [r["other_text"] for r in sh.rows], sv
         )
-        sh.stats.update(
-            embedding_texts_encoded=sv.n_encoded - encoded,
-            embedding_texts_cached=sv.n_cached - cached,
-            embedding_in_background=overlap,
-        )
+        sh.rec.count("embedding_texts_encoded", sv.n_encoded - encoded)
+        sh.rec.count("embedding_texts_cached", sv.n_cached - cached)
+        sh.in_background = overlap
     log.info(
         "embedding cosines: %d texts encoded (%.1f s)",
         sv.n_encoded - encoded,
@@ -766,7 +766,7 @@ def score_embedding(sh: Shard, sv: SentenceVectors | None, overlap: bool) -> Non
 
 
 def assemble(sh: Shard) -> pa.Table:
-    """Step 11: the block's scores table; its counts go to ``sh.stats``.
+    """Step 11: the block's scores table; its counts go to ``sh.rec``.
 
     Rows whose parse failed keep their other scores; a skipped row keeps only ``emb_cosine``.
     """
@@ -776,29 +776,10 @@ def assemble(sh: Shard) -> pa.Table:
     data["skip_reason"] = sh.reasons
     data.update(sh.cols)
     table = pa.table({f.name: data[f.name] for f in SCORES_SCHEMA}, schema=SCORES_SCHEMA)
-    sh.stats.update(
-        rows_by_source=dict(Counter(r["source"] for r in rows)),
-        skipped_by_reason={r: sh.reasons.count(r) for r in SKIP_REASONS},
-        pairs_scored=sum(r is None for r in sh.reasons),
-    )
+    sh.rec.count("rows_by_source", dict(Counter(r["source"] for r in rows)))
+    sh.rec.count("skipped_by_reason", {r: sh.reasons.count(r) for r in SKIP_REASONS})
+    sh.rec.count("pairs_scored", sum(r is None for r in sh.reasons))
     return table
-
-
-def _add_counts(total: dict[str, Any], block: Mapping[str, Any]) -> None:
-    """Add a block's counts to the shard's: numbers and dicts of numbers add up, flags are
-    true when any block's is, lists keep their first 20 items."""
-    for k, v in block.items():
-        if k not in total:
-            total[k] = dict(v) if isinstance(v, dict) else list(v) if isinstance(v, list) else v
-        elif isinstance(v, bool):
-            total[k] = total[k] or v
-        elif isinstance(v, dict):
-            for kk, vv in v.items():
-                total[k][kk] = total[k].get(kk, 0) + vv
-        elif isinstance(v, list):
-            total[k] = (total[k] + v)[:20]
-        else:
-            total[k] += v
 
 
 def _blocks(rows: Iterator[dict[str, Any]], size: int) -> Iterator[list[dict[str, Any]]]:
@@ -820,6 +801,7 @@ def score_shard(
     divergences: pa.Table | None,
     settings: ScoresSettings | Mapping[str, Any] | None,
     write: Callable[[pa.Table], None],
+    rec: Recorder,
     *,
     parse_cache: ParseCache | None = None,
     vector_cache: str | None = None,
@@ -828,7 +810,7 @@ def score_shard(
     translate: TranslateSettings | Mapping[str, Any] | None = None,
     vectors=None,
     parser: Parser | None = None,
-) -> dict[str, Any]:
+) -> None:
     """Score one shard in blocks of ``scores.block_rows`` rows, each block's table given to
     ``write`` as soon as it is scored: the stage function (:func:`score_pairs` collects the
     blocks in one table).
@@ -849,6 +831,12 @@ def score_shard(
         settings: The ``scores`` settings (a mapping: the section as in the config, keys left
             out take the schema's defaults).
         write: Takes each block's table (:data:`SCORES_SCHEMA`), in row order.
+        rec: Takes the shard's counts, added over the blocks: rows in and out (every row of
+            the shard, positives, negatives and divergences: none is dropped, a row left
+            unscored keeps its ``skip_reason``), ``pairs_scored``, ``skipped_by_reason``,
+            ``rows_by_source``, the parse, entity and embedding cache counts; the figures
+            ``parse_errors`` (the first 20), ``embedding_in_background`` and ``config``; each
+            step's wall seconds and, under ``cpu``, its CPU seconds.
         parse_cache: Graphs (and entity bags) by sentence.
         vector_cache: SQLite file of concept-label vectors.
         sentence_cache: SQLite file of sentence vectors (embedding cosine).
@@ -859,19 +847,14 @@ def score_shard(
             ``untranslated``.
         vectors: Label vectors to use instead of loading ``settings.amr.vectors`` (tests).
         parser: A loaded parser to reuse (tests).
-
-    Returns:
-        The stats of the shard (counts added over the blocks).
     """
     settings = ScoresSettings.from_config(settings)
     started = time.perf_counter()
-    total: dict[str, Any] = {}
-    seconds: dict[str, float] = {}
-    cpu: dict[str, float] = {}
-    t0, c0 = time.perf_counter(), _cpu()
+    t0, c0 = time.perf_counter(), cpu_seconds()
     bm25 = shard_bm25(settings, positives)
     if bm25 is not None:
-        seconds["bm25"], cpu["bm25"] = time.perf_counter() - t0, _cpu() - c0
+        rec.seconds("bm25", time.perf_counter() - t0)
+    rec.seconds("cpu", {"bm25": cpu_seconds() - c0} if bm25 is not None else {})
     n, rows = iter_pairs(positives, negatives, divergences, settings.inputs)
     size = int(settings.block_rows)
     log.info("%d rows in %d block(s) of up to %d", n, max(1, -(-n // size)), size)
@@ -880,10 +863,10 @@ def score_shard(
         if settings.embedding
         else None
     )
-    first = 0
+    first, errors, background = 0, None, None
     try:
         for block in _blocks(rows, size):
-            sh = Shard(settings, workers, rows=block, first=first)
+            sh = Shard(settings, workers, rec, rows=block, first=first)
             gather(sh, translate)
             select_rows(sh)
             overlap = start_embedding(sh, sv)
@@ -895,9 +878,13 @@ def score_shard(
             score_bm25(sh, bm25)
             score_embedding(sh, sv, overlap)
             write(assemble(sh))
-            _add_counts(total, sh.stats)
-            _add_counts(seconds, sh.seconds)
-            _add_counts(cpu, sh.cpu)
+            for step, value in sh.seconds.items():
+                rec.seconds(step, value)
+            rec.seconds("cpu", sh.cpu)
+            if sh.parse_errors is not None:
+                errors = [*(errors or []), *sh.parse_errors][:20]
+            if sh.in_background is not None:
+                background = bool(background) or sh.in_background
             first += len(block)
     except BaseException:
         if sv is not None:
@@ -905,13 +892,12 @@ def score_shard(
         raise
     if sv is not None:
         sv.close()
-    seconds["total"] = time.perf_counter() - started
-    total.update(
-        seconds={k: round(v, 3) for k, v in seconds.items()},
-        cpu_seconds={k: round(v, 3) for k, v in cpu.items()},
-        config=json.dumps(asdict(settings), sort_keys=True),
-    )
-    return total
+    rec.seconds("total", time.perf_counter() - started)
+    if errors is not None:
+        rec.figure("parse_errors", errors)
+    if background is not None:
+        rec.figure("embedding_in_background", background)
+    rec.figure("config", json.dumps(asdict(settings), sort_keys=True))
 
 
 def score_pairs(
@@ -919,14 +905,15 @@ def score_pairs(
     negatives: pa.Table | None,
     divergences: pa.Table | None,
     settings: ScoresSettings | Mapping[str, Any] | None,
+    rec: Recorder,
     **kwargs: Any,
-) -> tuple[pa.Table, dict[str, Any]]:
+) -> pa.Table:
     """Score one shard in one table: :func:`score_shard` with its blocks collected (the
     command writes them one at a time instead).
 
     Returns:
-        The table (:data:`SCORES_SCHEMA`) and the stats of the shard.
+        The table (:data:`SCORES_SCHEMA`); the shard's counts went to ``rec``.
     """
     tables: list[pa.Table] = []
-    stats = score_shard(positives, negatives, divergences, settings, tables.append, **kwargs)
-    return pa.concat_tables(tables), stats
+    score_shard(positives, negatives, divergences, settings, tables.append, rec, **kwargs)
+    return pa.concat_tables(tables)

@@ -4,43 +4,28 @@ from __future__ import annotations
 
 import argparse
 import logging
-from collections.abc import Callable, Mapping
-from typing import Any
-
-from parasim.stats import Stats
+from collections.abc import Callable
 
 log = logging.getLogger("parasim.translate")
 
 
 def cmd_translate(args: argparse.Namespace) -> None:
-    """Translate the other-language lines of one shard to English (cached)."""
+    """Translate the other-language lines of one shard to English (cached).
+
+    Rows (page pairs) pass through, none is dropped: a line without a translation keeps its row
+    (counted in ``untranslated_by_reason``).
+    """
     from parasim.stagecli import need, section_from_args, write_stats
+    from parasim.stats import Recorder
     from parasim.translate.base import TranslateSettings
     from parasim.translate.stage import translate_file
 
     settings = TranslateSettings.from_config(section_from_args(args, "translate"))
     cache = args.cache or settings.cache
     source = need(args.input, "lines shard")
-    stats = translate_file(source, args.output, settings, cache, log=log, threads=args.threads)
-    write_stats(args.stats, translate_stats(stats))
-
-
-def translate_stats(raw: Mapping[str, Any]) -> Stats:
-    """:func:`~parasim.translate.stage.translate_lines`'s counts as the stage's stats.
-
-    Rows (page pairs) pass through, none is dropped: a line without a translation keeps its row
-    (counted in ``untranslated_by_reason``).
-    """
-    c = dict(raw)
-    rows = c.pop("rows")
-    return Stats(
-        "translate",
-        rows_in=rows,
-        rows_out=rows,
-        seconds={"total": c.pop("seconds"), "mt": c.pop("mt_seconds")},
-        figures={k: c.pop(k) for k in ("cache_hit_rate", "lines_per_s", "mt_backend")},
-        counts=c,  # lines by kind, units, cache hits, translated, untranslated by reason, ...
-    )
+    rec = Recorder("translate")  # no site: the stats of this stage never named one
+    translate_file(source, args.output, settings, cache, log=log, threads=args.threads, rec=rec)
+    write_stats(args.stats, rec.stats())
 
 
 def register(add: Callable[..., argparse.ArgumentParser], site_opts: Callable) -> None:

@@ -36,6 +36,7 @@ from typing import Any
 import pyarrow as pa
 
 from parasim.io import LINES_SCHEMA, TRANSLATED_SCHEMA, read_table, write_table
+from parasim.stats import Recorder
 from parasim.translate.base import (
     BackendUnavailable,
     TranslateSettings,
@@ -44,8 +45,26 @@ from parasim.translate.base import (
 )
 from parasim.translate.cache import TranslationCache
 
-#: Why a line has no translation (keys of ``stats["untranslated_by_reason"]``).
+#: Why a line has no translation (keys of the count ``untranslated_by_reason``).
 REASONS = ("too_long", "unsupported_lang", "backend_error", "empty_output", "backend_unavailable")
+
+#: The counts the stage always writes (0 or not), besides ``untranslated_by_reason``.
+COUNTS = (
+    "rows_identity",
+    "lines",
+    "lines_identity",
+    "lines_empty",
+    "lines_passthrough",
+    "lines_chunked",
+    "lines_translated",
+    "units_unique",
+    "cache_hits",
+    "translated",
+    "retries",
+    "backend_calls",
+    "untranslated",
+    "resplits",
+)
 
 _LOG = logging.getLogger("parasim.translate")
 _sleep = time.sleep  # replaced in tests to observe the back-off without waiting
@@ -87,16 +106,22 @@ def split_long(text: str, max_chars: int) -> list[str]:
 
 
 class _Run:
-    """Counts, cache access and the circuit breaker of one stage run, across languages."""
+    """Cache access and the circuit breaker of one stage run, across languages; its counts go
+    to ``rec`` (every name of :data:`COUNTS` and each reason of :data:`REASONS`, 0 or not)."""
 
-    def __init__(self, backend: Translator, cache: TranslationCache | None, log) -> None:
+    def __init__(
+        self, backend: Translator, cache: TranslationCache | None, log, rec: Recorder
+    ) -> None:
         self.backend = backend
         self.cache = cache
         self.log = log or _LOG
-        self.counts: Counter[str] = Counter()
-        self.reasons: Counter[str] = Counter()
+        self.rec = rec
+        for name in COUNTS:
+            rec.count(name, 0)
+        rec.count("untranslated_by_reason", dict.fromkeys(REASONS, 0))
         self.failed_in_a_row = 0
         self.mt_seconds = 0.0
+        self.resplits_before = int(getattr(backend, "n_resplit", 0))
 
     @property
     def down(self) -> bool:
@@ -118,13 +143,13 @@ class _Run:
         for attempt in range(retries + 1):
             if attempt:
                 delay = be.backoff_s * 2 ** (attempt - 1)
-                self.counts["retries"] += 1
+                self.rec.count("retries")
                 self.log.warning(
                     "translate %s: retry %d/%d of %d lines in %.1f s (%s)",
                     lang, attempt, retries, len(pending), delay, raised or "empty output",
                 )  # fmt: skip
                 _sleep(delay)
-            self.counts["backend_calls"] += 1
+            self.rec.count("backend_calls")
             t0 = time.perf_counter()
             try:
                 out = be.translate_batch(pending, lang)
@@ -196,7 +221,7 @@ class _Run:
 
     def translate(self, texts: Sequence[str | None], lang: str) -> list[str | None]:
         be = self.backend
-        c = self.counts
+        c: Counter[str] = Counter()  # lines by kind, recorded at the end
         out: list[str | None] = [None] * len(texts)
         plans: list[tuple[int, list[str]]] = []  # (index, chunks to translate)
         fail: dict[int, str] = {}
@@ -221,8 +246,10 @@ class _Run:
         if not supported and fail:
             self.log.warning("translate: %s cannot translate %r", be.label(lang), lang)
 
+        for name in ("lines", "lines_empty", "lines_passthrough", "lines_chunked"):
+            self.rec.count(name, c[name])
         units = list(dict.fromkeys(u for _, chunks in plans for u in chunks))
-        c["units_unique"] += len(units)
+        self.rec.count("units_unique", len(units))
         results, reasons = self._translate_units(units, lang)
         for i, chunks in plans:
             bad = next((reasons[u] for u in chunks if u not in results), None)
@@ -230,9 +257,9 @@ class _Run:
                 out[i] = " ".join(results[u] for u in chunks)
             else:
                 fail[i] = bad
-        c["lines_translated"] += len(plans) - sum(i in fail for i, _ in plans)
-        for reason in fail.values():
-            self.reasons[reason] += 1
+        self.rec.count("lines_translated", len(plans) - sum(i in fail for i, _ in plans))
+        self.rec.count("untranslated", len(fail))
+        self.rec.count("untranslated_by_reason", Counter(fail.values()))
         return out
 
     def _translate_units(self, units: list[str], lang: str) -> tuple[dict[str, str], dict]:
@@ -242,7 +269,7 @@ class _Run:
         results: dict[str, str] = {}
         if use_cache and units:
             results = self.cache.get_many(be.name, model, lang, units)
-        self.counts["cache_hits"] += len(results)
+        self.rec.count("cache_hits", len(results))
         todo = [u for u in units if u not in results]
         reasons: dict[str, str] = {}
         if not todo:
@@ -262,7 +289,7 @@ class _Run:
                 self.cache.put_many(be.name, model, lang, ok)
             results.update(ok)
             reasons.update(bad)
-            self.counts["translated"] += len(ok)
+            self.rec.count("translated", len(ok))
             done += len(batch)
             rate = done / max(time.perf_counter() - t0, 1e-9)
             self.log.info(
@@ -271,23 +298,21 @@ class _Run:
             )  # fmt: skip
         return results, reasons
 
-    def stats(self, seconds: float) -> dict[str, Any]:
-        c = self.counts
-        keys = ("rows", "rows_identity", "lines", "lines_identity", "lines_empty",
-                "lines_passthrough", "lines_chunked", "lines_translated", "units_unique",
-                "cache_hits", "translated", "retries", "backend_calls")  # fmt: skip
-        stats: dict[str, Any] = {k: int(c[k]) for k in keys}
-        stats["untranslated"] = int(sum(self.reasons.values()))
-        stats["untranslated_by_reason"] = {r: int(self.reasons[r]) for r in REASONS}
-        stats["cache_hit_rate"] = (
-            round(c["cache_hits"] / c["units_unique"], 4) if c["units_unique"] else 1.0
-        )
-        stats["seconds"] = round(seconds, 3)
-        stats["mt_seconds"] = round(self.mt_seconds, 3)
-        rate = c["translated"] / self.mt_seconds if self.mt_seconds else None
-        stats["lines_per_s"] = round(rate, 1) if rate is not None else None
-        stats["resplits"] = int(getattr(self.backend, "n_resplit", 0))
-        return stats
+    def finish(self, seconds: float) -> tuple[float, float | None]:
+        """Record the run's timings (``total``: ``seconds``; ``mt``: the backend's calls), the
+        backend's resplits and the figures ``cache_hit_rate`` and ``lines_per_s`` (new
+        translations per second of backend time); return those two figures."""
+        rec = self.rec
+        rec.count("resplits", int(getattr(self.backend, "n_resplit", 0)) - self.resplits_before)
+        rec.seconds("total", round(seconds, 3))
+        rec.seconds("mt", round(self.mt_seconds, 3))
+        units, hits = rec.counted("units_unique"), rec.counted("cache_hits")
+        hit_rate = round(hits / units, 4) if units else 1.0
+        rate = rec.counted("translated") / self.mt_seconds if self.mt_seconds else None
+        lines_per_s = round(rate, 1) if rate is not None else None
+        rec.figure("cache_hit_rate", hit_rate)
+        rec.figure("lines_per_s", lines_per_s)
+        return hit_rate, lines_per_s
 
 
 def _batches(units: list[str], size: int, max_chars: int):
@@ -309,7 +334,9 @@ def translate_texts(
     backend: Translator,
     cache: TranslationCache | None = None,
     log: logging.Logger | None = None,
-) -> tuple[list[str | None], dict[str, Any]]:
+    *,
+    rec: Recorder | None = None,
+) -> list[str | None]:
     """Translate a list of lines of one language into English (deduplicated, cached, retried).
 
     Args:
@@ -318,15 +345,16 @@ def translate_texts(
         backend: The translator.
         cache: Where translations are looked up and stored; None: no cache.
         log: Logger for progress and failures (default ``parasim.translate``).
+        rec: Records the counts, as :func:`translate_lines` does (rows aside); None: not kept.
 
     Returns:
-        One English line per input line (None where it failed), and the stats (see
-        :func:`translate_lines`).
+        One English line per input line (None where it failed).
     """
     t0 = time.perf_counter()
-    run = _Run(backend, cache, log)
+    run = _Run(backend, cache, log, Recorder("translate") if rec is None else rec)
     out = run.translate(texts, src_lang)
-    return out, run.stats(time.perf_counter() - t0)
+    run.finish(time.perf_counter() - t0)
+    return out
 
 
 def translate_lines(
@@ -334,7 +362,9 @@ def translate_lines(
     backend: Translator,
     cache: TranslationCache | None,
     log: logging.Logger | None = None,
-) -> tuple[pa.Table, dict[str, Any]]:
+    *,
+    rec: Recorder,
+) -> pa.Table:
     """Add the English translation of every ``other_lines`` entry to a lines table.
 
     Rows whose ``other_lang`` is ``en`` are copied (``mt_backend`` "identity"). All lines of one
@@ -346,15 +376,18 @@ def translate_lines(
         backend: The translator (see :func:`parasim.translate.make_translator`).
         cache: The translation cache (None: no cache).
         log: Logger for progress, failures and the final counts.
+        rec: Records the counts. Rows (page pairs) pass through, none is dropped: a line
+            without a translation keeps its row. Counts: rows_identity and lines_identity
+            (``en`` rows, copied), lines, lines_empty, lines_passthrough (no letter: copied),
+            lines_chunked, lines_translated (lines given a translation, by the backend or from
+            the cache: the same on a rerun), units_unique (distinct lines or chunks sent to MT
+            or cache), cache_hits, translated (new translations, units sent to the backend; 0
+            on a rerun), untranslated and untranslated_by_reason, retries, backend_calls,
+            resplits; seconds ``total`` and ``mt``; figures cache_hit_rate, lines_per_s (new
+            translations per second of backend time), mt_backend.
 
     Returns:
-        The table in :data:`parasim.io.TRANSLATED_SCHEMA` (same rows, same order) and the stats:
-        rows, lines, lines_empty, lines_passthrough (no letter: copied), lines_chunked,
-        lines_translated (lines given a translation, by the backend or from the cache: the same
-        on a rerun), units_unique (distinct lines or chunks sent to MT or cache), cache_hits,
-        translated (new translations, units sent to the backend; 0 on a rerun), cache_hit_rate,
-        untranslated and untranslated_by_reason, retries, backend_calls, seconds, mt_seconds,
-        lines_per_s (new translations per second of backend time), mt_backend.
+        The table in :data:`parasim.io.TRANSLATED_SCHEMA` (same rows, same order).
 
     Raises:
         ValueError: ``lines`` lacks columns of LINES_SCHEMA.
@@ -367,15 +400,15 @@ def translate_lines(
     langs = [str(x) for x in lines.column("other_lang").to_pylist()]
     other = [x or [] for x in lines.column("other_lines").to_pylist()]
 
-    run = _Run(backend, cache, log)
+    run = _Run(backend, cache, log, rec)
     translated: list[list[str | None]] = [[] for _ in other]
     labels = [""] * len(other)
     for lang in sorted(set(langs)):
         rows = [i for i, lg in enumerate(langs) if lg == lang]
         flat = [t for i in rows for t in other[i]]
         if lang == "en":
-            run.counts["rows_identity"] += len(rows)
-            run.counts["lines_identity"] += len(flat)
+            rec.count("rows_identity", len(rows))
+            rec.count("lines_identity", len(flat))
             out = ["" if t is None else t for t in flat]
             label = "identity"
         else:
@@ -387,7 +420,8 @@ def translate_lines(
             translated[i] = out[pos : pos + n]
             labels[i] = label
             pos += n
-    run.counts["rows"] = len(other)
+    rec.rows_in += len(other)
+    rec.rows_out += len(other)
 
     cols = {f.name: lines.column(f.name).cast(f.type) for f in LINES_SCHEMA}
     cols["other_en_lines"] = pa.array(translated, type=pa.list_(pa.string()))
@@ -397,16 +431,17 @@ def translate_lines(
     cols["mt_backend"] = pa.array(labels, type=pa.string())
     table = pa.table(cols, schema=TRANSLATED_SCHEMA)
 
-    stats = run.stats(time.perf_counter() - t0)
-    stats["mt_backend"] = backend.name
+    hit_rate, lines_per_s = run.finish(time.perf_counter() - t0)
+    rec.figure("mt_backend", backend.name)
+    by_reason = rec.counted("untranslated_by_reason")
     log.info(
         "translate: %d rows, %d lines: %d translated, %d from the cache (%.0f%%), "
         "%d untranslated %s, %s lines/s",
-        stats["rows"], stats["lines"], stats["translated"], stats["cache_hits"],
-        100 * stats["cache_hit_rate"], stats["untranslated"],
-        {k: v for k, v in stats["untranslated_by_reason"].items() if v}, stats["lines_per_s"],
+        len(other), rec.counted("lines"), rec.counted("translated"), rec.counted("cache_hits"),
+        100 * hit_rate, rec.counted("untranslated"),
+        {k: v for k, v in by_reason.items() if v}, lines_per_s,
     )  # fmt: skip
-    return table, stats
+    return table
 
 
 def translate_file(
@@ -416,8 +451,10 @@ def translate_file(
     cache_path: str | os.PathLike | None,
     log: logging.Logger | None = None,
     threads: int | None = None,
-) -> dict[str, Any]:
-    """Read a lines shard, translate it, write the translated shard atomically; return the stats.
+    *,
+    rec: Recorder,
+) -> None:
+    """Read a lines shard, translate it, write the translated shard atomically.
 
     Args:
         input_path: ``results/lines/{site}/{shard}.parquet``.
@@ -427,13 +464,13 @@ def translate_file(
             no cache (``settings.cache`` is not read here).
         log: Logger.
         threads: CPU threads the backend may use (apertium processes, torch threads).
+        rec: Records the counts (see :func:`translate_lines`).
     """
     table = read_table(input_path)
     backend = make_translator(settings, threads)
     try:
         with TranslationCache(Path(cache_path) if cache_path else None) as cache:
-            out, stats = translate_lines(table, backend, cache, log)
+            out = translate_lines(table, backend, cache, log, rec=rec)
     finally:
         backend.close()
     write_table(out, output_path)
-    return stats

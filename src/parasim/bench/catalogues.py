@@ -7,21 +7,25 @@ order, its reStructuredText inline markup reduced to the text a reader sees (:fu
 the English ``msgid`` and what the translated page shows, the ``msgstr`` or, for an untranslated
 or fuzzy entry, the English text. :mod:`parasim.bench.scale_site` renders these pages as a
 bilingual website with its gold files; :func:`translation_pairs` gives the gold translations as
-training pairs (the static encoder's optional tuning, ``align.static.tune``). Read in sorted
-order from the archives in place: the same archives give the same pages.
+training pairs, which ``parasim bench scale pairs`` writes as a JSON-lines file for the static
+encoder's optional tuning (``align.static.tune.extra``). Read in sorted order from the archives
+in place: the same archives give the same pages.
 """
 
 from __future__ import annotations
 
+import json
 import re
 import tarfile
 import unicodedata
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
 
-#: ../shared/data/sites/python-docs relative to the repository root.
-DATA_DIR = Path(__file__).resolve().parents[2].parent / "shared" / "data" / "sites" / "python-docs"
+from parasim.paths import shared_data
+
+#: The catalogues' archives in the shared data (``../shared/data/sites/python-docs``).
+DATA_DIR = shared_data("sites", "python-docs")
 
 
 @dataclass(frozen=True)
@@ -378,6 +382,31 @@ def translation_pairs(lang: str, data_dir: Path = DATA_DIR) -> list[tuple[str, s
                 seen.add(pair)
                 out.append(pair)
     return out
+
+
+def write_translation_pairs(
+    out: Path, langs: Iterable[str] = ("fr",), data_dir: Path = DATA_DIR
+) -> dict[str, int]:
+    """Write the :func:`translation_pairs` of ``langs`` (in sorted order) to ``out``, one
+    ``{"a": English, "b": translation}`` JSON object a line: a pair file of the static encoder's
+    tuning (``align.static.tune.extra``, :func:`parasim.models.static.read_pair_file`).
+
+    Returns:
+        The pairs written per language.
+
+    Raises:
+        FileNotFoundError: a language's archive is not in ``data_dir``.
+        KeyError: a language without catalogues.
+    """
+    counts: dict[str, int] = {}
+    out = Path(out)
+    out.parent.mkdir(parents=True, exist_ok=True)
+    with out.open("w", encoding="utf-8") as fh:
+        for lang in sorted(set(langs)):
+            pairs = translation_pairs(lang, data_dir)
+            fh.writelines(json.dumps({"a": a, "b": b}, ensure_ascii=False) + "\n" for a, b in pairs)
+            counts[lang] = len(pairs)
+    return counts
 
 
 def catalogue_docs(archive: Path) -> list[str]:

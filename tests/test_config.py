@@ -1,15 +1,16 @@
 """Config validation: defaults from the schema, one clear message per problem."""
 
 import dataclasses
-import importlib
 from pathlib import Path
 
 import pytest
 import yaml
 
+from parasim import stages
 from parasim.config import (
     SETTINGS,
     ConfigError,
+    Settings,
     SiteConfig,
     load_config,
     schema_default,
@@ -104,22 +105,15 @@ def test_validate_section_and_file_errors(tmp_path):
 
 # ------------------------------------------------------------------------ the stages' settings
 
-#: The config sections of the pipeline stages (the training families keep their own settings).
-STAGE_SECTIONS = ("crawl", "parse", "translate", "align", "clean", "negatives", "corpus")
-STAGE_SECTIONS += ("divergences", "scores")
-#: The modules that define them (importing one registers its settings).
-STAGE_MODULES = (
-    "parasim.crawl.stage",
-    "parasim.pair.stage",
-    "parasim.parse.stage",
-    "parasim.translate",
-    "parasim.align",
-    "parasim.clean",
-    "parasim.negatives",
-    "parasim.partition",
-    "parasim.divergences",
-    "parasim.scores",
-)
+
+def _stage_sections() -> set[str]:
+    """The config sections of the stages, from their records (``Stage.settings``); the training
+    families hold some keys of ``train:`` each (``PartialSettings``), checked in tests/train."""
+    return {
+        s.settings.section.split(".")[0]
+        for s in stages.STAGES
+        if s.settings is not None and issubclass(s.settings, Settings)
+    }
 
 
 def _sections(name: str):
@@ -132,14 +126,18 @@ def _sections(name: str):
 
 @pytest.fixture(scope="module")
 def settings_classes():
-    for module in STAGE_MODULES:
-        importlib.import_module(module)
+    assert stages.STAGES  # gathering the stages imports every stage's module: their settings
     return dict(SETTINGS)
 
 
 def test_every_stage_section_has_one_settings_class(settings_classes):
-    wanted = {s for top in STAGE_SECTIONS for s in _sections(top)}
+    tops = _stage_sections()
+    assert {"crawl", "parse", "translate", "align", "clean", "scores"} <= tops  # gathered at all
+    wanted = {s for top in tops for s in _sections(top)}
     assert set(settings_classes) == wanted
+    for stage in stages.STAGES:  # a record names the class that reads its section
+        if stage.settings is not None and issubclass(stage.settings, Settings):
+            assert settings_classes[stage.settings.section] is stage.settings, stage.name
 
 
 def test_settings_are_the_schema_keys_in_order_with_the_schema_defaults(settings_classes):
@@ -185,22 +183,14 @@ def test_dotted_sections_and_schema_defaults():
         validate_section("negatives.encoders")
 
 
-#: The training families' settings modules (importing one registers its settings classes).
-TRAIN_MODULES = (
-    "parasim.train.ranker.settings",
-    "parasim.train.s3bert.settings",
-    "parasim.train.similarity.settings",
-    "parasim.train.entity_siamese.settings",
-    "parasim.train.align_encoder.settings",
-)
-
-
 @pytest.fixture(scope="module")
 def train_classes():
     from parasim.config import PARTIAL_SETTINGS
 
-    for module in TRAIN_MODULES:
-        importlib.import_module(module)
+    # gathering the stages imports every model family's record, and so its settings classes
+    families = [s for s in stages.STAGES if s.module.startswith("parasim.train.") and s.settings]
+    assert families, "no model family gathered"
+    assert all(PARTIAL_SETTINGS[s.settings.section] is s.settings for s in families)
     return dict(PARTIAL_SETTINGS)
 
 

@@ -5,7 +5,7 @@ from pathlib import Path
 
 import pyarrow as pa
 
-from parasim import io
+from parasim import io, stages
 
 SRC = Path(__file__).resolve().parents[1] / "src" / "parasim"
 
@@ -34,9 +34,28 @@ def test_output_schemas_are_defined_in_io_only():
     assert not offenders, f"pa.schema(...) outside parasim/io.py: {offenders}"
 
 
+def _schemas() -> dict[str, pa.Schema]:
+    return {k: v for k, v in vars(io).items() if isinstance(v, pa.Schema)}
+
+
+def test_every_schema_is_what_a_stage_reads_or_writes():
+    """The stages' records name their tables' schemas: each is one of io's, and every schema of
+    io is read or written by a stage (no second list of schemas to keep)."""
+    named = {
+        (stage.name, key): schema
+        for stage in stages.STAGES
+        for key, schema in [*stage.inputs.items(), *stage.outputs.items()]
+        if schema is not None
+    }
+    ours = {id(v): k for k, v in _schemas().items()}
+    assert named and {w: s for w, s in named.items() if id(s) not in ours} == {}
+    used = {ours[id(s)] for s in named.values()}
+    assert set(_schemas()) - used == set(), "schemas no stage reads or writes"
+
+
 def test_every_schema_names_itself_in_its_metadata():
-    schemas = {k: v for k, v in vars(io).items() if isinstance(v, pa.Schema)}
-    assert len(schemas) == 13
+    schemas = _schemas()
+    assert schemas
     # The word pairs were written without it before the schemas moved here; adding it would
     # change the bytes of every word-pairs file.
     assert schemas.pop("WORDPAIRS_SCHEMA").metadata is None

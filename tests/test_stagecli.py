@@ -46,3 +46,11 @@ def test_an_input_is_read_or_named_in_one_sentence(tmp_path):
     junk.write_text("not parquet")
     with pytest.raises(UsageError, match="junk.parquet: cannot read the pairs shard"):
         read_input(junk, "pairs shard")
+
+
+def test_required_columns_are_checked_but_everything_is_read(tmp_path):
+    path = tmp_path / "t.parquet"
+    pq.write_table(pa.table({"id": ["a"], "x": [1]}), path)
+    assert read_input(path, "positives shard", require=["id"]).column_names == ["id", "x"]
+    with pytest.raises(UsageError, match=r"t.parquet: not a positives shard \(no column en_text\)"):
+        read_input(path, "positives shard", require=["id", "en_text"])

@@ -105,6 +105,23 @@ def test_every_module_imports_and_registers_commands():
         assert callable(importlib.import_module(s.commands_from).register), s.name
 
 
+def test_every_record_lies_in_its_stage_module_and_names_its_contract():
+    """Each record is exported by the stage.py of its own package, names the function of its
+    first rule from that package and a settings class of a config section, and its inputs and
+    outputs are options of its first command."""
+    from parasim.config import section_schema
+
+    sub = next(a for a in build_parser()._actions if a.dest == "command")
+    for s in stages.STAGES:
+        assert f"{s.module}.stage" in stages.stage_modules(), s.name
+        assert callable(s.run) and s.run.__module__.startswith(s.module), s.name
+        if s.settings is not None:
+            assert section_schema(s.settings.section)["properties"], s.name
+        options = {a.dest for a in sub.choices[s.commands[0]]._actions}
+        named = {*s.inputs, *s.outputs}
+        assert named and named <= options, f"{s.name}: {sorted(named - options)} not options"
+
+
 def test_every_command_and_its_older_names_are_in_the_cli():
     sub = next(a for a in build_parser()._actions if a.dest == "command")
     for s in stages.STAGES:
@@ -148,8 +165,10 @@ def test_the_first_rule_writes_the_stats_and_the_done_rule_reads_them(rules):
         if s.done:
             done = rules[s.done_rule]
             assert f"results/{s.done}/{{site}}.done" in done["output"], s.name
-            # `parasim summarize --stage <name>`, or the stage's own (`divergences-card`)
-            assert re.search(rf"--stage {s.name}\b|^\s*parasim {s.name}-", done["shell"]), s.name
+            # the one `.done` command, `parasim summarize --stage <name>`, with its extras
+            assert re.match(rf"\s*parasim summarize --stage {s.name}\b", done["shell"]), s.name
+            for name in s.done_extras:
+                assert f"--extra {name}=" in done["shell"], (s.name, name)
 
 
 def test_rule_all_asks_for_every_done_target(rules):

@@ -98,7 +98,11 @@ def need(path: str, what: str) -> Path:
 
 @contextmanager
 def stage_job(
-    stage: str, stats: str | None, site: str | None = None, culprit: str | None = None
+    stage: str,
+    stats: str | None,
+    site: str | None = None,
+    culprit: str | None = None,
+    rounding: int | None = None,
 ) -> Iterator[Recorder]:
     """One job of ``stage``: yields the recorder its function counts into; writes its stats.
 
@@ -109,6 +113,7 @@ def stage_job(
         culprit: the input the job reads (a file): a ``ValueError`` the stage raises about it
             (a missing column, a bad value) becomes one sentence naming it. Without it, errors
             propagate.
+        rounding: round its timings to this many digits (the stage's own precision).
 
     The stats are written only when the job succeeds: a failed job leaves no stats file that
     could pass for a finished one.
@@ -120,7 +125,7 @@ def stage_job(
         if culprit is None:
             raise
         raise UsageError(f"{culprit}: {exc}") from None
-    write_stats(stats, rec.stats())
+    write_stats(stats, rec.stats(rounding))
 
 
 def read_input(
@@ -128,6 +133,7 @@ def read_input(
     what: str,
     columns: Sequence[str] | None = None,
     schema: pa.Schema | None = None,
+    require: Sequence[str] = (),
     **kwargs: Any,
 ) -> pa.Table:
     """The input table at ``path`` (a file or a folder of parts): one sentence on what is wrong.
@@ -138,6 +144,7 @@ def read_input(
         columns: read only these columns.
         schema: the columns it must have (those of ``columns`` when given, else all of the
             schema's): a file without one is "not a <what>", named.
+        require: columns it must have, whether read or not (the whole table is read).
         kwargs: passed to :func:`parasim.io.read_table` (``filters``).
 
     Raises:
@@ -149,9 +156,10 @@ def read_input(
 
     p = need(str(path), what)
     try:
-        if schema is not None:
+        wanted = [*((columns or schema.names) if schema is not None else ()), *require]
+        if wanted:
             have = set(column_names(p))
-            missing = [c for c in (columns or schema.names) if c not in have]
+            missing = [c for c in dict.fromkeys(wanted) if c not in have]
             if missing:
                 raise UsageError(f"{p}: not a {what} (no column {', '.join(missing)})")
         return read_table(p, columns=list(columns) if columns else None, **kwargs)

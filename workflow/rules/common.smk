@@ -118,32 +118,3 @@ def upstream_stats(name, also=()):
 def allow_empty_flag():
     """`--allow-empty` for `parasim summarize` when the config allows empty stages."""
     return "--allow-empty" if config["allow_empty"] else ""
-
-
-# --- the scores stage's helpers (workflow/rules/scores.smk), to move there -------------------
-
-
-def score_inputs(wildcards):
-    """The tables `scores.inputs` names for one shard (positives are always read)."""
-    out = {"positives": f"results/positives/{wildcards.site}/{wildcards.shard}.parquet"}
-    if "negatives" in config["scores"]["inputs"]:
-        out["negatives"] = "results/negatives/negatives.parquet"
-    if "divergences" in config["scores"]["inputs"]:
-        out["divergences"] = (
-            f"results/divergences/{wildcards.site}/{wildcards.shard}.parquet"
-        )
-    return out
-
-
-def score_input_args(wildcards, input):
-    """`--positives P --negatives N --divergences D`, for the inputs the rule has."""
-    names = ("positives", "negatives", "divergences")
-    return " ".join(f"--{k} {input[k]}" for k in names if k in input.keys())
-
-
-#: The amrlib parser runs a neural model (CUDA when present); the rules parser is CPU only.
-SCORES_GPU = 1 if config["scores"]["amr"]["parser"] == "amrlib" else 0
-
-
-#: The divergences' stats explain empty scores too when the scores read the divergences.
-SCORES_ALSO_UPSTREAM = [n for n in ["divergences"] if n in config["scores"]["inputs"]]

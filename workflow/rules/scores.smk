@@ -1,7 +1,19 @@
+#: The tables `scores.inputs` names for one shard (positives are always read).
+SCORE_INPUTS = {"positives": "results/positives/{site}/{shard}.parquet"}
+if "negatives" in config["scores"]["inputs"]:
+    SCORE_INPUTS["negatives"] = "results/negatives/negatives.parquet"
+if "divergences" in config["scores"]["inputs"]:
+    SCORE_INPUTS["divergences"] = "results/divergences/{site}/{shard}.parquet"
+#: The amrlib parser runs a neural model (CUDA when present); the rules parser is CPU only.
+SCORES_GPU = 1 if config["scores"]["amr"]["parser"] == "amrlib" else 0
+#: The divergences' stats explain empty scores too when the scores read the divergences.
+SCORES_ALSO_UPSTREAM = [n for n in ["divergences"] if n in config["scores"]["inputs"]]
+
+
 rule score_pairs:
     """AMR graphs, the 15 aspects, entity, BM25, chrF/BLEU and embedding scores of one shard."""
     input:
-        unpack(score_inputs),
+        **SCORE_INPUTS,
         code=code("scores", "amr"),
     output:
         scores="results/scores/{site}/{shard}.parquet",
@@ -22,7 +34,10 @@ rule score_pairs:
     params:
         scores=section_json("scores"),
         translate=section_json("translate"),
-        inputs=score_input_args,
+        # `--positives P --negatives N --divergences D`, for the inputs the rule has
+        inputs=lambda wildcards, input: " ".join(
+            f"--{k} {input[k]}" for k in SCORE_INPUTS
+        ),
         parse_cache="results/cache/amr.sqlite",
         vector_cache="results/cache/amr_vectors.sqlite",
         sentence_cache="results/cache/sentence_vectors.sqlite",

@@ -7,23 +7,21 @@ import logging
 from collections.abc import Callable
 from pathlib import Path
 
+from parasim.stagecli import read_input, section_from_args, stage_job
+
 log = logging.getLogger("parasim.align")
 
 
 def cmd_align(args: argparse.Namespace) -> None:
     """Align one translated shard into positive sentence pairs."""
     from parasim.align import AlignSettings, align_pairs
-    from parasim.io import read_table, write_table
-    from parasim.stagecli import need, section_from_args, write_stats
-    from parasim.stats import Recorder
+    from parasim.io import write_table
 
     settings = AlignSettings.from_config(section_from_args(args, "align"))
     review_dir = Path(args.review_dir or settings.review_dir)
-    translated = read_table(need(args.input, "translated shard"))
-    rec = Recorder("align")
-    positives = align_pairs(translated, settings, review_dir, rec, log=log)
-    write_table(positives, args.output)
-    write_stats(args.stats, rec.stats())
+    translated = read_input(args.input, "translated shard")
+    with stage_job("align", args.stats) as rec:
+        write_table(align_pairs(translated, settings, review_dir, rec, log=log), args.output)
 
 
 def cmd_static_encoder(args: argparse.Namespace) -> None:
@@ -34,7 +32,6 @@ def cmd_static_encoder(args: argparse.Namespace) -> None:
 
     from parasim.align import AlignSettings
     from parasim.models.static import StaticSpec, ensure_static_model, resolve_tune
-    from parasim.stagecli import section_from_args
 
     settings = AlignSettings.from_config(section_from_args(args, "align"))
     spec = resolve_tune(StaticSpec.from_mapping(asdict(settings.static)))  # files hashed once

@@ -49,8 +49,9 @@ from typing import Any
 import numpy as np
 import pyarrow as pa
 
-from parasim import io
+from parasim import explain, io
 from parasim.config import Settings
+from parasim.spec import Stage
 from parasim.stats import Recorder
 
 from . import dp, paper, review, scoring
@@ -551,3 +552,22 @@ def _realign(
         out.append(_positive(row, en, other, other_en, src, tgt, DP, ws, es))
     rec.count(f"dp_from_{chk.outcome}")
     return out, "realigned"
+
+
+#: The stage, as :mod:`parasim.stages` gathers it.
+SPEC = Stage(
+    "align",
+    rules=("align_lines", "static_encoder"),
+    module="parasim.align",
+    results=("aligned", "models/static-encoder"),
+    upstream="translate",
+    per="shard",
+    metric="rows_out",
+    label="aligned pairs",
+    explain=explain.align,
+    aliases={"align-lines": ("align",)},
+    settings=AlignSettings,
+    inputs={"input": io.TRANSLATED_SCHEMA},
+    outputs={"output": io.ALIGNED_SCHEMA},
+    run=align_pairs,
+)

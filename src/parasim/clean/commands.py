@@ -6,15 +6,15 @@ import argparse
 import logging
 from collections.abc import Callable
 
+from parasim.stagecli import UsageError, read_input, section_from_args, stage_job
+
 log = logging.getLogger("parasim.clean")
 
 
 def cmd_clean(args: argparse.Namespace) -> None:
     """Clean the aligned shards of one site into positives and dropped pairs."""
     from parasim.clean import CleanSettings, clean_positives
-    from parasim.io import read_table, write_table
-    from parasim.stagecli import UsageError, need, section_from_args, write_stats
-    from parasim.stats import Recorder
+    from parasim.io import write_table
 
     n = len(args.aligned)
     for flag in ("translated", "out", "dropped"):
@@ -23,19 +23,16 @@ def cmd_clean(args: argparse.Namespace) -> None:
                 f"--{flag} names {len(getattr(args, flag))} files but --aligned names {n}"
             )
     settings = CleanSettings.from_config(section_from_args(args, "clean"))
-    aligned = [read_table(need(p, "aligned shard")) for p in args.aligned]
+    aligned = [read_input(p, "aligned shard") for p in args.aligned]
     translated = [
-        read_table(need(p, "translated shard"), columns=["pair_id", "en_lines", "other_lines"])
+        read_input(p, "translated shard", columns=["pair_id", "en_lines", "other_lines"])
         for p in args.translated
     ]
-    pairs = [read_table(need(p, "pairs shard")) for p in args.pairs or ()]
-    rec = Recorder("clean")
-    kept, dropped = clean_positives(aligned, translated, settings, rec, log=log, pairs=pairs)
-    for table, path in zip(kept, args.out, strict=True):
-        write_table(table, path)
-    for table, path in zip(dropped, args.dropped, strict=True):
-        write_table(table, path)
-    write_stats(args.stats, rec.stats())
+    pairs = [read_input(p, "pairs shard") for p in args.pairs or ()]
+    with stage_job("clean", args.stats) as rec:
+        kept, dropped = clean_positives(aligned, translated, settings, rec, log=log, pairs=pairs)
+        for table, path in zip([*kept, *dropped], [*args.out, *args.dropped], strict=True):
+            write_table(table, path)
 
 
 def register(add: Callable[..., argparse.ArgumentParser], site_opts: Callable) -> None:

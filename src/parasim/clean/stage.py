@@ -42,9 +42,10 @@ from typing import Any
 
 import pyarrow as pa
 
-from parasim import io
+from parasim import explain, io
 from parasim.config import Settings
 from parasim.pair.stage import UntranslatedPagesSettings, is_untranslated
+from parasim.spec import Stage
 from parasim.stats import Recorder
 
 from . import decision, langid, rules
@@ -470,3 +471,29 @@ def _with_columns(table: pa.Table, extra: dict[str, list], schema: pa.Schema) ->
         pa.array(values, type=schema.field(name).type) for name, values in extra.items()
     ]
     return pa.Table.from_arrays(arrays, schema=schema)
+
+
+#: The stage, as :mod:`parasim.stages` gathers it.
+SPEC = Stage(
+    "clean",
+    rules=("clean_positives",),
+    module="parasim.clean",
+    results=("positives", "dropped"),
+    upstream="align",
+    per="site",
+    done="positives",
+    done_covers=("align",),
+    metric="rows_out",
+    label="positives (cleaned)",
+    explain=explain.clean,
+    one_to_one=True,
+    aliases={"clean-positives": ("clean",)},
+    settings=CleanSettings,
+    inputs={
+        "aligned": io.ALIGNED_SCHEMA,
+        "translated": io.TRANSLATED_SCHEMA,
+        "pairs": io.PAIRS_SCHEMA,
+    },
+    outputs={"out": io.POSITIVES_SCHEMA, "dropped": io.DROPPED_SCHEMA},
+    run=clean_positives,
+)

@@ -14,12 +14,11 @@ from collections.abc import Callable
 from pathlib import Path
 
 from parasim.corpus.stage import build_corpus, corpus_meta
-from parasim.io import NEGATIVES_SCHEMA, read_table
+from parasim.io import NEGATIVES_SCHEMA
 from parasim.negatives.inputs import common_options, config_sections, read_positives
 from parasim.negatives.stage import SELECTION_KEY
 from parasim.negatives.topics import load_topics
-from parasim.stagecli import UsageError, need, read_stats, write_stats
-from parasim.stats import Recorder
+from parasim.stagecli import UsageError, need, read_input, read_stats, stage_job
 
 log = logging.getLogger("parasim.corpus")
 
@@ -28,10 +27,7 @@ def cmd_build_corpus(args: argparse.Namespace) -> None:
     """Label, split, balance; Parquet shards and the dataset card."""
     neg, corpus = config_sections(args.negatives_json, args.corpus_json)
     positives = read_positives(args.positives)
-    negatives = read_table(need(args.negatives, "negatives file"))
-    missing = sorted(set(NEGATIVES_SCHEMA.names) - set(negatives.column_names))
-    if missing:
-        raise UsageError(f"negatives file {args.negatives}: missing column(s) {missing}")
+    negatives = read_input(args.negatives, "negatives file", schema=NEGATIVES_SCHEMA)
     raw = (negatives.schema.metadata or {}).get(SELECTION_KEY)
     selection = json.loads(raw) if raw else {}
     if not selection:
@@ -41,15 +37,12 @@ def cmd_build_corpus(args: argparse.Namespace) -> None:
     topics = load_topics(topics_dir)
     cleaning = zip(args.clean_stats, read_stats(args.clean_stats), strict=True)
     meta = corpus_meta(selection, topics, neg, {Path(p).stem: s for p, s in cleaning})
-    rec = Recorder("corpus")
-    with rec.time("total"):
+    with stage_job("corpus", args.stats, rounding=3) as rec, rec.time("total"):
         build_corpus(
             positives, negatives.select(NEGATIVES_SCHEMA.names), corpus, args.out, rec, meta
         )
-    stats = rec.stats(rounding=3)
-    write_stats(args.stats, stats)
-    if rec.rows_out == 0 and not args.allow_empty:
-        empty = stats.figures["empty_partitions"]
+    if rec.rows_out == 0 and not args.allow_empty:  # its stats written: they say which is empty
+        empty = rec.stats().figures["empty_partitions"]
         raise UsageError(corpus_empty_reason(positives.num_rows, negatives.num_rows, empty))
 
 

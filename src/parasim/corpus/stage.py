@@ -32,10 +32,17 @@ from typing import Any
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from parasim.io import CORPUS_SCHEMA, CORPUS_SCHEMA_VERSION, write_table
+from parasim.io import (
+    CORPUS_SCHEMA,
+    CORPUS_SCHEMA_VERSION,
+    NEGATIVES_SCHEMA,
+    POSITIVES_SCHEMA,
+    write_table,
+)
 from parasim.negatives import NegativesSettings, TopicsResult
 from parasim.negatives.stage import encoder_label
 from parasim.partition import CorpusConfig, assign_splits, partition_column, seeded_key
+from parasim.spec import Stage
 from parasim.stats import Recorder, Stats
 
 log = logging.getLogger(__name__)
@@ -437,3 +444,19 @@ def label_counts(table: pa.Table) -> dict[str, int]:
     """Rows per label of a corpus table (for quick checks)."""
     vc = pc.value_counts(table.column("label")).to_pylist()
     return {str(v["values"]): v["counts"] for v in vc}
+
+
+#: The stage, as :mod:`parasim.stages` gathers it.
+SPEC = Stage(
+    "corpus",
+    rules=("build_corpus",),
+    module="parasim.corpus",
+    results=("corpus",),
+    upstream="negatives",
+    per="global",
+    one_to_one=True,
+    settings=CorpusConfig,
+    inputs={"positives": POSITIVES_SCHEMA, "negatives": NEGATIVES_SCHEMA, "topics": None},
+    outputs={"out": CORPUS_SCHEMA},
+    run=build_corpus,
+)

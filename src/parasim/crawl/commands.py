@@ -7,6 +7,8 @@ import logging
 from collections.abc import Callable
 from pathlib import Path
 
+from parasim.stagecli import section_from_args, site_from_args, stage_job
+
 log = logging.getLogger("parasim.crawl")
 
 
@@ -17,14 +19,11 @@ def cmd_crawl(args: argparse.Namespace) -> None:
     or not requested), by reason.
     """
     from parasim.crawl.stage import CrawlSettings, crawl_site
-    from parasim.stagecli import section_from_args, site_from_args, write_stats
-    from parasim.stats import Recorder
 
     site = site_from_args(args)
     settings = CrawlSettings.from_config(section_from_args(args, "crawl"))
-    rec = Recorder("crawl", site=site.name)
-    crawl_site(site, settings, Path(args.out), Path(args.state), log=log, rec=rec)
-    write_stats(args.stats, rec.stats())
+    with stage_job("crawl", args.stats, site=site.name) as rec:
+        crawl_site(site, settings, Path(args.out), Path(args.state), log=log, rec=rec)
 
 
 def register(add: Callable[..., argparse.ArgumentParser], site_opts: Callable) -> None:

@@ -18,12 +18,14 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
+from parasim import explain
 from parasim.config import Settings, SiteConfig
 from parasim.crawl.content import canonical, extract_links, parse_html
 from parasim.crawl.frontier import NOT_REQUESTED, Frontier, OriginMap
 from parasim.crawl.serve import serve_folder
 from parasim.crawl.state import PART_GLOB, StateWriter, fingerprint, open_state, publish
 from parasim.io import PAGES_SCHEMA, write_table
+from parasim.spec import Stage
 from parasim.stats import Recorder
 
 #: scrapy's Twisted reactor cannot be restarted within one process.
@@ -367,3 +369,22 @@ def _run_scrapy(
         "close_reason": job.close_reason,
         "fatal": job.fatal,
     }
+
+
+#: The stage, as :mod:`parasim.stages` gathers it.
+SPEC = Stage(
+    "crawl",
+    rules=("crawl_site",),
+    module="parasim.crawl",
+    results=("pages",),
+    per="site",
+    metric="rows_out",
+    label="pages crawled",
+    explain=explain.crawl,
+    input_from_upstream=False,
+    one_to_one=True,
+    aliases={"crawl-site": ("crawl",)},
+    settings=CrawlSettings,
+    outputs={"out": PAGES_SCHEMA},
+    run=crawl_site,
+)

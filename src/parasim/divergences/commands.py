@@ -10,6 +10,8 @@ import argparse
 import logging
 from collections.abc import Callable
 
+from parasim.stagecli import read_input, section_from_args, stage_job
+
 log = logging.getLogger("parasim.divergences")
 
 
@@ -20,19 +22,13 @@ def cmd_divergences(args: argparse.Namespace) -> None:
     rows per seed kept); dropped, the positives that gave no group, by reason.
     """
     from parasim.divergences import DivergencesSettings, make_divergences
-    from parasim.io import read_table, write_table
-    from parasim.stagecli import UsageError, need, section_from_args, write_stats
-    from parasim.stats import Recorder
+    from parasim.io import write_table
 
     settings = DivergencesSettings.from_config(section_from_args(args, "divergences"))
-    positives = read_table(need(args.input, "positives shard"))
-    rec = Recorder("divergences")
-    try:
-        table = make_divergences(positives, rec, settings, log=log)
-    except ValueError as exc:  # missing columns or a bad config: name the file
-        raise UsageError(f"{args.input}: {exc}") from None
-    write_table(table, args.output)
-    write_stats(args.stats, rec.stats(rounding=3))
+    positives = read_input(args.input, "positives shard")
+    # missing columns or a bad config (a ValueError of the stage): one sentence naming the file
+    with stage_job("divergences", args.stats, culprit=args.input, rounding=3) as rec:
+        write_table(make_divergences(positives, rec, settings, log=log), args.output)
 
 
 def register(add: Callable[..., argparse.ArgumentParser], site_opts: Callable) -> None:

@@ -35,8 +35,10 @@ from typing import Any
 
 import pyarrow as pa
 
+from .. import explain
 from ..config import Settings
-from ..io import DIVERGENCES_SCHEMA, rows_to_table, stable_id
+from ..io import DIVERGENCES_SCHEMA, POSITIVES_SCHEMA, rows_to_table, stable_id
+from ..spec import Stage
 from ..stats import Recorder, Stats
 from .checks import check_pos, check_row, summarize
 from .lexical import TYPE as LEXICAL
@@ -742,3 +744,24 @@ def write_site_card(
     logging.getLogger("parasim.divergences").info(
         "card: %s (%d rows by type %s)", path, counts["n_rows"], counts.get("rows_by_type")
     )
+
+
+#: The stage, as :mod:`parasim.stages` gathers it.
+SPEC = Stage(
+    "divergences",
+    rules=("make_divergences",),
+    module="parasim.divergences",
+    results=("divergences",),
+    upstream="clean",
+    per="shard",
+    done="divergences",
+    metric="rows_out",
+    label="divergence rows",
+    explain=explain.divergences,
+    aliases={"make-divergences": ("divergences",)},
+    done_extras={"card": "parasim.divergences.stage:write_site_card"},
+    settings=DivergencesSettings,
+    inputs={"input": POSITIVES_SCHEMA},
+    outputs={"output": DIVERGENCES_SCHEMA},
+    run=make_divergences,
+)

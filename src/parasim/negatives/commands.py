@@ -20,7 +20,7 @@ import argparse
 from collections.abc import Callable
 from pathlib import Path
 
-from parasim.io import read_table, write_table
+from parasim.io import write_table
 from parasim.negatives.inputs import common_options, config_sections, read_positives
 from parasim.negatives.stage import (
     NegativesJob,
@@ -32,8 +32,7 @@ from parasim.negatives.stage import (
     topics_partitions,
 )
 from parasim.negatives.topics import TopicsResult, load_partition_topics, load_topics
-from parasim.stagecli import UsageError, need, write_stats
-from parasim.stats import Recorder
+from parasim.stagecli import UsageError, need, read_input, stage_job
 
 
 def _job(args: argparse.Namespace) -> NegativesJob:
@@ -52,14 +51,12 @@ def cmd_fit_topics(args: argparse.Namespace) -> None:
     job = _job(args)
     if bool(args.positives) == bool(args.from_partitions):
         raise UsageError("fit-topics: give --positives (one job) or --from-partitions (gather)")
-    rec = Recorder("topics")
-    with rec.time("total"):
+    with stage_job("topics", args.stats, rounding=3) as rec, rec.time("total"):
         if args.positives:
             parts = topics_partitions(read_positives(args.positives), job, args.out)
         else:
             parts = args.from_partitions
         topics_gather(args.out, parts, job, rec)
-    write_stats(args.stats, rec.stats(rounding=3))
 
 
 def cmd_fit_topics_partition(args: argparse.Namespace) -> None:
@@ -104,13 +101,12 @@ def cmd_select_negatives(args: argparse.Namespace) -> None:
     else:
         parts = []
         for name in args.from_partitions:
-            t = read_table(need(str(Path(args.parts) / f"{name}.parquet"), "negatives part"))
+            t = read_input(Path(args.parts) / f"{name}.parquet", "negatives part")
             parts.append(NegativesPart.from_table(name, t))
         encoder = parts[0].record["encoder"]
         parts.sort(key=lambda p: p.name)
-    rec = Recorder("negatives")
-    write_table(negatives_gather(parts, encoder, rec), args.out)
-    write_stats(args.stats, rec.stats(rounding=4))
+    with stage_job("negatives", args.stats, rounding=4) as rec:
+        write_table(negatives_gather(parts, encoder, rec), args.out)
 
 
 def cmd_select_negatives_partition(args: argparse.Namespace) -> None:

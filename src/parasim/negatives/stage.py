@@ -29,7 +29,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from parasim.io import NEGATIVES_SCHEMA
+from parasim.io import DOC_TOPICS_SCHEMA, NEGATIVES_SCHEMA, POSITIVES_SCHEMA
 from parasim.negatives import (
     NegativesSettings,
     calibrate_band,
@@ -48,6 +48,7 @@ from parasim.negatives.topics import (
 )
 from parasim.negatives.vectors import EncoderConfig, model_key, resolve_model
 from parasim.partition import CorpusConfig, partition_column
+from parasim.spec import Stage
 from parasim.stats import Recorder
 
 log = logging.getLogger("parasim.negatives")
@@ -392,3 +393,36 @@ def negatives_gather(
     rec.figure("selection", selection)
     meta = {SELECTION_KEY: json.dumps(selection, sort_keys=True, default=str).encode()}
     return table.replace_schema_metadata(meta)
+
+
+#: The topics stage, as :mod:`parasim.stages` gathers it.
+TOPICS = Stage(
+    "topics",
+    rules=("fit_topics", "fit_topics_partition"),
+    module="parasim.negatives",
+    results=("topics",),
+    upstream="clean",
+    per="global",
+    settings=NegativesSettings,
+    inputs={"positives": POSITIVES_SCHEMA},
+    outputs={"out": DOC_TOPICS_SCHEMA},
+    run=topics_gather,
+)
+
+
+#: The negatives stage, as :mod:`parasim.stages` gathers it.
+NEGATIVES = Stage(
+    "negatives",
+    rules=("select_negatives", "select_negatives_partition"),
+    module="parasim.negatives",
+    results=("negatives",),
+    upstream="topics",
+    per="global",
+    settings=NegativesSettings,
+    inputs={"positives": POSITIVES_SCHEMA, "topics": None},
+    outputs={"out": NEGATIVES_SCHEMA},
+    run=negatives_gather,
+)
+
+#: The module's stages, as :mod:`parasim.stages` gathers them.
+SPECS = (TOPICS, NEGATIVES)

@@ -7,6 +7,8 @@ import json
 import time
 from collections.abc import Callable
 
+from parasim.stagecli import UsageError, read_input, site_from_args, stage_job
+
 
 def cmd_pair(args: argparse.Namespace) -> None:
     """Pair the pages of one site; write one file per shard.
@@ -17,29 +19,26 @@ def cmd_pair(args: argparse.Namespace) -> None:
     """
     import pyarrow.compute as pc
 
-    from parasim.io import read_table, write_table
+    from parasim.io import write_table
     from parasim.pair.stage import UntranslatedPagesSettings, pair_pages
-    from parasim.stagecli import UsageError, need, site_from_args, write_stats
-    from parasim.stats import Recorder
 
     site = site_from_args(args)
     if len(args.out) != args.shards:
         raise UsageError(f"--out names {len(args.out)} files but --shards is {args.shards}")
-    pages = read_table(need(args.pages, "pages dataset"))
+    pages = read_input(args.pages, "pages dataset")
     t0 = time.perf_counter()
     untranslated = (
         UntranslatedPagesSettings.from_config(json.loads(args.untranslated_json))
         if args.untranslated_json
         else None
     )
-    rec = Recorder("pair", site=site.name)
-    pairs = pair_pages(
-        pages, site, args.shards, rec=rec, one_to_one=site.one_to_one, untranslated=untranslated
-    )
-    for i, out in enumerate(args.out):  # no pair at all: every shard is a valid empty table
-        write_table(pairs.filter(pc.equal(pairs.column("shard"), i)), out)
-    rec.seconds("total", round(time.perf_counter() - t0, 3))
-    write_stats(args.stats, rec.stats())
+    with stage_job("pair", args.stats, site=site.name) as rec:
+        pairs = pair_pages(
+            pages, site, args.shards, rec=rec, one_to_one=site.one_to_one, untranslated=untranslated
+        )
+        for i, out in enumerate(args.out):  # no pair at all: every shard is a valid empty table
+            write_table(pairs.filter(pc.equal(pairs.column("shard"), i)), out)
+        rec.seconds("total", round(time.perf_counter() - t0, 3))
 
 
 def register(add: Callable[..., argparse.ArgumentParser], site_opts: Callable) -> None:

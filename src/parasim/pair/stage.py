@@ -49,8 +49,10 @@ import lxml.etree
 import lxml.html
 import pyarrow as pa
 
+from parasim import explain
 from parasim.config import Settings, SiteConfig
-from parasim.io import PAIRS_SCHEMA, rows_to_table, shard_of, stable_id
+from parasim.io import PAGES_SCHEMA, PAIRS_SCHEMA, rows_to_table, shard_of, stable_id
+from parasim.spec import Stage
 from parasim.stats import Recorder
 
 log = logging.getLogger(__name__)
@@ -743,3 +745,25 @@ def record_pairing(
     rec.count("conflicts", res.conflicts)
     rec.seconds("parse", round(ev.parse_s, 3))
     rec.figure("pages_per_s", round(len(pg.docs) / ev.parse_s, 1) if ev.parse_s > 0 else None)
+
+
+#: The stage, as :mod:`parasim.stages` gathers it.
+SPEC = Stage(
+    "pair",
+    rules=("pair_pages",),
+    module="parasim.pair",
+    results=("pairs",),
+    upstream="crawl",
+    per="site",
+    done="pairs",
+    metric="rows_out",
+    label="page pairs",
+    explain=explain.pair,
+    # rows in: English pages x other languages; none when the crawl found no English page
+    input_from_upstream=False,
+    one_to_one=True,
+    aliases={"pair-pages": ("pair",)},
+    inputs={"pages": PAGES_SCHEMA},
+    outputs={"out": PAIRS_SCHEMA},
+    run=pair_pages,
+)

@@ -5,6 +5,8 @@ from __future__ import annotations
 import argparse
 from collections.abc import Callable
 
+from parasim.stagecli import read_input, section_from_args, site_from_args, stage_job
+
 
 def cmd_parse(args: argparse.Namespace) -> None:
     """Parse the page pairs of one shard into lines.
@@ -12,19 +14,15 @@ def cmd_parse(args: argparse.Namespace) -> None:
     Rows in and out: page pairs; dropped: pairs skipped (page missing, HTML not parsed) or left
     out by ``parse.strict`` (unequal line counts, a side without text).
     """
-    from parasim.io import read_table, write_table
+    from parasim.io import write_table
     from parasim.parse.stage import ParsePagesSettings, parse_pairs
-    from parasim.stagecli import need, section_from_args, site_from_args, write_stats
-    from parasim.stats import Recorder
 
     site = site_from_args(args)
     settings = ParsePagesSettings.from_config(section_from_args(args, "parse"))
-    pairs = read_table(need(args.pairs, "pairs shard"))
-    pages = read_table(need(args.pages, "pages dataset"))
-    rec = Recorder("parse", site=site.name)
-    lines = parse_pairs(pairs, pages, site, settings, rec=rec)
-    write_table(lines, args.out)
-    write_stats(args.stats, rec.stats())
+    pairs = read_input(args.pairs, "pairs shard")
+    pages = read_input(args.pages, "pages dataset")
+    with stage_job("parse", args.stats, site=site.name) as rec:
+        write_table(parse_pairs(pairs, pages, site, settings, rec=rec), args.out)
 
 
 def register(add: Callable[..., argparse.ArgumentParser], site_opts: Callable) -> None:

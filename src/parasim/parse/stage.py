@@ -40,8 +40,10 @@ import lxml.html
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from parasim import explain
 from parasim.config import Settings, SiteConfig
-from parasim.io import LINES_SCHEMA, rows_to_table
+from parasim.io import LINES_SCHEMA, PAGES_SCHEMA, PAIRS_SCHEMA, rows_to_table
+from parasim.spec import Stage
 from parasim.stats import Recorder
 
 log = logging.getLogger(__name__)
@@ -348,3 +350,24 @@ def _line_row(r: dict, pt: PairText) -> dict:
         "equal_lines": n_en == n_other,
         "selector_used": pt.selector_used,
     }
+
+
+#: The stage, as :mod:`parasim.stages` gathers it.
+SPEC = Stage(
+    "parse",
+    rules=("parse_pages",),
+    module="parasim.parse",
+    results=("lines",),
+    upstream="pair",
+    per="shard",
+    done="lines",
+    metric="rows_out",
+    label="pairs parsed",
+    explain=explain.parse,
+    one_to_one=True,
+    aliases={"parse-pages": ("parse",)},
+    settings=ParsePagesSettings,
+    inputs={"pairs": PAIRS_SCHEMA, "pages": PAGES_SCHEMA},
+    outputs={"out": LINES_SCHEMA},
+    run=parse_pairs,
+)

@@ -523,3 +523,7 @@ def probe_site(
         allowed_domains=allowed_domains,
     )
     return suggestion, crawl
+
+
+#: The probe suggests a site's config before any run: not a stage of the workflow.
+SPECS = ()

@@ -18,7 +18,8 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from parasim.stages import FUNNEL, Stage
+from parasim import stages
+from parasim.spec import Stage
 from parasim.stats import Stats
 
 __all__ = ["site_yield", "stats_path", "write_report", "yield_metrics", "yield_table"]
@@ -63,7 +64,7 @@ def _headline(stats: Stats, metric: str) -> int | None:
 def site_yield(stats_root: str | os.PathLike, site: str) -> dict[str, Stats]:
     """Summed stats per funnel stage for one site (stages with no stats yet are left out)."""
     out: dict[str, Stats] = {}
-    for stage in FUNNEL:
+    for stage in stages.FUNNEL:
         folder = stats_path(stage, stats_root)
         if stage.per == "site":
             files = [f for f in [folder / f"{site}.json"] if f.exists()]
@@ -79,7 +80,7 @@ def yield_table(stats_root: str | os.PathLike, sites: Sequence[str]) -> list[dic
     rows: list[dict[str, Any]] = []
     for site in sites:
         per_stage = site_yield(stats_root, site)
-        for stage in FUNNEL:
+        for stage in stages.FUNNEL:
             if stage.name in per_stage and stage.metric:
                 value = _headline(per_stage[stage.name], stage.metric)
                 if value is None:
@@ -88,7 +89,7 @@ def yield_table(stats_root: str | os.PathLike, sites: Sequence[str]) -> list[dic
                     {"site": site, "stage": stage.name, "metric": f"funnel: {stage.label}",
                      "value": value}
                 )  # fmt: skip
-        for stage in FUNNEL:
+        for stage in stages.FUNNEL:
             if stage.name in per_stage:
                 for metric, value in yield_metrics(
                     per_stage[stage.name], stage.cache_counts
@@ -121,7 +122,7 @@ def write_report(
     Path(json_path).write_text(json.dumps(rows, indent=1) + "\n", encoding="utf-8")
 
     funnel = [r for r in rows if r["metric"].startswith("funnel: ")]
-    labels = [stage.label for stage in FUNNEL if stage.metric]
+    labels = [stage.label for stage in stages.FUNNEL if stage.metric]
     fig, ax = plt.subplots(figsize=(8, 0.6 + 0.9 * len(labels)))
     height = 0.8 / max(1, len(sites))
     for k, site in enumerate(sites):
@@ -141,3 +142,15 @@ def write_report(
     fig.savefig(png, dpi=110)
     plt.close(fig)
     return rows
+
+
+#: The stage, as :mod:`parasim.stages` gathers it.
+SPEC = Stage(
+    "report",
+    rules=("yield_report",),
+    module="parasim.report",
+    results=("report",),
+    inputs={"stats_root": None},
+    outputs={"tsv": None, "json": None, "png": None},
+    run=write_report,
+)

@@ -7,10 +7,40 @@ The site's score-distribution plot is the stage's `.done` extra ``png``
 from __future__ import annotations
 
 import argparse
+import json
 import logging
 from collections.abc import Callable
+from typing import TYPE_CHECKING, Any
+
+from parasim.stagecli import read_input, section_from_args, stage_job
+
+if TYPE_CHECKING:
+    import pyarrow as pa
 
 log = logging.getLogger("parasim.scores")
+
+
+#: What the stage needs of each input: its name in messages, and the columns it must have
+#: (checked before it is read; every column is read).
+_NEEDS = {
+    "positives": (
+        "positives shard",
+        ("id", "pair_id", "site", "en_text", "other_text", "other_en"),
+    ),
+    "negatives": ("negatives file", ("id", "source_id", "en_text", "other_text", "other_en")),
+    "divergences": (
+        "divergences shard",
+        ("id", "seed_id", "side", "type", "en_text", "other_text"),
+    ),
+}
+
+
+def _read(path: str | None, name: str, **kwargs: Any) -> pa.Table | None:
+    """The input ``name`` of :data:`_NEEDS` at ``path`` (None: not given), checked, whole."""
+    if path is None:
+        return None
+    what, columns = _NEEDS[name]
+    return read_input(path, what, require=columns, **kwargs)
 
 
 def cmd_score_pairs(args: argparse.Namespace) -> None:
@@ -19,15 +49,11 @@ def cmd_score_pairs(args: argparse.Namespace) -> None:
     Its stats: rows in and out, the shard's rows (none is dropped: a row left unscored keeps
     its row with its ``skip_reason``, counted in ``skipped_by_reason``).
     """
-    import json
-
     import pyarrow.compute as pc
 
     from parasim.amr import ParseCache
-    from parasim.io import TableWriter, column_names, read_table
+    from parasim.io import TableWriter
     from parasim.scores import SCORES_SCHEMA, ScoresSettings, score_shard
-    from parasim.stagecli import UsageError, need, section_from_args, write_stats
-    from parasim.stats import Recorder
     from parasim.translate import TranslateSettings
 
     settings = ScoresSettings.from_config(section_from_args(args, "scores"))
@@ -36,53 +62,40 @@ def cmd_score_pairs(args: argparse.Namespace) -> None:
         if args.translate_json
         else None
     )
-    for name, cols in [
-        ("positives", ("id", "pair_id", "site", "en_text", "other_text", "other_en")),
-        ("negatives", ("id", "source_id", "en_text", "other_text", "other_en")),
-        ("divergences", ("id", "seed_id", "side", "type", "en_text", "other_text")),
-    ]:
-        path = getattr(args, name)
-        if path is None:
-            continue
-        have = column_names(need(path, f"{name} shard" if name != "negatives" else name))
-        missing = [c for c in cols if c not in have]
-        if missing:
-            raise UsageError(f"{path}: not a {name} table (no column {', '.join(missing)})")
-    positives = read_table(args.positives)
+    positives = _read(args.positives, "positives")
     # the negatives of every site: only those of this shard's positives are read into memory
     mine = pc.field("source_id").isin(positives["id"].combine_chunks())
-    negatives = read_table(args.negatives, filters=mine) if args.negatives else None
-    divergences = read_table(args.divergences) if args.divergences else None
+    negatives = _read(args.negatives, "negatives", filters=mine)
+    divergences = _read(args.divergences, "divergences")
     cache = ParseCache(args.parse_cache) if args.parse_cache else None
-    rec = Recorder("scores")
-    try:
-        # each block of scores.block_rows rows is written as it is scored; the file appears
-        # when the last one is
-        with TableWriter(args.output, SCORES_SCHEMA) as out:
-            score_shard(
-                positives,
-                negatives,
-                divergences,
-                settings,
-                out.write,
-                rec,
-                parse_cache=cache,
-                vector_cache=args.vector_cache,
-                sentence_cache=args.sentence_cache,
-                workers=args.threads,
-                translate=translate,
-            )
-    finally:
-        if cache is not None:
-            cache.close()
-    log.info(
-        "%d rows (%s), %d scored, skipped %s",
-        rec.rows_out,
-        json.dumps(rec.counted("rows_by_source"), sort_keys=True),
-        rec.counted("pairs_scored"),
-        json.dumps(rec.counted("skipped_by_reason"), sort_keys=True),
-    )
-    write_stats(args.stats, rec.stats(rounding=3))
+    with stage_job("scores", args.stats, rounding=3) as rec:
+        try:
+            # each block of scores.block_rows rows is written as it is scored; the file appears
+            # when the last one is
+            with TableWriter(args.output, SCORES_SCHEMA) as out:
+                score_shard(
+                    positives,
+                    negatives,
+                    divergences,
+                    settings,
+                    out.write,
+                    rec,
+                    parse_cache=cache,
+                    vector_cache=args.vector_cache,
+                    sentence_cache=args.sentence_cache,
+                    workers=args.threads,
+                    translate=translate,
+                )
+        finally:
+            if cache is not None:
+                cache.close()
+        log.info(
+            "%d rows (%s), %d scored, skipped %s",
+            rec.rows_out,
+            json.dumps(rec.counted("rows_by_source"), sort_keys=True),
+            rec.counted("pairs_scored"),
+            json.dumps(rec.counted("skipped_by_reason"), sort_keys=True),
+        )
 
 
 def register(add: Callable[..., argparse.ArgumentParser], site_opts: Callable) -> None:

@@ -50,6 +50,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from parasim import explain
 from parasim.accel import cpu_seconds
 from parasim.amr import ENTITY_GROUPS, ParseCache, Parser, ParseSettings
 from parasim.amr.entities import (
@@ -61,7 +62,15 @@ from parasim.amr.entities import (
     entity_cache_key,
 )
 from parasim.config import Settings
-from parasim.io import ENTITY_COLUMNS, SCORE_COLUMNS, SCORES_SCHEMA
+from parasim.io import (
+    DIVERGENCES_SCHEMA,
+    ENTITY_COLUMNS,
+    NEGATIVES_SCHEMA,
+    POSITIVES_SCHEMA,
+    SCORE_COLUMNS,
+    SCORES_SCHEMA,
+)
+from parasim.spec import Stage
 from parasim.stats import Recorder
 from parasim.translate.base import TranslateSettings
 
@@ -917,3 +926,39 @@ def score_pairs(
     tables: list[pa.Table] = []
     score_shard(positives, negatives, divergences, settings, tables.append, rec, **kwargs)
     return pa.concat_tables(tables)
+
+
+#: The stage, as :mod:`parasim.stages` gathers it.
+SPEC = Stage(
+    "scores",
+    rules=("score_pairs",),
+    module="parasim.scores",
+    results=("scores",),
+    upstream="clean",
+    per="shard",
+    done="scores",
+    metric="pairs_scored",
+    label="pairs scored",
+    explain=explain.scores,
+    input_from_upstream=False,
+    done_extras={"png": "parasim.scores.plot:plot_site"},
+    # the AMR parse cache, the entity cache and the vector cache are shared by a site's
+    # shards (and kept between runs): which shard parsed a shared sentence first decides
+    cache_counts=(
+        "sentences_parsed",
+        "sentences_cached",
+        "entity_texts_parse",
+        "entity_texts_cached",
+        "entity_texts_ner",
+        "embedding_texts_encoded",
+        "embedding_texts_cached",
+    ),  # fmt: skip,
+    settings=ScoresSettings,
+    inputs={
+        "positives": POSITIVES_SCHEMA,
+        "negatives": NEGATIVES_SCHEMA,
+        "divergences": DIVERGENCES_SCHEMA,
+    },
+    outputs={"output": SCORES_SCHEMA},
+    run=score_shard,
+)

@@ -6,6 +6,8 @@ import argparse
 import logging
 from collections.abc import Callable
 
+from parasim.stagecli import need, section_from_args, stage_job
+
 log = logging.getLogger("parasim.translate")
 
 
@@ -15,17 +17,14 @@ def cmd_translate(args: argparse.Namespace) -> None:
     Rows (page pairs) pass through, none is dropped: a line without a translation keeps its row
     (counted in ``untranslated_by_reason``).
     """
-    from parasim.stagecli import need, section_from_args, write_stats
-    from parasim.stats import Recorder
     from parasim.translate.base import TranslateSettings
     from parasim.translate.stage import translate_file
 
     settings = TranslateSettings.from_config(section_from_args(args, "translate"))
     cache = args.cache or settings.cache
-    source = need(args.input, "lines shard")
-    rec = Recorder("translate")  # no site: the stats of this stage never named one
-    translate_file(source, args.output, settings, cache, log=log, threads=args.threads, rec=rec)
-    write_stats(args.stats, rec.stats())
+    source = need(args.input, "lines shard")  # the stage reads it
+    with stage_job("translate", args.stats) as rec:  # no site: its stats never named one
+        translate_file(source, args.output, settings, cache, log=log, threads=args.threads, rec=rec)
 
 
 def register(add: Callable[..., argparse.ArgumentParser], site_opts: Callable) -> None:

@@ -35,7 +35,9 @@ from typing import Any
 
 import pyarrow as pa
 
+from parasim import explain
 from parasim.io import LINES_SCHEMA, TRANSLATED_SCHEMA, read_table, write_table
+from parasim.spec import Stage
 from parasim.stats import Recorder
 from parasim.translate.base import (
     BackendUnavailable,
@@ -474,3 +476,28 @@ def translate_file(
     finally:
         backend.close()
     write_table(out, output_path)
+
+
+#: The stage, as :mod:`parasim.stages` gathers it.
+SPEC = Stage(
+    "translate",
+    rules=("translate_lines",),
+    module="parasim.translate",
+    results=("translated",),
+    upstream="parse",
+    per="shard",
+    done="translated",
+    metric="lines_translated",
+    label="lines translated",
+    explain=explain.translate,
+    is_empty=explain.translate_is_empty,
+    one_to_one=True,
+    aliases={"translate-lines": ("translate",)},
+    # sent to the backend or read from the shared translation cache: which job translated a
+    # line first, and what earlier runs cached, decide (``lines_translated`` does not)
+    cache_counts=("cache_hits", "translated", "retries", "backend_calls", "resplits"),
+    settings=TranslateSettings,
+    inputs={"input": LINES_SCHEMA},
+    outputs={"output": TRANSLATED_SCHEMA},
+    run=translate_file,
+)

@@ -14,16 +14,15 @@ import logging
 from collections.abc import Callable
 from pathlib import Path
 
+from parasim.config import validate_section
+from parasim.stagecli import UsageError, need, read_input, section_from_args, write_stats
+
 log = logging.getLogger("parasim.train")
 
 
 def cmd_align_encoder_wordpairs(args: argparse.Namespace) -> None:
     """Word pairs of every positives shard; one word-pair shard per positives shard."""
-    import pyarrow.parquet as pq
-
-    from parasim.config import validate_section
     from parasim.io import write_table
-    from parasim.stagecli import UsageError, need, section_from_args, write_stats
 
     from .settings import wordpair_settings
     from .wordpairs import extract_word_pairs, read_seed_links
@@ -53,7 +52,7 @@ def cmd_align_encoder_wordpairs(args: argparse.Namespace) -> None:
         raise UsageError(
             "--divergences given but train.align_encoder.links is eflomal (set it to divergences)"
         )
-    tables = [pq.read_table(need(p, "positives shard")) for p in args.positives]
+    tables = [read_input(p, "positives shard") for p in args.positives]
     out, stats = extract_word_pairs(tables, settings, corpus, divergences=divergences)
     for t, path in zip(out, args.out, strict=True):
         Path(path).parent.mkdir(parents=True, exist_ok=True)
@@ -63,8 +62,6 @@ def cmd_align_encoder_wordpairs(args: argparse.Namespace) -> None:
 
 def cmd_train_align_encoder(args: argparse.Namespace) -> None:
     """Align the encoder on the train word pairs (seed 003 §3.3)."""
-    from parasim.stagecli import UsageError, need, section_from_args
-
     from .training import train_align_encoder
 
     section = section_from_args(args, "train")
@@ -79,8 +76,6 @@ def cmd_train_align_encoder(args: argparse.Namespace) -> None:
 
 def cmd_eval_align_encoder(args: argparse.Namespace) -> None:
     """Contextual word retrieval of encoders on Flores and the word pairs' test slice."""
-    from parasim.stagecli import need, write_stats
-
     from .evaluate import evaluate_cwr
 
     res = evaluate_cwr(

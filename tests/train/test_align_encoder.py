@@ -19,6 +19,7 @@ pytest.importorskip("accelerate")
 from test_ranker import WORDS, make_tiny_model  # noqa: E402
 
 from parasim.io import write_table  # noqa: E402
+from parasim.stats import Recorder, Stats  # noqa: E402
 from parasim.train.align_encoder.wordpairs import WORDPAIRS_SCHEMA, one_to_one, subword_ok  # noqa: E402
 from parasim.train.eval.cwr import ParallelSet  # noqa: E402
 
@@ -81,14 +82,19 @@ def test_extraction_holds_out_the_corpus_test_split_and_counts_skips(tiny_model)
     nlps = {"en": spacy.blank("en"), "fr": spacy.blank("fr"), "es": spacy.blank("es")}
     cfg = {"max_length": 32, "min_pairs": 10, "dev_fraction": 0.2, "seed": 3, "eflomal_samplers": 1,
            "links": "eflomal"}  # fmt: skip
-    out, st = extract_word_pairs(shards, cfg, {"test_fraction": 0.2}, tok, nlps)
+    rec = Recorder("align_encoder")
+    out = extract_word_pairs(shards, cfg, {"test_fraction": 0.2}, rec, tok, nlps)
+    st = rec.stats()
     assert [t.schema for t in out] == [WORDPAIRS_SCHEMA, WORDPAIRS_SCHEMA]
-    assert st["rows"] == len(rows) + len(few)
-    assert st["skip_empty_side"] == 1 and st["skip_too_long"] == 1
-    assert st["skip_not_english_pair"] == 1 and st["skip_too_few_pairs"] == 3
+    assert st.rows_in == len(rows) + len(few)
+    assert st.dropped["empty_side"] == 1 and st.dropped["too_long"] == 1
+    assert st.dropped["not_english_pair"] == 1 and st.dropped["too_few_pairs"] == 3
+    assert st.counts["per_lang"]["es"] == {"skip_too_few_pairs": 3}
+    assert st.figures["links"] == "eflomal" and {"wall_s", "eflomal_s"} <= set(st.seconds)
     kept = pa.concat_tables(out).to_pylist()
-    made = sum(v for k, v in st.items() if k.startswith("sentence_pairs_"))
-    assert len(kept) == made == len(rows) - 3 - st.get("skip_no_word_pair", 0)
+    made = sum(v for k, v in st.counts.items() if k.startswith("sentence_pairs_"))
+    assert len(kept) == made == st.rows_out == len(rows) - 3 - st.dropped.get("no_word_pair", 0)
+    assert st.rows_in == st.rows_out + st.n_dropped  # each positives row: one row out at most
     test_pages = {
         p for p, (s, _) in assign_splits(pa.Table.from_pylist(rows + few), {"test_fraction": 0.2})
         .items() if s == "test"
@@ -139,14 +145,17 @@ def test_divergence_links_give_their_word_pairs_and_count_non_seeds(tiny_model):
                    pa.Table.from_pylist([d for d in div if d["seed_id"] in {r["id"] for r in
                                          rows[12:]}])]  # fmt: skip
     cfg = {"max_length": 32, "min_pairs": 5, "dev_fraction": 0.3, "links": "divergences"}
-    out, st = extract_word_pairs(positives, cfg, {"test_fraction": 0.2}, tok, None, divergences)
-    assert st["rows"] == 24 and st["skip_not_a_seed"] == 3 and st["links"] == "divergences"
-    assert st["links_out_of_range"] == 1 and st["links_exact_match"] == 2
-    assert st["divergence_rows_without_positive"] == 1 and "eflomal_s" not in st
+    rec = Recorder("align_encoder")
+    out = extract_word_pairs(positives, cfg, {"test_fraction": 0.2}, rec, tok, None, divergences)
+    st = rec.stats()
+    assert st.rows_in == 24 and st.dropped == {"not_a_seed": 3} and st.rows_out == 21
+    assert st.figures["links"] == "divergences"
+    assert st.counts["links_out_of_range"] == 1 and st.counts["links_exact_match"] == 2
+    assert st.counts["divergence_rows_without_positive"] == 1 and "eflomal_s" not in st.seconds
     kept = {r["id"]: r for t in out for r in t.to_pylist()}
     assert [t.schema for t in out] == [WORDPAIRS_SCHEMA, WORDPAIRS_SCHEMA]
     assert set(kept) == {r["id"] for r in seeds}
-    assert sum(v for k, v in st.items() if k.startswith("word_pairs_")) == 21 * 6 - 2
+    assert sum(v for k, v in st.counts.items() if k.startswith("word_pairs_")) == 21 * 6 - 2
     r0 = kept[rows[0]["id"]]
     assert r0["en_words"] == rows[0]["en_text"].split()
     assert r0["en_index"] == r0["other_index"] == list(range(6))
@@ -165,19 +174,20 @@ def test_divergence_links_need_the_divergences_and_their_alignment_column(tmp_pa
     tok = AutoTokenizer.from_pretrained(tiny_model)
     rows = _positives(2, 3, "fr", "a")
     pos = [pa.Table.from_pylist(rows)]
+    rec = Recorder("align_encoder")
     with pytest.raises(ValueError, match="1 positives table.* need as many divergences"):
-        extract_word_pairs(pos, {"links": "divergences"}, None, tok)
+        extract_word_pairs(pos, {"links": "divergences"}, None, rec, tok)
     bare = pa.Table.from_pylist([{k: v for k, v in d.items() if k != "alignment"}
                                  for d in _equivalent_rows(rows)])  # fmt: skip
     with pytest.raises(ValueError, match="divergences table 0 has no alignment column"):
-        extract_word_pairs(pos, {"links": "divergences"}, None, tok, None, [bare])
+        extract_word_pairs(pos, {"links": "divergences"}, None, rec, tok, None, [bare])
     path = tmp_path / "div.parquet"
     write_table(bare, path)
     with pytest.raises(ValueError, match=f"divergences shard {path} has no alignment column") as e:
         read_seed_links(path)
     assert "\n" not in str(e.value)
     with pytest.raises(ValueError, match="train.align_encoder.links: 'fastalign' is not one of"):
-        extract_word_pairs(pos, {"links": "fastalign"}, None, tok)
+        extract_word_pairs(pos, {"links": "fastalign"}, None, rec, tok)
 
 
 # --- retrieval ---------------------------------------------------------------------------------
@@ -297,6 +307,8 @@ def test_cli_wordpairs_and_training(tmp_path, tiny_model):
     import pyarrow as pa
     from test_ranker import _env
 
+    from parasim.train.align_encoder.wordpairs import read_word_pairs
+
     pos = tmp_path / "pos.parquet"
     write_table(pa.Table.from_pylist(_positives(6, 6, "fr", "a")), pos)
     wp, stats = tmp_path / "wp.parquet", tmp_path / "wp.json"
@@ -306,7 +318,9 @@ def test_cli_wordpairs_and_training(tmp_path, tiny_model):
                         "--stats", str(stats), "--settings-json", s],
                        env=_env(), capture_output=True, text=True, timeout=300)  # fmt: skip
     assert r.returncode == 0, r.stderr[-2000:]
-    assert json.loads(stats.read_text())["rows"] == 36
+    st = Stats.read(stats)
+    assert st.stage == "align_encoder" and st.rows_in == 36
+    assert st.rows_out == len(read_word_pairs([wp])) == st.rows_in - st.n_dropped
     r = subprocess.run([*base, "train-align-encoder", "--wordpairs", str(wp), "--out",
                         str(tmp_path / "enc"), "--settings-json", s],
                        env=_env(), capture_output=True, text=True, timeout=300)  # fmt: skip
@@ -344,9 +358,10 @@ def test_cli_wordpairs_from_the_divergences_links(tmp_path, tiny_model):
 
     r = run("--divergences", str(div), "--stats", str(stats))  # links: divergences by default
     assert r.returncode == 0, r.stderr[-2000:]
-    st = json.loads(stats.read_text())
-    assert st["rows"] == 36 and st["skip_not_a_seed"] == 6 and st["links"] == "divergences"
-    assert len(read_word_pairs([wp])) == 30
+    st = Stats.read(stats)
+    assert st.rows_in == 36 and st.dropped["not_a_seed"] == 6
+    assert st.figures["links"] == "divergences"
+    assert len(read_word_pairs([wp])) == 30 == st.rows_out
     r = run()
     assert r.returncode == 2 and "--divergences 0" in r.stderr
     r = run("--divergences", str(bare))

@@ -60,6 +60,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     import pyarrow.parquet as pq
 
     from parasim.divergences.tags import load_spacy
+    from parasim.stats import Recorder
     from parasim.train.align_encoder.wordpairs import (
         extract_word_pairs,
         load_tokenizer,
@@ -92,12 +93,14 @@ def main(argv: Sequence[str] | None = None) -> int:
     div = None if args.divergences is None else [read_seed_links(f) for f in args.divergences]
     read_s = time.perf_counter() - t0
     cfg = {"eflomal_samplers": args.samplers, "model": args.model, "links": links}
-    out, st = extract_word_pairs(tables, cfg, None, tok, nlps, divergences=div)
+    rec = Recorder("align_encoder")
+    out = extract_word_pairs(tables, cfg, None, rec, tok, nlps, divergences=div)
+    st = rec.stats(2)
     ch1 = resource.getrusage(resource.RUSAGE_CHILDREN)
     cpu = time.process_time() - c0
     child = (ch1.ru_utime + ch1.ru_stime) - (ch0.ru_utime + ch0.ru_stime)
-    rows, wall = st["rows"], st["wall_s"] + read_s
-    eflomal_s = st.get("eflomal_s", 0.0)
+    rows, wall = st.rows_in, st.seconds["wall_s"] + read_s
+    eflomal_s, tokenize_s = st.seconds.get("eflomal_s", 0.0), st.seconds.get("tokenize_s", 0.0)
     fig = {
         "links": links, "load_before": load0, "load_after": _load(), "rows": rows,
         "wall_s": round(wall, 2), "read_divergences_s": round(read_s, 2),
@@ -105,28 +108,30 @@ def main(argv: Sequence[str] | None = None) -> int:
         "sentence_pairs_per_s": round(rows / wall, 1),
         "sentence_pairs_per_cpu_s": round(rows / (cpu + child), 1),
         "sentence_pairs_per_s_without_eflomal": round(rows / max(wall - eflomal_s, 1e-9), 1),
-        "samplers": args.samplers, "replicate": args.replicate, "stats": st,
+        "samplers": args.samplers, "replicate": args.replicate, "stats": st.to_dict(),
     }  # fmt: skip
     print(f"load average {load0} -> {fig['load_after']}")
     print(f"links: {links}; {rows} sentence pairs in {wall:.2f} s: "
           f"{fig['sentence_pairs_per_s']} /s ({fig['sentence_pairs_per_cpu_s']} per CPU-second; "
           f"CPU {cpu:.2f} s here + {child:.1f} s eflomal)")  # fmt: skip
     if links == "eflomal":
-        print(f"  tokenize + subword check {st.get('tokenize_s', 0):.1f} s, eflomal "
+        print(f"  tokenize + subword check {tokenize_s:.1f} s, eflomal "
               f"{eflomal_s:.1f} s ({args.samplers} samplers); without eflomal "
               f"{fig['sentence_pairs_per_s_without_eflomal']} sentence pairs/s")  # fmt: skip
     else:
         print(f"  read the divergences' seed links {read_s:.2f} s, subword check "
-              f"{st.get('tokenize_s', 0):.2f} s")  # fmt: skip
+              f"{tokenize_s:.2f} s")  # fmt: skip
     if args.out_dir:
         from parasim.io import write_table
 
         args.out_dir.mkdir(parents=True, exist_ok=True)
         for k, t in enumerate(out):
             write_table(t, args.out_dir / f"{k:03d}.parquet")
-    for k in sorted(st):
-        if k.startswith(("sentence_pairs_", "word_pairs_", "skip_", "links_")):
-            print(f"  {k}: {st[k]}")
+    for k, v in sorted(st.counts.items()):
+        if k.startswith(("sentence_pairs_", "word_pairs_", "links_")):
+            print(f"  {k}: {v}")
+    for reason, n in sorted(st.dropped.items()):
+        print(f"  dropped {reason}: {n}")
     if args.json:
         args.json.write_text(json.dumps(fig, indent=1) + "\n")
     return 0

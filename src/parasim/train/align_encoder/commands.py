@@ -15,7 +15,14 @@ from collections.abc import Callable
 from pathlib import Path
 
 from parasim.config import validate_section
-from parasim.stagecli import UsageError, need, read_input, section_from_args, write_stats
+from parasim.stagecli import (
+    UsageError,
+    need,
+    read_input,
+    section_from_args,
+    stage_job,
+    write_stats,
+)
 
 log = logging.getLogger("parasim.train")
 
@@ -53,11 +60,11 @@ def cmd_align_encoder_wordpairs(args: argparse.Namespace) -> None:
             "--divergences given but train.align_encoder.links is eflomal (set it to divergences)"
         )
     tables = [read_input(p, "positives shard") for p in args.positives]
-    out, stats = extract_word_pairs(tables, settings, corpus, divergences=divergences)
-    for t, path in zip(out, args.out, strict=True):
-        Path(path).parent.mkdir(parents=True, exist_ok=True)
-        write_table(t, path)
-    write_stats(args.stats, stats)
+    with stage_job("align_encoder", args.stats, rounding=2) as rec:
+        out = extract_word_pairs(tables, settings, corpus, rec, divergences=divergences)
+        for t, path in zip(out, args.out, strict=True):
+            Path(path).parent.mkdir(parents=True, exist_ok=True)
+            write_table(t, path)
 
 
 def cmd_train_align_encoder(args: argparse.Namespace) -> None:

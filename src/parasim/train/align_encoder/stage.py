@@ -18,6 +18,7 @@ SPEC = Stage(
     module="parasim.train.align_encoder",
     results=("align_encoder", "models/aligned-encoder", "eval/aligned-encoder"),
     upstream="clean",
+    one_to_one=True,
     aliases={
         "align-encoder-wordpairs": ("align-wordpairs",),
         "eval-align-encoder": ("eval-cwr",),

@@ -22,7 +22,8 @@ the same ``corpus:`` settings the corpus stage uses) is ``test`` and never train
 
 One output row per kept sentence pair (:data:`WORDPAIRS_SCHEMA`): its id (the positives row id),
 page pair, split, both word lists and the links as two parallel index lists
-(``en_index[k]``-``other_index[k]``). Skips are counted by reason:
+(``en_index[k]``-``other_index[k]``). The positives read are the stats' rows in, the word-pair
+rows written its rows out; a positives row left out is dropped for one reason:
 
 * ``not_english_pair``: the pair's English side is not ``en`` (lang_pair not ``en-xx``);
 * ``not_a_seed`` (``divergences`` links only): the divergences shard has no equivalent row for it;
@@ -30,13 +31,14 @@ page pair, split, both word lists and the links as two parallel index lists
 * ``no_round_trip``: the encoder's tokenizer does not give every word at least one subword
   (control or zero-width characters), so a word would have no vector;
 * ``too_long``: more subwords than ``max_length`` on one side (a truncated word has no vector);
-* ``links_out_of_range``: links pointing past a sentence's words (counted per link);
 * ``no_word_pair``: nothing left after the one-to-one and exact-match filters;
 * ``too_few_pairs``: every pair of a language with fewer than ``min_pairs`` usable sentence pairs
   (eflomal's statistics are meaningless on a handful).
 
-With ``divergences`` links, ``divergence_rows_without_positive`` counts equivalent rows whose seed
-is not in the positives shard beside it (a stale divergences shard).
+Links left out are counts (one per link, not rows): ``links_out_of_range`` (pointing past a
+sentence's words), ``links_not_one_to_one``, ``links_exact_match``. With ``divergences`` links,
+``divergence_rows_without_positive`` counts equivalent rows whose seed is not in the positives
+shard beside it (a stale divergences shard).
 """
 
 from __future__ import annotations
@@ -53,6 +55,7 @@ import pyarrow as pa
 
 from parasim.config import ConfigError, validate_section
 from parasim.io import WORDPAIRS_SCHEMA
+from parasim.stats import Recorder
 
 log = logging.getLogger("parasim.train")
 
@@ -232,23 +235,32 @@ def tokenize(nlp, texts: Sequence[str]) -> list[list[str]]:
 
 def extract_word_pairs(
     tables: Sequence[pa.Table],
-    cfg: WordPairConfig | Mapping[str, Any] | None = None,
-    corpus_cfg: Mapping | None = None,
+    cfg: WordPairConfig | Mapping[str, Any] | None,
+    corpus_cfg: Mapping | None,
+    rec: Recorder,
     tokenizer=None,
     nlps: Mapping[str, Any] | None = None,
     divergences: Sequence[pa.Table] | None = None,
-) -> tuple[list[pa.Table], dict[str, Any]]:
+) -> list[pa.Table]:
     """Word pairs of every positives table (one per shard), aligned per language over all.
 
     The steps: :func:`page_splits` (test, dev and train page pairs), :func:`_rows_by_language`
     (the English pairs, with their seed links when read from the divergences),
     :func:`_language_pairs` per language (words, usable sentence pairs, links, one-to-one word
-    pairs) and :func:`_wordpair_stats`.
+    pairs) and :func:`_record_word_pairs`.
 
     Args:
         tables: positives shards (every site), read whole.
-        cfg: :class:`WordPairConfig` or its keys.
-        corpus_cfg: the ``corpus:`` section (the test split).
+        cfg: :class:`WordPairConfig` or its keys (None: the defaults).
+        corpus_cfg: the ``corpus:`` section (the test split; None: its defaults).
+        rec: the stage's counts. Rows in: the positives read; out: the word-pair rows written;
+            dropped: the positives left out, by reason (the module's list); counts: the sentence
+            and word pairs per split (``sentence_pairs_<split>``, ``word_pairs_<split>``), the
+            links left out (``links_*``), ``divergence_rows_without_positive``, the page pairs
+            per split (``<split>_page_pairs``) and ``per_lang`` (language -> its own counts, its
+            skips as ``skip_<reason>``); seconds: ``wall_s``, ``load_tokenizer_s`` (when loaded
+            here), ``tokenize_s``, ``eflomal_s`` (``eflomal`` links); figures: ``links`` and
+            ``rows_per_s``.
         tokenizer: the encoder's fast tokenizer (default: ``cfg.model``'s).
         nlps: spaCy pipelines by language (default: :func:`parasim.divergences.tags.load_spacy`;
             ``eflomal`` links only).
@@ -256,7 +268,7 @@ def extract_word_pairs(
             same order (whole, or :func:`read_seed_links`'s equivalent rows).
 
     Returns:
-        ``(one WORDPAIRS_SCHEMA table per input table, stats)``.
+        One WORDPAIRS_SCHEMA table per input table.
 
     Raises:
         ValueError: ``links: divergences`` without one divergences table per positives table, or a
@@ -270,12 +282,10 @@ def extract_word_pairs(
             f"train.align_encoder.links is divergences: {len(tables)} positives table(s) need as "
             f"many divergences tables, not {0 if divergences is None else len(divergences)}"
         )
-    timing: Counter = Counter()
     if tokenizer is None:
         tokenizer = load_tokenizer(cfg.model)
-        timing["load_tokenizer_s"] = time.perf_counter() - t0
+        rec.seconds("load_tokenizer_s", time.perf_counter() - t0)
     nlps = dict(nlps or {})
-    counts: Counter = Counter()
     nonempty = [t for t in tables if t.num_rows]
     cols = ["pair_id", "lang_pair", "domain"]
     splits = (
@@ -283,25 +293,25 @@ def extract_word_pairs(
                     cfg.dev_fraction, cfg.seed)
         if nonempty else {}
     )  # fmt: skip
-    by_lang = _rows_by_language(tables, divergences if from_divergences else None, counts)
+    by_lang = _rows_by_language(tables, divergences if from_divergences else None, rec)
     out_rows: list[list[dict]] = [[] for _ in tables]
     per_lang: dict[str, Counter] = {}
     for lang in sorted(by_lang):
         per_lang[lang] = _language_pairs(
-            lang, by_lang[lang], cfg, tokenizer, nlps, splits, out_rows, timing
+            lang, by_lang[lang], cfg, tokenizer, nlps, splits, out_rows, rec
         )
-    for c in per_lang.values():
-        counts.update(c)
-    stats = _wordpair_stats(cfg, counts, per_lang, splits, timing, time.perf_counter() - t0)
+    _record_word_pairs(rec, cfg, per_lang, splits, time.perf_counter() - t0)
     out = [pa.Table.from_pylist(r, schema=WORDPAIRS_SCHEMA) for r in out_rows]
-    return out, stats
+    rec.rows_out += sum(t.num_rows for t in out)
+    return out
 
 
 def _rows_by_language(
-    tables: Sequence[pa.Table], divergences: Sequence[pa.Table] | None, counts: Counter
+    tables: Sequence[pa.Table], divergences: Sequence[pa.Table] | None, rec: Recorder
 ) -> dict[str, list[tuple[int, dict, tuple | None]]]:
     """Every English pair's ``(table index, row, its seed's (en words, other words, links) or
-    None)``, grouped by the other language; the skips counted in ``counts``.
+    None)``, grouped by the other language; every row read is a row in of ``rec``, the others
+    dropped by reason.
 
     ``divergences`` (``links: divergences``): a row is kept only when it is a seed there.
     """
@@ -311,25 +321,25 @@ def _rows_by_language(
         if divergences is not None:
             seeds = seed_links(divergences[k], f"divergences table {k}")
             ids = set(t.column("id").to_pylist()) if t.num_rows else set()
-            counts["divergence_rows_without_positive"] += len(seeds.keys() - ids)
+            rec.count("divergence_rows_without_positive", len(seeds.keys() - ids))
+        rec.rows_in += t.num_rows
         for row in t.to_pylist():
-            counts["rows"] += 1
             lp = str(row.get("lang_pair") or "")
             other = str(row.get("other_lang") or "")
             if not lp.startswith("en-") or not other or other == "en":
-                counts["skip_not_english_pair"] += 1
+                rec.drop("not_english_pair")
                 continue
             seed = None
             if seeds is not None:
                 seed = seeds.get(row["id"])
                 if seed is None:
-                    counts["skip_not_a_seed"] += 1
+                    rec.drop("not_a_seed")
                     continue
             by_lang[other].append((k, row, seed))
-    if counts["divergence_rows_without_positive"]:
+    if rec.counted("divergence_rows_without_positive"):
         log.warning(
             "word pairs: %d divergence seed(s) not in their positives shard (stale divergences?)",
-            counts["divergence_rows_without_positive"],
+            rec.counted("divergence_rows_without_positive"),
         )
     return by_lang
 
@@ -358,12 +368,12 @@ def _language_pairs(
     nlps: dict,
     splits: Mapping[Any, str],
     out_rows: list[list[dict]],
-    timing: Counter,
+    rec: Recorder,
 ) -> Counter:
     """The word pairs of one language's ``rows``, appended to ``out_rows`` (by table); returns
-    the language's counts. Its words and links come from the seeds (``links: divergences``), or
-    from the spaCy tokenizers and eflomal here; fewer than ``min_pairs`` usable sentence pairs
-    skip them all."""
+    the language's counts (its skips as ``skip_<reason>``), its timings recorded in ``rec``. Its
+    words and links come from the seeds (``links: divergences``), or from the spaCy tokenizers
+    and eflomal here; fewer than ``min_pairs`` usable sentence pairs skip them all."""
     from_divergences = cfg.links == "divergences"
     c: Counter = Counter()
     t1 = time.perf_counter()
@@ -381,7 +391,7 @@ def _language_pairs(
         )  # fmt: skip
         return c
     t2 = time.perf_counter()
-    timing["tokenize_s"] += t2 - t1
+    rec.seconds("tokenize_s", t2 - t1)
     if from_divergences:
         links = [rows[n][2][2] for n in keep]
     else:
@@ -391,7 +401,7 @@ def _language_pairs(
             [en[n] for n in keep], [other[n] for n in keep],
             n_samplers=cfg.eflomal_samplers, seed=cfg.seed,
         )  # fmt: skip
-        timing["eflomal_s"] += time.perf_counter() - t2
+        rec.seconds("eflomal_s", time.perf_counter() - t2)
     for n, lk in zip(keep, links, strict=True):
         k, row, _ = rows[n]
         pairs = one_to_one(lk, en[n], other[n], c)
@@ -411,26 +421,28 @@ def _language_pairs(
     return c
 
 
-def _wordpair_stats(
+def _record_word_pairs(
+    rec: Recorder,
     cfg: WordPairConfig,
-    counts: Counter,
     per_lang: Mapping[str, Counter],
     splits: Mapping[Any, str],
-    timing: Counter,
     wall: float,
-) -> dict[str, Any]:
-    """The stage's stats: the counts, per language too, the page pairs per split, timings."""
-    return {
-        **dict(sorted(counts.items())),
-        "links": cfg.links,
-        "per_lang": {k: dict(sorted(v.items())) for k, v in per_lang.items()},
-        "test_page_pairs": sum(s == "test" for s in splits.values()),
-        "dev_page_pairs": sum(s == "dev" for s in splits.values()),
-        "train_page_pairs": sum(s == "train" for s in splits.values()),
-        "wall_s": round(wall, 2),
-        **{k: round(v, 2) for k, v in sorted(timing.items())},
-        "rows_per_s": round(counts["rows"] / wall, 1) if wall > 0 else None,
-    }
+) -> None:
+    """Record the languages' counts (their ``skip_<reason>`` as drops by reason, and each apart
+    in ``per_lang``), the page pairs per split, the wall time, the links and the rows per
+    second."""
+    for c in per_lang.values():
+        for name, n in sorted(c.items()):
+            if name.startswith("skip_"):
+                rec.drop(name.removeprefix("skip_"), n)
+            else:
+                rec.count(name, n)
+    rec.count("per_lang", {k: dict(sorted(v.items())) for k, v in per_lang.items()})
+    for split in ("test", "dev", "train"):
+        rec.count(f"{split}_page_pairs", sum(s == split for s in splits.values()))
+    rec.seconds("wall_s", wall)
+    rec.figure("links", cfg.links)
+    rec.figure("rows_per_s", round(rec.rows_in / wall, 1) if wall > 0 else None)
 
 
 def _spacy_words(rows, lang: str, nlps: dict) -> tuple[list, list]:

@@ -27,14 +27,9 @@ from parasim.amr.graph import Graph, read_graph, read_graphs_file
 from parasim.amr.matching import smatch_counts
 from parasim.amr.parse import Parser, ParseSettings
 from parasim.amr.vectors import load_vectors
+from parasim.paths import shared_data
 
-DEFAULT_DATA = (
-    Path(__file__).resolve().parents[3].parent
-    / "shared"
-    / "data"
-    / "amr"
-    / "little-prince-v1.6-training.amr"
-)
+DEFAULT_DATA = shared_data("amr", "little-prince-v1.6-training.amr")
 CONTENT_POS = {"NOUN", "PROPN", "VERB", "ADJ", "ADV", "NUM", "PRON"}
 
 

@@ -24,18 +24,18 @@ import random
 import time
 from pathlib import Path
 
+from parasim.flores import read_flores
 from parasim.io import POSITIVES_SCHEMA, rows_to_table, stable_id
+from parasim.paths import SHARED_DATA
 from parasim.train.eval.refresd import read_refresd
 
-DATA = Path(__file__).resolve().parents[3].parent / "shared" / "data"
+DATA = SHARED_DATA
 
 
 def _load_pairs(data: Path, name: str, lang: str = "fr") -> list[tuple[str, str]]:
     if name == "flores":
-        code = {"fr": "fra_Latn", "es": "spa_Latn"}[lang]
         d = data / "parallel" / "flores200-devtest"
-        en = (d / "eng_Latn.devtest").read_text(encoding="utf-8").splitlines()
-        other = (d / f"{code}.devtest").read_text(encoding="utf-8").splitlines()
+        en, other = read_flores("en", d), read_flores(lang, d)
     else:
         code = {"fr": "fra", "es": "spa"}[lang]
         d = data / "parallel" / "tatoeba"

@@ -29,12 +29,13 @@ from typing import Any
 import numpy as np
 import pyarrow as pa
 
+from parasim.flores import read_flores
 from parasim.io import POSITIVES_SCHEMA, stable_id
+from parasim.paths import SHARED_DATA
 
 log = logging.getLogger("parasim.bench.negatives")
 
-DATA = Path(__file__).resolve().parents[3].parent / "shared" / "data"
-FLORES_LANG = {"fr": "fra_Latn", "es": "spa_Latn"}
+DATA = SHARED_DATA
 
 
 def _positive(
@@ -73,10 +74,10 @@ def flores_positives(
 ) -> pa.Table:
     """Flores-200 devtest as positives: one line = one positive, ``doc_size`` lines = one page."""
     root = data / "parallel" / "flores200-devtest"
-    en = (root / "eng_Latn.devtest").read_text(encoding="utf-8").splitlines()
+    en = read_flores("en", root)
     rows = []
     for lang in langs:
-        other = (root / f"{FLORES_LANG[lang]}.devtest").read_text(encoding="utf-8").splitlines()
+        other = read_flores(lang, root)
         if len(other) != len(en):
             raise ValueError(f"flores: {len(en)} English lines but {len(other)} {lang} lines")
         n = limit or len(en)
@@ -91,8 +92,8 @@ def mixed_positives(data: Path = DATA, n: int = 5000, doc_size: int = 10) -> pa.
     """~5,000 English-French positives in one partition: Flores + Tatoeba + STSb (both columns)."""
     pairs: list[tuple[str, str]] = []
     root = data / "parallel"
-    en = (root / "flores200-devtest" / "eng_Latn.devtest").read_text(encoding="utf-8").splitlines()
-    fr = (root / "flores200-devtest" / "fra_Latn.devtest").read_text(encoding="utf-8").splitlines()
+    flores = root / "flores200-devtest"
+    en, fr = read_flores("en", flores), read_flores("fr", flores)
     pairs += list(zip(en, fr, strict=True))
     te = (root / "tatoeba" / "tatoeba.fra-eng.eng").read_text(encoding="utf-8").splitlines()
     tf = (root / "tatoeba" / "tatoeba.fra-eng.fra").read_text(encoding="utf-8").splitlines()

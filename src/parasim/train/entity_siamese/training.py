@@ -17,6 +17,7 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
+from parasim.accel import cpu_seconds
 from parasim.config import ConfigError
 from parasim.train.core.loop import TrainingArguments, code_fingerprint, peak_gpu_mb, peak_rss_mb
 
@@ -82,11 +83,6 @@ def _share_identical_files(src: Path, dst: Path, min_bytes: int = 1 << 20) -> in
     return saved
 
 
-def _cpu_s() -> float:
-    t = os.times()
-    return t.user + t.system + t.children_user + t.children_system
-
-
 def _skip(out: Path, eval_dir: Path, reason: str, extra: Mapping) -> dict:
     from parasim.train.core.card import plot_curve, write_metrics, write_model_card
 
@@ -150,7 +146,7 @@ def train_entity_siamese(
     from parasim.train.core.data import corpus_partitions
     from parasim.train.core.loop import make_accelerator, set_seed
 
-    t0, cpu0 = time.perf_counter(), _cpu_s()
+    t0, cpu0 = time.perf_counter(), cpu_seconds()
     try:
         args, cfg = entity_siamese_settings(section)
     except ValueError as exc:
@@ -199,7 +195,7 @@ def train_entity_siamese(
     save_model(run, enc, mlp, thr_siam, len(rounds))
     write_evaluation(eval_dir, test_json, sts_json)
     timing = {"train_s": round(train_s, 1), "wall_s": round(time.perf_counter() - t0, 1),
-              "cpu_s": round(_cpu_s() - cpu0, 1)}  # fmt: skip
+              "cpu_s": round(cpu_seconds() - cpu0, 1)}  # fmt: skip
     return write_metrics_and_card(run, base, counts, rounds, test_json, sts_json, timing, verdicts)
 
 

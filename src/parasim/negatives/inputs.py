@@ -18,10 +18,10 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from parasim.io import POSITIVES_SCHEMA, read_table
+from parasim.io import POSITIVES_SCHEMA
 from parasim.negatives import NegativesSettings
 from parasim.partition import CorpusConfig
-from parasim.stagecli import UsageError, need
+from parasim.stagecli import UsageError, read_input
 
 log = logging.getLogger("parasim.negatives")
 
@@ -51,16 +51,14 @@ def read_positives(paths: Sequence[str], with_shards: bool = False) -> Any:
         the table, or ``(table, shard index per row)`` with ``with_shards``.
 
     Raises:
-        UsageError: naming the first missing file.
+        UsageError: naming the first file missing, unreadable or without a column of
+            :data:`~parasim.io.POSITIVES_SCHEMA`.
     """
     if not paths:
         raise UsageError("--positives: no files given")
     tables = []
     for p in paths:
-        t = read_table(need(p, "positives shard"))
-        missing = sorted(set(POSITIVES_SCHEMA.names) - set(t.column_names))
-        if missing:
-            raise UsageError(f"positives shard {p}: missing column(s) {missing}")
+        t = read_input(p, "positives shard", schema=POSITIVES_SCHEMA)
         tables.append(t.select(POSITIVES_SCHEMA.names).cast(POSITIVES_SCHEMA))
     table = pa.concat_tables(tables)
     order = pc.sort_indices(table, sort_keys=[("id", "ascending")])

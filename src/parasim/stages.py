@@ -116,6 +116,11 @@ def _gather() -> tuple[Stage, ...]:
     return _flow_order(found)
 
 
+@cache
+def _by_name() -> dict[str, Stage]:
+    return {s.name: s for s in _gather()}
+
+
 def __getattr__(name: str) -> Any:
     """:data:`STAGES` and :data:`FUNNEL`, gathered on first use (a stage's module imports
     :mod:`parasim.spec`, never this module at import time)."""
@@ -135,9 +140,9 @@ def get(name: str) -> Stage:
         KeyError: naming the known stages.
     """
     try:
-        return {s.name: s for s in _gather()}[name]
+        return _by_name()[name]
     except KeyError:
-        names = ", ".join(s.name for s in _gather())
+        names = ", ".join(_by_name())
         raise KeyError(f"no stage {name!r}; the stages: {names}") from None
 
 

@@ -56,7 +56,6 @@ def explain(site: str, stats: Stats) -> str:
 SPEC = Stage(
     "toy",
     rules=("keep_short",),
-    module="parasim.toy",
     results=("toys",),
     upstream="clean",
     per="site",

@@ -29,7 +29,8 @@ class Stage:
     Attributes:
         name: the stage's one name (stats' ``stage`` field, yield report, diagnose, `.done`).
         rules: the Snakemake rules doing its work; the first writes its stats.
-        module: the package doing the work.
+        module: the package doing the work: the one whose ``stage.py`` exports the record
+            (:mod:`parasim.stages` fills it in; a record may leave it out).
         results: its folders under ``results/`` (every output of its rules lies in one).
         upstream: the stage whose output it reads (None: the first, or it reads many).
         per: its stats files: per site, per site and shard, one in all (None: no stats file).
@@ -67,8 +68,8 @@ class Stage:
 
     name: str
     rules: tuple[str, ...]
-    module: str
     results: tuple[str, ...]
+    module: str | None = None
     upstream: str | None = None
     per: Per | None = None
     done: str | None = None

@@ -21,6 +21,7 @@ workflow and the CLI.
 from __future__ import annotations
 
 import importlib
+from dataclasses import replace
 from functools import cache
 from pathlib import Path
 from typing import Any
@@ -68,7 +69,11 @@ def _records(module: str) -> tuple[Stage, ...]:
     bad = [s for s in found if not isinstance(s, Stage)]
     if bad:
         raise TypeError(f"{module}: SPEC/SPECS must be parasim.spec.Stage records, not {bad!r}")
-    return found
+    package = module.removesuffix(".stage")
+    wrong = [s.name for s in found if s.module not in (None, package)]
+    if wrong:
+        raise TypeError(f"{module}: stages {wrong} name another package than {package}")
+    return tuple(replace(s, module=package) for s in found)
 
 
 def _flow_order(found: list[Stage]) -> tuple[Stage, ...]:

@@ -558,7 +558,6 @@ def _realign(
 SPEC = Stage(
     "align",
     rules=("align_lines", "static_encoder"),
-    module="parasim.align",
     results=("aligned", "models/static-encoder"),
     upstream="translate",
     per="shard",

@@ -477,7 +477,6 @@ def _with_columns(table: pa.Table, extra: dict[str, list], schema: pa.Schema) ->
 SPEC = Stage(
     "clean",
     rules=("clean_positives",),
-    module="parasim.clean",
     results=("positives", "dropped"),
     upstream="align",
     per="site",

@@ -450,7 +450,6 @@ def label_counts(table: pa.Table) -> dict[str, int]:
 SPEC = Stage(
     "corpus",
     rules=("build_corpus",),
-    module="parasim.corpus",
     results=("corpus",),
     upstream="negatives",
     per="global",

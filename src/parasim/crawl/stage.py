@@ -375,7 +375,6 @@ def _run_scrapy(
 SPEC = Stage(
     "crawl",
     rules=("crawl_site",),
-    module="parasim.crawl",
     results=("pages",),
     per="site",
     metric="rows_out",

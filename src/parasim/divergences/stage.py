@@ -750,7 +750,6 @@ def write_site_card(
 SPEC = Stage(
     "divergences",
     rules=("make_divergences",),
-    module="parasim.divergences",
     results=("divergences",),
     upstream="clean",
     per="shard",

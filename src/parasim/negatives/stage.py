@@ -399,7 +399,6 @@ def negatives_gather(
 TOPICS = Stage(
     "topics",
     rules=("fit_topics", "fit_topics_partition"),
-    module="parasim.negatives",
     results=("topics",),
     upstream="clean",
     per="global",
@@ -414,7 +413,6 @@ TOPICS = Stage(
 NEGATIVES = Stage(
     "negatives",
     rules=("select_negatives", "select_negatives_partition"),
-    module="parasim.negatives",
     results=("negatives",),
     upstream="topics",
     per="global",

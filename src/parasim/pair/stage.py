@@ -751,7 +751,6 @@ def record_pairing(
 SPEC = Stage(
     "pair",
     rules=("pair_pages",),
-    module="parasim.pair",
     results=("pairs",),
     upstream="crawl",
     per="site",

@@ -356,7 +356,6 @@ def _line_row(r: dict, pt: PairText) -> dict:
 SPEC = Stage(
     "parse",
     rules=("parse_pages",),
-    module="parasim.parse",
     results=("lines",),
     upstream="pair",
     per="shard",

@@ -148,7 +148,6 @@ def write_report(
 SPEC = Stage(
     "report",
     rules=("yield_report",),
-    module="parasim.report",
     results=("report",),
     inputs={"stats_root": None},
     outputs={"tsv": None, "json": None, "png": None},

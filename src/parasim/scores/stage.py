@@ -932,7 +932,6 @@ def score_pairs(
 SPEC = Stage(
     "scores",
     rules=("score_pairs",),
-    module="parasim.scores",
     results=("scores",),
     upstream="clean",
     per="shard",

@@ -482,7 +482,6 @@ def translate_file(
 SPEC = Stage(
     "translate",
     rules=("translate_lines",),
-    module="parasim.translate",
     results=("translated",),
     upstream="parse",
     per="shard",

@@ -15,7 +15,6 @@ from .wordpairs import extract_word_pairs
 SPEC = Stage(
     "align_encoder",
     rules=("align_encoder_wordpairs", "train_align_encoder", "eval_align_encoder"),
-    module="parasim.train.align_encoder",
     results=("align_encoder", "models/aligned-encoder", "eval/aligned-encoder"),
     upstream="clean",
     one_to_one=True,

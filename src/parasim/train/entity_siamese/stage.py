@@ -15,7 +15,6 @@ from .training import train_entity_siamese
 SPEC = Stage(
     "entity_siamese",
     rules=("train_entity_siamese",),
-    module="parasim.train.entity_siamese",
     results=("models/entity-siamese", "eval/entity-siamese"),
     upstream="corpus",
     settings=EntitySiameseConfig,

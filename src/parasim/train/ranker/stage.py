@@ -15,7 +15,6 @@ from .training import train_divergence_ranker
 SPEC = Stage(
     "ranker",
     rules=("train_divergence_ranker", "eval_divergence_ranker"),
-    module="parasim.train.ranker",
     results=("models/divergence-ranker", "eval/divergence-ranker"),
     upstream="divergences",
     aliases={

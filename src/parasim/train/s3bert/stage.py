@@ -15,7 +15,6 @@ from .training import train_s3bert
 SPEC = Stage(
     "s3bert",
     rules=("train_s3bert",),
-    module="parasim.train.s3bert",
     results=("models/s3bert",),
     upstream="scores",
     settings=S3bertConfig,

@@ -15,7 +15,6 @@ from .training import train_similarity
 SPEC = Stage(
     "similarity",
     rules=("train_similarity", "eval_similarity_msrp", "similarity_report"),
-    module="parasim.train.similarity",
     results=("models/similarity", "eval/similarity"),
     upstream="corpus",
     aliases={"similarity-report": ("similarity-table",)},

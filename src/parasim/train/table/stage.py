@@ -13,7 +13,6 @@ from .table import models_table
 SPEC = Stage(
     "models_table",
     rules=("models_table",),
-    module="parasim.train.table",
     results=("models/README.md", "models/table.json"),
     inputs={"metrics": None},
     outputs={"out": None, "json": None},

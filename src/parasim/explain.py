@@ -210,6 +210,22 @@ def divergences(site: str, s: Stats) -> str:
     )
 
 
+def mine(site: str, s: Stats) -> str:
+    """0 mined divergences: the candidates the guards dropped, by reason."""
+    dropped = _counts(s.dropped)
+    n_low = _n(s.counts, "candidates_below_min_similarity")
+    if s.rows_in < 2:
+        hint = "a pool needs two positives or more"
+    elif dropped:
+        hint = f"every candidate left was dropped ({_listing(dropped)})"
+    else:
+        hint = f"{_plural(n_low, 'candidate')} below `mine.min_similarity`"
+    return (
+        f"0 mined divergences for site {site} from {_plural(s.rows_in, 'positive')}: {hint}; "
+        "check `mine.min_similarity` and `mine.neighbours`"
+    )
+
+
 def scores(site: str, s: Stats) -> str:
     """0 rows to score: none of the tables the scores read has a row of the site."""
     return (

@@ -186,8 +186,10 @@ NEGATIVES_SCHEMA = pa.schema(
     metadata={"parasim.schema": "negatives", "parasim.schema_version": SCHEMA_VERSION},
 )
 
+_SPAN = pa.struct([pa.field("start", pa.int32()), pa.field("end", pa.int32())])
+
 #: Version of :data:`CORPUS_SCHEMA`; bump on incompatible change.
-CORPUS_SCHEMA_VERSION = "1"
+CORPUS_SCHEMA_VERSION = "2"  # 2: grades and the divergent tier (issue 49)
 
 #: The labelled corpus, positives and negatives alike (``results/corpus/data/<partition>/``).
 CORPUS_SCHEMA = pa.schema(
@@ -200,7 +202,8 @@ CORPUS_SCHEMA = pa.schema(
         pa.field("partition", pa.string(), nullable=False),  # "EN-FR-G"
         pa.field("domain", pa.string(), nullable=False),
         pa.field("site", pa.string(), nullable=False),
-        pa.field("source", pa.string(), nullable=False),  # "aligned", "lda-negative"
+        # "aligned", "lda-negative", "synthetic-divergence", "mined-divergence"
+        pa.field("source", pa.string(), nullable=False),
         pa.field("align_score", pa.float32()),  # positives: word-frequency cosine of alignment
         pa.field("cosine", pa.float32()),  # negatives: encoder cosine of the two English sides
         pa.field("topic", pa.int32()),  # dominant LDA topic of sentence1's page
@@ -212,12 +215,53 @@ CORPUS_SCHEMA = pa.schema(
         pa.field("idx2", pa.list_(pa.int32()), nullable=False),  # line indices in url2
         pa.field("split", pa.string(), nullable=False),  # "train" / "test"
         pa.field("fold", pa.int8()),  # validation fold in train; null in test
+        # "equivalent" (label 1), "divergent" / "unrelated" (label 0): REFreSD's three classes
+        pa.field("grade", pa.string(), nullable=False),
+        pa.field("negative_kind", pa.string()),  # "lda", "synthetic", "mined"; null: positive
+        pa.field("parent_id", pa.string()),  # divergent rows: the positive they diverge from
+        pa.field("divergence_type", pa.string()),  # synthetic rows: seed 000's type
+        pa.field("diff_side", pa.string()),  # divergent rows: the edited side, "en" / "other"
+        pa.field("diff_spans", pa.list_(_SPAN)),  # ... what differs (characters of that side)
+        pa.field("diff_kind", pa.string()),  # ... date, version, number, name, other
+        pa.field("mined_similarity", pa.float32()),  # mined rows: encoder cosine of the two
     ],
     metadata={"parasim.schema": "corpus", "parasim.schema_version": CORPUS_SCHEMA_VERSION},
 )
 
-_SPAN = pa.struct([pa.field("start", pa.int32()), pa.field("end", pa.int32())])
 _LINK = pa.struct([pa.field("en", pa.int32()), pa.field("other", pa.int32())])
+
+#: Natural divergences mined from a site (``results/mined/<site>.parquet``): a positive's English
+#: side with another line of the site that is close to it but not its translation.
+MINED_SCHEMA = pa.schema(
+    [
+        pa.field(
+            "id", pa.string(), nullable=False
+        ),  # stable_id("mined", positive_id, candidate_id)
+        pa.field("positive_id", pa.string(), nullable=False),  # the positive (its English side)
+        pa.field("candidate_id", pa.string(), nullable=False),  # the positive the line is from
+        pa.field("site", pa.string(), nullable=False),
+        pa.field("domain", pa.string(), nullable=False),
+        pa.field("lang_pair", pa.string(), nullable=False),
+        pa.field("other_lang", pa.string(), nullable=False),
+        pa.field("pair_id", pa.string(), nullable=False),  # page pair of the positive
+        pa.field("cand_pair_id", pa.string(), nullable=False),  # page pair of the mined line
+        pa.field("en_text", pa.string(), nullable=False),  # the positive's English side
+        pa.field("other_text", pa.string(), nullable=False),  # the mined line
+        pa.field("partner_text", pa.string(), nullable=False),  # the positive's translation
+        pa.field("cand_en_text", pa.string(), nullable=False),  # the mined line's own English
+        pa.field("en_url", pa.string(), nullable=False),
+        pa.field("other_url", pa.string(), nullable=False),
+        pa.field("en_idx", pa.list_(pa.int32()), nullable=False),
+        pa.field("other_idx", pa.list_(pa.int32()), nullable=False),
+        pa.field("rank", pa.int8(), nullable=False),  # 0: the positive's nearest kept candidate
+        pa.field("similarity", pa.float32(), nullable=False),  # cosine(English side, mined line)
+        pa.field("partner_similarity", pa.float32(), nullable=False),  # cosine(English, partner)
+        pa.field("kind", pa.string(), nullable=False),  # date, version, number, name, other
+        pa.field("spans", pa.list_(_SPAN), nullable=False),  # what differs, on other_text
+        pa.field("partner_spans", pa.list_(_SPAN), nullable=False),  # ... on partner_text
+    ],
+    metadata={"parasim.schema": "mined", "parasim.schema_version": SCHEMA_VERSION},
+)
 
 #: Synthetic divergences in ranking groups, with EQ/DIV token tags (``results/divergences/``).
 DIVERGENCES_SCHEMA = pa.schema(

@@ -93,7 +93,7 @@ def setup(tmp_path_factory):
         "encoder": {"kind": "causal-lm", "model": str(tmp / "gpt"), "batch_size": 16},
         "select": {"n_per_sentence": 3},
     }
-    corpus = {"folds": 2, "test_fraction": 0.2}
+    corpus = {"folds": 2, "test_fraction": 0.2, "hardness": {"encoder": None}}
     common = ["--negatives-json", json.dumps(negatives), "--corpus-json", json.dumps(corpus)]
     pos = [str(s) for s in shards]
     assert (

@@ -364,9 +364,31 @@ def test_load_joins_scores_to_the_corpus_and_the_divergences(scored, tmp_path):
     }  # fmt: skip
     corpus = rows_to_table(
         [
-            {**full, "id": "neg0", "label": 0, "source": "lda-negative", "split": "train"},
-            {**full, "id": "pos1", "label": 1, "source": "aligned", "split": "test"},
-            {**full, "id": "unscored", "label": 1, "source": "aligned", "split": "train"},
+            {
+                **full,
+                "id": "neg0",
+                "label": 0,
+                "source": "lda-negative",
+                "split": "train",
+                "grade": "unrelated",
+                "negative_kind": "lda",
+            },
+            {
+                **full,
+                "id": "pos1",
+                "label": 1,
+                "source": "aligned",
+                "split": "test",
+                "grade": "equivalent",
+            },
+            {
+                **full,
+                "id": "unscored",
+                "label": 1,
+                "source": "aligned",
+                "split": "train",
+                "grade": "equivalent",
+            },
         ],
         CORPUS_SCHEMA,
     )

@@ -24,6 +24,23 @@ log = logging.getLogger(__name__)
 
 
 @dataclasses.dataclass(frozen=True)
+class DivergentSettings(Settings, section="corpus.divergent"):
+    """The ``corpus.divergent`` config section (what each key means: the schema)."""
+
+    synthetic: bool
+    mined: bool
+    mined_per_positive: int
+
+
+@dataclasses.dataclass(frozen=True)
+class HardnessSettings(Settings, section="corpus.hardness"):
+    """The ``corpus.hardness`` config section (what each key means: the schema)."""
+
+    encoder: str | None
+    sample: int
+
+
+@dataclasses.dataclass(frozen=True)
 class CorpusConfig(Settings, section="corpus"):
     """The ``corpus:`` config section.
 
@@ -41,6 +58,8 @@ class CorpusConfig(Settings, section="corpus"):
         balance: "downsample" (majority class down-sampled per partition/split/fold) or "none".
         row_group_size: rows per Parquet row group (small enough to stream).
         max_rows_per_shard: rows per file before a split is cut into several shards.
+        divergent: the divergent grade's sources (:class:`DivergentSettings`).
+        hardness: the untrained encoder that measures each grade (:class:`HardnessSettings`).
     """
 
     partitions: Mapping[str, Mapping[str, Any]]
@@ -51,6 +70,8 @@ class CorpusConfig(Settings, section="corpus"):
     balance: str
     row_group_size: int
     max_rows_per_shard: int
+    divergent: DivergentSettings
+    hardness: HardnessSettings
 
     def __post_init__(self) -> None:
         if not 0 <= self.test_fraction < 1:

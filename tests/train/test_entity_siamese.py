@@ -62,13 +62,19 @@ def toy(n_train: int = 48, n_test: int = 16, seed: int = 0, one_class: bool = Fa
     return rows, scores
 
 
+def graded(rows: list[dict]) -> list[dict]:
+    """The rows with their grade (the corpus's since schema version 2): label 1 equivalent,
+    label 0 unrelated (seed 001's negatives)."""
+    return [{"grade": "equivalent" if r["label"] else "unrelated", **r} for r in rows]
+
+
 def write_toy(root: Path, rows, scores, drop: tuple[str, ...] = (), unscored: int = 0) -> tuple:
     """The corpus under ``root/corpus`` and one score shard; the last ``unscored`` score rows
     left out (rows the scores stage has not seen), ``drop`` columns removed."""
     for split in ("train", "test"):
         sub = [r for r in rows if r["split"] == split]
         write_table(
-            rows_to_table(sub, CORPUS_SCHEMA),
+            rows_to_table(graded(sub), CORPUS_SCHEMA),
             root / "corpus" / "data" / "EN-FR-G" / f"{split}-00000-of-00001.parquet",
         )
     kept = scores[: len(scores) - unscored] if unscored else scores

@@ -71,13 +71,19 @@ def toy_rows(partition: str, lang: str, n_train: int, n_test: int, folds: int, s
     return rows
 
 
+def graded(rows: list[dict]) -> list[dict]:
+    """The rows with their grade (the corpus's since schema version 2): label 1 equivalent,
+    label 0 unrelated (seed 001's negatives)."""
+    return [{"grade": "equivalent" if r["label"] else "unrelated", **r} for r in rows]
+
+
 def write_corpus(root: Path, parts: dict[str, list[dict]]) -> Path:
     for p, rows in parts.items():
         for split in ("train", "test"):
             sub = [r for r in rows if r["split"] == split]
             if sub:
                 path = root / "data" / p / f"{split}-00000-of-00001.parquet"
-                write_table(rows_to_table(sub, CORPUS_SCHEMA), path)
+                write_table(rows_to_table(graded(sub), CORPUS_SCHEMA), path)
     return root
 
 

@@ -130,16 +130,35 @@ rule select_negatives:
         " --stats {output.stats} > {log} 2>&1"
 
 
+#: The divergent grade's inputs (corpus.divergent): the synthetic divergences of every shard and
+#: the mined divergences of every site.
+CORPUS_DIVERGENT = {
+    "divergences": (
+        expand("results/divergences/{site}/{shard}.parquet", site=SITES, shard=SHARDS)
+        if config["corpus"]["divergent"]["synthetic"]
+        else []
+    ),
+    "mined": (
+        expand("results/mined/{site}.parquet", site=SITES)
+        if config["corpus"]["divergent"]["mined"]
+        else []
+    ),
+}
+
+
 rule build_corpus:
-    """The labelled corpus: grouped splits and folds, balanced shards, dataset card."""
+    """The labelled corpus: three grades (equivalent, divergent, unrelated), grouped splits and
+    folds, balanced shards, dataset card with each grade's hardness for the untrained encoder.
+    """
     input:
+        **CORPUS_DIVERGENT,
         positives=expand(
             "results/positives/{site}/{shard}.parquet", site=SITES, shard=SHARDS
         ),
         negatives="results/negatives/negatives.parquet",
         topics="results/topics/topics.json",
         clean=expand("results/stats/clean_positives/{site}.json", site=SITES),
-        code=code("corpus", "negatives", "partition"),
+        code=code("corpus", "negatives", "partition", "mine"),
     output:
         corpus=directory("results/corpus"),
         stats="results/stats/build_corpus.json",
@@ -160,5 +179,6 @@ rule build_corpus:
     shell:
         "parasim build-corpus --positives {input.positives} --negatives {input.negatives}"
         " --topics results/topics --clean-stats {input.clean} --out {output.corpus}"
+        " --divergences {input.divergences} --mined {input.mined}"
         " --negatives-json {params.negatives:q} --corpus-json {params.corpus:q}"
         " --stats {output.stats} {params.allow_empty} > {log} 2>&1"

@@ -8,9 +8,11 @@ REPORT_STATS = [
 
 
 rule yield_report:
-    """Per site and stage: kept, dropped by reason; a table and a funnel plot (`--report`)."""
+    """Per site and stage: kept, dropped by reason; a table and a funnel plot (`--report`); then
+    the corpus's hardness for the untrained encoder, per tier."""
     input:
         stats=REPORT_STATS,
+        corpus="results/stats/build_corpus.json",  # its hardness figures
         code=code("report", "stages", "stats"),
     output:
         tsv="results/report/yield.tsv",

@@ -13,8 +13,10 @@ import logging
 from collections.abc import Callable
 from pathlib import Path
 
+import pyarrow as pa
+
 from parasim.corpus.stage import build_corpus, corpus_meta
-from parasim.io import NEGATIVES_SCHEMA
+from parasim.io import DIVERGENCES_SCHEMA, MINED_SCHEMA, NEGATIVES_SCHEMA
 from parasim.negatives.inputs import common_options, config_sections, read_positives
 from parasim.negatives.stage import SELECTION_KEY
 from parasim.negatives.topics import load_topics
@@ -37,13 +39,30 @@ def cmd_build_corpus(args: argparse.Namespace) -> None:
     topics = load_topics(topics_dir)
     cleaning = zip(args.clean_stats, read_stats(args.clean_stats), strict=True)
     meta = corpus_meta(selection, topics, neg, {Path(p).stem: s for p, s in cleaning})
+    divergences = _tables(args.divergences, "divergences shard", DIVERGENCES_SCHEMA)
+    mined = _tables(args.mined, "mined divergences file", MINED_SCHEMA)
     with stage_job("corpus", args.stats, rounding=3) as rec, rec.time("total"):
         build_corpus(
-            positives, negatives.select(NEGATIVES_SCHEMA.names), corpus, args.out, rec, meta
+            positives,
+            negatives.select(NEGATIVES_SCHEMA.names),
+            corpus,
+            args.out,
+            rec,
+            meta,
+            divergences=divergences,
+            mined=mined,
         )
     if rec.rows_out == 0 and not args.allow_empty:  # its stats written: they say which is empty
         empty = rec.stats().figures["empty_partitions"]
         raise UsageError(corpus_empty_reason(positives.num_rows, negatives.num_rows, empty))
+
+
+def _tables(paths: list[str] | None, what: str, schema: pa.Schema) -> pa.Table | None:
+    """The files at ``paths`` as one table of ``schema`` (None when none is given)."""
+    if not paths:
+        return None
+    tables = [read_input(p, what, schema=schema).select(schema.names) for p in paths]
+    return pa.concat_tables([t.cast(schema) for t in tables])
 
 
 def corpus_empty_reason(n_positives: int, n_negatives: int, empty: list[str]) -> str:
@@ -72,6 +91,18 @@ def register(add: Callable[..., argparse.ArgumentParser], site_opts: Callable) -
         "--allow-empty",
         action="store_true",
         help="an empty corpus (empty shards, schema intact) is not an error",
+    )
+    sp.add_argument(
+        "--divergences",
+        nargs="*",
+        default=[],
+        help="the divergences stage's shards (all sites): the divergent grade's synthetic rows",
+    )
+    sp.add_argument(
+        "--mined",
+        nargs="*",
+        default=[],
+        help="the mine stage's files (all sites): the divergent grade's mined rows",
     )
     sp.add_argument(
         "--clean-stats",

@@ -25,16 +25,26 @@ import logging
 import math
 import os
 from collections import Counter, defaultdict
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from parasim.corpus.graded import (
+    DIVERGENT,
+    EQUIVALENT,
+    UNRELATED,
+    divergent_rows,
+    hardness,
+    synthetic_rows,
+)
 from parasim.io import (
     CORPUS_SCHEMA,
     CORPUS_SCHEMA_VERSION,
+    DIVERGENCES_SCHEMA,
+    MINED_SCHEMA,
     NEGATIVES_SCHEMA,
     POSITIVES_SCHEMA,
     write_table,
@@ -73,6 +83,7 @@ def _positive_rows(positives: pa.Table, parts: list[str], dropped: Counter) -> l
                 "domain": d["domain"][i],
                 "site": d["site"][i],
                 "source": "aligned",
+                "grade": EQUIVALENT,
                 "align_score": d["score"][i],
                 "cosine": None,
                 "topic": None,
@@ -102,6 +113,8 @@ def _negative_rows(negatives: pa.Table) -> list[dict]:
                 "domain": d["domain"][i],
                 "site": d["site"][i],
                 "source": "lda-negative",
+                "grade": UNRELATED,
+                "negative_kind": "lda",
                 "align_score": None,
                 "cosine": d["cosine"][i],
                 "topic": d["topic"][i],
@@ -198,8 +211,12 @@ def _write_shards(
             shards.append(str(path.relative_to(out_dir)))
         if not frows:
             continue
-        labels = Counter(r["label"] for r in frows)
-        counts[part][split] = {"positive": labels[1], "negative": labels[0]}
+        grades = Counter(r["grade"] for r in frows)
+        counts[part][split] = {
+            "positive": grades[EQUIVALENT],
+            "negative": grades[UNRELATED],
+            "divergent": grades[DIVERGENT],
+        }
         if split == "train":
             folds = Counter(r["fold"] for r in frows)
             counts[part]["train_folds"] = {str(f): folds[f] for f in sorted(folds)}
@@ -223,6 +240,49 @@ def _empty_partitions(
     return empty
 
 
+def _cell_key(r: Mapping[str, Any]) -> tuple:
+    return (r["partition"], r["split"], -1 if r["fold"] is None else r["fold"])
+
+
+def _merge_cells(final: list[dict], divergent: list[dict]) -> list[dict]:
+    """The divergent rows put in their parent's (partition, split, fold) cell; each cell's rows
+    by id, so the positives and negatives keep the order they had without them."""
+    if not divergent:
+        return final
+    rows = sorted([*final, *divergent], key=lambda r: (_cell_key(r), r["id"]))
+    return rows
+
+
+def _hardness(
+    final: list[dict], cfg: CorpusConfig, encoder: Callable[[list[str]], Any] | None
+) -> dict[str, Any]:
+    """Each tier's hardness for the untrained encoder (:func:`parasim.corpus.graded.hardness`)
+    overall and per partition; empty when ``corpus.hardness.encoder`` is null."""
+    if encoder is None:
+        if not cfg.hardness.encoder or not final:
+            return {}
+        from parasim.align.scoring import cached_encoder
+
+        encoder = cached_encoder(cfg.hardness.encoder)
+    out: dict[str, Any] = {
+        "encoder": getattr(encoder, "name", cfg.hardness.encoder),
+        "sample": cfg.hardness.sample,
+    }
+    by_part: dict[str, list[dict]] = defaultdict(list)
+    for r in final:
+        by_part[r["partition"]].append(r)
+    if len(by_part) == 1:
+        out["all"] = hardness(final, encoder, cfg.hardness.sample, cfg.seed)
+        return out
+    picked: list[dict] = []  # the partitions' samples hold the whole corpus's
+    out["partitions"] = {
+        p: hardness(rs, encoder, cfg.hardness.sample, cfg.seed, picked)
+        for p, rs in sorted(by_part.items())
+    }
+    out["all"] = hardness(picked, encoder, cfg.hardness.sample, cfg.seed)
+    return out
+
+
 def build_corpus(
     positives: pa.Table,
     negatives: pa.Table,
@@ -230,8 +290,11 @@ def build_corpus(
     out_dir: str | os.PathLike,
     rec: Recorder,
     meta: Mapping[str, Any] | None = None,
+    divergences: pa.Table | None = None,
+    mined: pa.Table | None = None,
+    encoder: Callable[[list[str]], Any] | None = None,
 ) -> list[Path]:
-    """Label, split, balance and write the corpus shards with their dataset card.
+    """Label, grade, split, balance and write the corpus shards with their dataset card.
 
     Records rows in (positives and hard negatives), rows out (corpus rows), drops by reason (a
     pair a second site repeats, a negative across the test/train split, a class balanced
@@ -249,6 +312,12 @@ def build_corpus(
         rec: the stage's recorder.
         meta: figures for the card: ``encoder``, ``band`` (per partition or one), ``topics``
             (partition -> {"num_topics", "coherence", "measure"}), ``selection`` stats.
+        divergences: the divergences stage's rows (:data:`~parasim.io.DIVERGENCES_SCHEMA`, all
+            sites): the synthetic part of the divergent grade (``corpus.divergent.synthetic``).
+        mined: the mine stage's rows (:data:`~parasim.io.MINED_SCHEMA`, all sites): its mined
+            part (``corpus.divergent.mined``).
+        encoder: the untrained encoder of ``corpus.hardness`` (texts -> vectors); None: the one
+            ``corpus.hardness.encoder`` names (not measured when that is null).
 
     Returns:
         The shards written.
@@ -261,13 +330,22 @@ def build_corpus(
     rows = _positive_rows(positives, parts, dropped) + _negative_rows(negatives)
     kept, cross_fold = _split(rows, splits, dropped)
     final, unbalanced = _balance(kept, cfg, dropped)
+    # the divergent grade beside the balanced positives and negatives (not balanced against)
+    n_divergent_in = (len(synthetic_rows(divergences)) if cfg.divergent.synthetic else 0) + (
+        mined.num_rows if mined is not None and cfg.divergent.mined else 0
+    )
+    divergent = divergent_rows(final, divergences, mined, splits, cfg.divergent, dropped)
+    final = _merge_cells(final, divergent)
     shards, counts = _write_shards(final, out_dir, cfg)
+    hard = _hardness(final, cfg, encoder)
     stats: dict[str, Any] = {
         "schema_version": CORPUS_SCHEMA_VERSION,
         "rows": len(final),
         "positives_in": positives.num_rows,
         "negatives_in": negatives.num_rows,
+        "divergent_in": n_divergent_in,
         "counts": counts,
+        "hardness": hard,
         "dropped": dict(dropped),
         "negatives_across_folds": cross_fold,
         "single_class_cells": unbalanced,
@@ -287,15 +365,18 @@ def build_corpus(
     os.replace(tmp, out_dir / "corpus_stats.json")
     write_card(out_dir, stats)
     log.info("corpus: %d rows in %d shard(s); dropped %s", len(final), len(shards), dict(dropped))
-    rec.rows_in += positives.num_rows + negatives.num_rows
+    rec.rows_in += positives.num_rows + negatives.num_rows + n_divergent_in
     rec.rows_out += len(final)
     for reason, n in dropped.items():
         rec.drop(reason, n)
     rec.count("positives_in", positives.num_rows)
     rec.count("negatives_in", negatives.num_rows)
+    rec.count("divergent_in", n_divergent_in)
     rec.count("rows_by_partition", counts)
+    rec.count("rows_by_grade", dict(Counter(r["grade"] for r in final)))
+    rec.count("divergent_by_kind", dict(Counter(r["negative_kind"] for r in divergent)))
     rec.count("negatives_across_folds", cross_fold)
-    for k in ("schema_version", "single_class_cells", "shards", "config"):
+    for k in ("schema_version", "single_class_cells", "shards", "config", "hardness"):
         rec.figure(k, stats[k])
     rec.figure("empty_partitions", _empty_partitions(parts, negatives, counts))
     return [out_dir / s for s in shards]
@@ -353,12 +434,27 @@ def write_card(out_dir: str | os.PathLike, stats: Mapping[str, Any]) -> Path:
     lines = [
         "# parasim sentence-similarity corpus",
         "",
-        "English sentence (`sentence1`) paired with a sentence in another language (`sentence2`):",
-        "label 1 = aligned translation from a bilingual website (source `aligned`), label 0 = hard",
-        "negative from the same LDA topic within a cosine band of the English sides (source",
-        "`lda-negative`, Algorithm 1 of the seed paper). Splits are grouped by page pair; train",
-        "carries a `fold` column for k-fold validation; classes are balanced per partition, split",
-        "and fold.",
+        "English sentence (`sentence1`) paired with a sentence in another language (`sentence2`),",
+        "in three grades (`grade`, REFreSD's no / some meaning difference / unrelated):",
+        "",
+        "- `equivalent` (label 1): an aligned translation from a bilingual website (source",
+        "  `aligned`);",
+        "- `divergent` (label 0): a near-translation that changes something, with its parent",
+        "  positive (`parent_id`), what differs (`diff_side`, `diff_spans`, `diff_kind`: date,",
+        "  version, number, name, other) and where it comes from (`negative_kind`): `synthetic`",
+        "  (seed 000's divergences: `divergence_type` lexical substitution, phrase replacement or",
+        "  subtree deletion; source `synthetic-divergence`) or `mined` (another line of the site",
+        "  close to the English side but not its translation, `mined_similarity`; source",
+        "  `mined-divergence`);",
+        "- `unrelated` (label 0): a hard negative from the same LDA topic within a cosine band of",
+        "  the English sides (source `lda-negative`, `negative_kind` `lda`, Algorithm 1 of seed",
+        "  001).",
+        "",
+        "Seed 001's binary protocol reads the `equivalent` and `unrelated` rows: `grade !=",
+        "'divergent'`. Splits are grouped by page pair (a divergent row takes its parent's; a",
+        "mined line's page pair is in the same split); train carries a `fold` column for k-fold",
+        "validation; positives and unrelated negatives are balanced per partition, split and",
+        "fold, and the divergent rows come on top.",
         "",
         f"Schema version {stats['schema_version']}: "
         + ", ".join(f"`{f.name}` ({f.type})" for f in CORPUS_SCHEMA)
@@ -366,19 +462,23 @@ def write_card(out_dir: str | os.PathLike, stats: Mapping[str, Any]) -> Path:
         "",
         "## Counts",
         "",
-        "| partition | split | positive | negative | total |",
-        "|---|---|---:|---:|---:|",
+        "| partition | split | equivalent | divergent | unrelated | total |",
+        "|---|---|---:|---:|---:|---:|",
     ]
     for p in parts:
         for split in ("train", "test"):
             c = stats["counts"][p].get(split)
             if c:
-                tot = c["positive"] + c["negative"]
-                lines.append(f"| {p} | {split} | {c['positive']} | {c['negative']} | {tot} |")
+                div = c.get("divergent", 0)
+                tot = c["positive"] + c["negative"] + div
+                lines.append(
+                    f"| {p} | {split} | {c['positive']} | {div} | {c['negative']} | {tot} |"
+                )
     lines += ["", "Rows per train fold:", ""]
     for p in parts:
         folds = stats["counts"][p].get("train_folds", {})
         lines.append(f"- {p}: " + ", ".join(f"fold {k}: {v}" for k, v in folds.items()))
+    lines += hardness_lines(stats.get("hardness") or {})
     first = parts[0] if parts else "PARTITION"
     lines += ["", "## How it was built", ""]
     if meta.get("encoder"):
@@ -440,6 +540,34 @@ def write_card(out_dir: str | os.PathLike, stats: Mapping[str, Any]) -> Path:
     return path
 
 
+def hardness_lines(hard: Mapping[str, Any]) -> list[str]:
+    """The card's table of each tier's hardness for the untrained encoder."""
+    if not hard.get("all"):
+        return []
+    lines = [
+        "",
+        "## Hardness",
+        "",
+        f"How well the untrained encoder ({hard.get('encoder')}) tells the positives from each "
+        "tier by the cosine of the two sentences, on a seeded sample of up to "
+        f"{hard.get('sample')} rows of the tier and as many positives: ROC AUC and the accuracy "
+        "of the best threshold (0.5: it cannot tell them apart; 1.0: the tier teaches it "
+        "nothing).",
+        "",
+        "| partition | tier | pairs | ROC AUC | best accuracy | mean cosine, positives / tier |",
+        "|---|---|---:|---:|---:|---:|",
+    ]
+    groups = [("all", hard["all"]), *sorted((hard.get("partitions") or {}).items())]
+    for part, tiers in groups:
+        for tier, h in tiers.items():
+            lines.append(
+                f"| {part} | {tier} | {h['pairs']} | {h['roc_auc']:.4f} | "
+                f"{h['best_accuracy']:.4f} | {h['mean_cosine_positive']:.3f} / "
+                f"{h['mean_cosine_tier']:.3f} |"
+            )
+    return lines
+
+
 def label_counts(table: pa.Table) -> dict[str, int]:
     """Rows per label of a corpus table (for quick checks)."""
     vc = pc.value_counts(table.column("label")).to_pylist()
@@ -455,7 +583,13 @@ SPEC = Stage(
     per="global",
     one_to_one=True,
     settings=CorpusConfig,
-    inputs={"positives": POSITIVES_SCHEMA, "negatives": NEGATIVES_SCHEMA, "topics": None},
+    inputs={
+        "positives": POSITIVES_SCHEMA,
+        "negatives": NEGATIVES_SCHEMA,
+        "topics": None,
+        "divergences": DIVERGENCES_SCHEMA,
+        "mined": MINED_SCHEMA,
+    },
     outputs={"out": CORPUS_SCHEMA},
     run=build_corpus,
 )

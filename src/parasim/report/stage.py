@@ -8,6 +8,9 @@ up to it), then the stage's other counts. Timings and figures stay out, and so d
 what a shared cache saved (:attr:`parasim.stages.Stage.cache_counts`: they depend on the order the
 jobs ran in and on earlier runs, not on the data), so two runs of one config on one input give the
 same report, whatever their caches held and wherever their jobs ran.
+
+After the sites' rows come the corpus's hardness figures (:func:`hardness_rows`: site ``all``,
+stage ``corpus``): how well the untrained encoder tells the positives from each tier.
 """
 
 from __future__ import annotations
@@ -22,7 +25,14 @@ from parasim import stages
 from parasim.spec import Stage
 from parasim.stats import Stats
 
-__all__ = ["site_yield", "stats_path", "write_report", "yield_metrics", "yield_table"]
+__all__ = [
+    "hardness_rows",
+    "site_yield",
+    "stats_path",
+    "write_report",
+    "yield_metrics",
+    "yield_table",
+]
 
 
 def stats_path(stage: Stage, stats_root: str | os.PathLike) -> Path:
@@ -100,6 +110,26 @@ def yield_table(stats_root: str | os.PathLike, sites: Sequence[str]) -> list[dic
     return rows
 
 
+def hardness_rows(stats_root: str | os.PathLike) -> list[dict[str, Any]]:
+    """The corpus's hardness figures (``build_corpus.json``'s ``hardness``: each tier's ROC AUC
+    and best-threshold accuracy for the untrained encoder, all partitions and each), as rows of
+    site ``all``, stage ``corpus``; none before the corpus is built or when it was not measured."""
+    path = Path(stats_root) / "build_corpus.json"
+    if not path.exists():
+        return []
+    hard = Stats.read(path).figures.get("hardness") or {}
+    rows = []
+    groups = [("all", hard.get("all") or {}), *sorted((hard.get("partitions") or {}).items())]
+    for part, tiers in groups:
+        for tier, h in tiers.items():
+            for key in ("roc_auc", "best_accuracy", "pairs"):
+                rows.append(
+                    {"site": "all", "stage": "corpus",
+                     "metric": f"hardness.{part}.{tier}.{key}", "value": h[key]}
+                )  # fmt: skip
+    return rows
+
+
 def write_report(
     stats_root: str | os.PathLike,
     sites: Sequence[str],
@@ -114,6 +144,7 @@ def write_report(
     import matplotlib.pyplot as plt
 
     rows = yield_table(stats_root, sites)
+    rows += hardness_rows(stats_root)
     Path(tsv).parent.mkdir(parents=True, exist_ok=True)
     with open(tsv, "w", encoding="utf-8") as fh:
         fh.write("site\tstage\tmetric\tvalue\n")
@@ -121,7 +152,7 @@ def write_report(
             fh.write(f"{r['site']}\t{r['stage']}\t{r['metric']}\t{r['value']}\n")
     Path(json_path).write_text(json.dumps(rows, indent=1) + "\n", encoding="utf-8")
 
-    funnel = [r for r in rows if r["metric"].startswith("funnel: ")]
+    funnel = [r for r in rows if r["metric"].startswith("funnel: ")]  # per site
     labels = [stage.label for stage in stages.FUNNEL if stage.metric]
     fig, ax = plt.subplots(figsize=(8, 0.6 + 0.9 * len(labels)))
     height = 0.8 / max(1, len(sites))

@@ -21,7 +21,13 @@ import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
 #: Corpus ``source`` values -> the scores' ``source``.
-_CORPUS_SOURCE = {"aligned": "positive", "lda-negative": "negative"}
+#: (a synthetic divergent row is a divergences-stage row, scored when `scores.inputs` has them;
+#: a mined one has no score row)
+_CORPUS_SOURCE = {
+    "aligned": "positive",
+    "lda-negative": "negative",
+    "synthetic-divergence": "divergence",
+}
 #: Score-table columns that the corpus / divergences already have, left out of the join.
 _KEY_COLUMNS = ("id", "source", "site", "pair_id", "label", "type", "en_text", "other_text")
 

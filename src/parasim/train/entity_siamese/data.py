@@ -81,6 +81,10 @@ def read_pairs(
             f"the score shards have no {', '.join(missing)} column: the entity features of the "
             "scores stage are missing (scores.entities)"
         )
+    if "grade" in ds.column_names:  # seed 001's binary rows: the divergent grade left out
+        n = len(ds)
+        ds = ds.filter(lambda g: g != "divergent", input_columns="grade")
+        counts["rows_divergent_left_out"] += n - len(ds)
     cols = ds.select_columns(
         ["sentence1", "sentence2", "label", "lang_pair", "other_en", "fold", *features]
     ).to_dict()

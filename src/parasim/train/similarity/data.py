@@ -15,13 +15,20 @@ COLUMNS = ("sentence1", "sentence2", "label", "lang_pair", "partition", "fold")
 
 
 def read_split(corpus_dir: str | os.PathLike, partition: str, split: str) -> Split:
-    """One partition's ``train`` or ``test`` split through `datasets` (empty when absent)."""
+    """One partition's ``train`` or ``test`` split through `datasets` (empty when absent): its
+    equivalent and unrelated rows, seed 001's binary protocol (the divergent grade is left out)."""
     from parasim.train.core.data import load_parquet
 
     files = sorted((Path(corpus_dir) / "data" / partition).glob(f"{split}-*.parquet"))
     if not files:
         return Split([], [], [], [], [])
-    ds = load_parquet(files, COLUMNS, streaming=False)
+    import pyarrow.parquet as pq
+
+    # seed 001's binary protocol: the equivalent and unrelated rows, not the divergent grade
+    graded = "grade" in pq.read_schema(files[0]).names
+    ds = load_parquet(files, [*COLUMNS, "grade"] if graded else COLUMNS, streaming=False)
+    if graded:
+        ds = ds.filter(lambda g: g != "divergent", input_columns="grade")
     if len(ds) == 0:
         return Split([], [], [], [], [])
     cols = ds.to_dict()

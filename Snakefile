@@ -26,6 +26,7 @@ include: "workflow/rules/translate.smk"
 include: "workflow/rules/align.smk"
 include: "workflow/rules/clean.smk"
 include: "workflow/rules/divergences.smk"
+include: "workflow/rules/mine.smk"
 include: "workflow/rules/negatives.smk"
 include: "workflow/rules/scores.smk"
 include: "workflow/rules/report.smk"
@@ -33,6 +34,7 @@ include: "workflow/rules/train.smk"
 include: "workflow/rules/similarity.smk"
 include: "workflow/rules/align_encoder.smk"
 include: "workflow/rules/entity_siamese.smk"
+include: "workflow/rules/graded_encoder.smk"
 include: "workflow/rules/models_table.smk"
 
 
@@ -61,6 +63,7 @@ rule all:
         f"{S3BERT_DIR}/metrics.json",
         "results/models/similarity.done",
         f"{ENTITY_DIR}/metrics.json",
+        f"{GRADED_DIR}/metrics.json",
         ALIGNED_DIR,
         "results/models/README.md",
 

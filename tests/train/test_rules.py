@@ -12,7 +12,13 @@ import pytest
 
 ROOT = Path(__file__).resolve().parents[2]
 #: The rule files of the model families (workflow/rules/).
-RULE_FILES = ("train.smk", "similarity.smk", "align_encoder.smk", "entity_siamese.smk")
+RULE_FILES = (
+    "train.smk",
+    "similarity.smk",
+    "align_encoder.smk",
+    "entity_siamese.smk",
+    "graded_encoder.smk",
+)
 #: Former command names, kept as aliases of the rules' names.
 ALIASES = {
     "train-ranker": "train-divergence-ranker",
@@ -56,6 +62,7 @@ def test_the_rule_files_hold_every_training_rule():
         "train_divergence_ranker", "eval_divergence_ranker", "train_s3bert", "train_similarity",
         "eval_similarity_msrp", "similarity_report", "align_encoder_wordpairs",
         "train_align_encoder", "eval_align_encoder", "train_entity_siamese",
+        "train_graded_encoder",
     }  # fmt: skip
 
 

@@ -71,7 +71,8 @@ def fixture_site(work: Path) -> dict:
         "select": {"band": [0.1, 0.9]},
     }
     # 3 of 8 page pairs a partition in test (2 would rarely give them negatives of one topic)
-    cfg["corpus"] = {"test_fraction": 0.4, "folds": 3}
+    # the grades' hardness is measured with the untrained e5 on the shipped run, not here
+    cfg["corpus"] = {"test_fraction": 0.4, "folds": 3, "hardness": {"encoder": None}}
     cfg["divergences"] = {"lm": "none"}
     cfg["train"] = tiny_train_section(work.parent / "tiny-bert")
     # every score but the embedding cosine; label vectors without a model (seconds, not minutes)
@@ -88,7 +89,8 @@ FIXTURE_RUN = ("--max-threads", "1")
 
 def tiny_train_section(model_dir: Path) -> dict:
     """`train:` for the tests: every model of `rule all` (divergence ranker, S3BERT, the
-    similarity models, the aligned encoder, the entity-enriched Siamese model) on a tiny random
+    similarity models, the aligned encoder, the entity-enriched Siamese model, the graded
+    encoder) on a tiny random
     character-level BERT (tests/conftest.py), a few steps each: seconds instead of the shipped
     run's minutes."""
     from conftest import make_tiny_bert
@@ -111,10 +113,11 @@ def tiny_train_section(model_dir: Path) -> dict:
         "model": tiny, "prefix": "", "max_steps": 3, "mlp_epochs": 2, "sts_max_pairs": 20,
         "silver": True, "silver_max_pairs": 20,
     }  # fmt: skip
+    graded = {"model": tiny, "prefix": "", "max_steps": 3, "batch_size": 4, "sts_max_pairs": 20}
     return {
         "checkpoint_every": 3, "log_every": 1, "dtype": "float32", "divergence_ranker": ranker,
         "s3bert": s3bert, "similarity": similarity, "align_encoder": aligned,
-        "entity_siamese": entity,
+        "entity_siamese": entity, "graded": graded,
     }  # fmt: skip
 
 

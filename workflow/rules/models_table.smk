@@ -8,6 +8,7 @@ MODEL_METRICS = [
         f"{SIM_MODELS}/metrics.json", encoder=SIM_ENCODERS, partition=SIM_PARTITIONS
     ),
     f"{ENTITY_DIR}/metrics.json",
+    f"{GRADED_DIR}/metrics.json",
 ]
 
 

@@ -35,12 +35,20 @@ AGGREGATIONS = {"union": 1, "pairwise_union": 2, "intersection": 3}
 SOME = "some_meaning_difference"
 
 
+#: REFreSD dev's sentence labels, in its folder.
+SENTENCE_LABELS = "sentence_labels.dev.tsv"
+
+
 def read_refresd(data: str | os.PathLike) -> list[dict]:
     """REFreSD dev sentence pairs of ``<data>/refresd/sentence_labels.dev.tsv``: ``binary``
     (equivalent/divergent), ``label`` (3 classes), ``en``, ``fr``."""
+    return read_sentence_labels(Path(data) / "refresd" / SENTENCE_LABELS)
+
+
+def read_sentence_labels(path: str | os.PathLike) -> list[dict]:
+    """The rows of one REFreSD sentence-label file (:func:`read_refresd`'s, from any folder)."""
     rows = []
-    path = Path(data) / "refresd" / "sentence_labels.dev.tsv"
-    for line in path.read_text(encoding="utf-8").splitlines():
+    for line in Path(path).read_text(encoding="utf-8").splitlines():
         if not line.strip() or line.startswith("#"):
             continue
         binary, label, en, fr = line.split("\t")

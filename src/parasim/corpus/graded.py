@@ -28,7 +28,7 @@ from typing import Any
 import numpy as np
 import pyarrow as pa
 
-from parasim.mine.diff import differences
+from parasim.mine.diff import differences, span_structs
 from parasim.partition import DivergentSettings, seeded_key
 
 log = logging.getLogger(__name__)
@@ -82,10 +82,6 @@ def mined_rows(mined: pa.Table | None) -> dict[str, list[dict]]:
     return by_positive
 
 
-def _spans(spans: Sequence[tuple[int, int]]) -> list[dict]:
-    return [{"start": s, "end": e} for s, e in spans]
-
-
 def divergent_rows(
     final: Sequence[dict],
     divergences: pa.Table | None,
@@ -93,8 +89,9 @@ def divergent_rows(
     splits: Mapping[str, tuple[str, int | None]],
     cfg: DivergentSettings,
     dropped: Counter,
-) -> list[dict]:
-    """The divergent tier of a corpus whose positives and negatives are ``final``.
+) -> tuple[list[dict], int]:
+    """The divergent tier of a corpus whose positives and negatives are ``final``, and the
+    candidate rows read for it (each one a row out or a drop counted in ``dropped``).
 
     Args:
         final: the corpus rows of the other grades (split, fold and partition set).
@@ -111,11 +108,14 @@ def divergent_rows(
     for r in parents.values():
         english_splits[normalize(r["sentence1"])].add(r["split"])
     out: list[dict] = []
+    synthetic = synthetic_rows(divergences) if cfg.synthetic else []
+    by_positive = mined_rows(mined) if cfg.mined else {}
+    n_in = len(synthetic) + sum(map(len, by_positive.values()))
 
     def other_split(sentence1: str, split: str) -> bool:
         return bool(english_splits.get(normalize(sentence1), {split}) - {split})
 
-    for d in synthetic_rows(divergences) if cfg.synthetic else []:
+    for d in synthetic:
         parent = parents.get(d["seed_id"])
         if parent is None:
             dropped["divergent_parent_not_in_corpus"] += 1
@@ -133,12 +133,12 @@ def divergent_rows(
             **{k: parent[k] for k in ("pair_id", "pair_id2", "url1", "url2", "idx1", "idx2")},
             divergence_type=d["type"],
             diff_side=side,
-            diff_spans=_spans(diff.b_spans),
+            diff_spans=span_structs(diff.b_spans),
             diff_kind=diff.kind or "other",
             mined_similarity=None,
         )
         out.append(row)
-    for pid, cands in mined_rows(mined).items() if cfg.mined else []:
+    for pid, cands in by_positive.items():
         parent = parents.get(pid)
         if parent is None:
             dropped["divergent_parent_not_in_corpus"] += len(cands)
@@ -170,24 +170,24 @@ def divergent_rows(
             )
             out.append(row)
             taken += 1
-    return out
+    return out, n_in
 
 
 def _auc(pos: np.ndarray, neg: np.ndarray) -> float:
-    """ROC AUC of scores ``pos`` above ``neg`` (Mann-Whitney, ties counted half)."""
-    scores = np.concatenate([pos, neg])
-    order = scores.argsort(kind="mergesort")
-    ranks = np.empty(len(scores))
-    sorted_scores = scores[order]
-    i = 0
-    while i < len(scores):  # average ranks of ties
-        j = i
-        while j + 1 < len(scores) and sorted_scores[j + 1] == sorted_scores[i]:
-            j += 1
-        ranks[order[i : j + 1]] = (i + j) / 2 + 1
-        i = j + 1
-    r_pos = ranks[: len(pos)].sum()
+    """ROC AUC of scores ``pos`` above ``neg`` (Mann-Whitney U, ties at their average rank)."""
+    from scipy.stats import rankdata
+
+    r_pos = rankdata(np.concatenate([pos, neg]))[: len(pos)].sum()
     return float((r_pos - len(pos) * (len(pos) + 1) / 2) / (len(pos) * len(neg)))
+
+
+def hardness_groups(hard: Mapping[str, Any]) -> list[tuple[str, Mapping[str, Any]]]:
+    """A corpus's hardness figures (``corpus_stats.json``'s ``hardness``) as ``(partition,
+    {tier: figures})``: the whole corpus (``all``) first, then each partition; the card and the
+    yield report print them so."""
+    if not hard.get("all"):
+        return []
+    return [("all", hard["all"]), *sorted((hard.get("partitions") or {}).items())]
 
 
 def _best_accuracy(pos: np.ndarray, neg: np.ndarray) -> tuple[float, float]:

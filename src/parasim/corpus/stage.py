@@ -38,7 +38,7 @@ from parasim.corpus.graded import (
     UNRELATED,
     divergent_rows,
     hardness,
-    synthetic_rows,
+    hardness_groups,
 )
 from parasim.io import (
     CORPUS_SCHEMA,
@@ -331,10 +331,9 @@ def build_corpus(
     kept, cross_fold = _split(rows, splits, dropped)
     final, unbalanced = _balance(kept, cfg, dropped)
     # the divergent grade beside the balanced positives and negatives (not balanced against)
-    n_divergent_in = (len(synthetic_rows(divergences)) if cfg.divergent.synthetic else 0) + (
-        mined.num_rows if mined is not None and cfg.divergent.mined else 0
+    divergent, n_divergent_in = divergent_rows(
+        final, divergences, mined, splits, cfg.divergent, dropped
     )
-    divergent = divergent_rows(final, divergences, mined, splits, cfg.divergent, dropped)
     final = _merge_cells(final, divergent)
     shards, counts = _write_shards(final, out_dir, cfg)
     hard = _hardness(final, cfg, encoder)
@@ -542,7 +541,8 @@ def write_card(out_dir: str | os.PathLike, stats: Mapping[str, Any]) -> Path:
 
 def hardness_lines(hard: Mapping[str, Any]) -> list[str]:
     """The card's table of each tier's hardness for the untrained encoder."""
-    if not hard.get("all"):
+    groups = hardness_groups(hard)
+    if not groups:
         return []
     lines = [
         "",
@@ -557,7 +557,6 @@ def hardness_lines(hard: Mapping[str, Any]) -> list[str]:
         "| partition | tier | pairs | ROC AUC | best accuracy | mean cosine, positives / tier |",
         "|---|---|---:|---:|---:|---:|",
     ]
-    groups = [("all", hard["all"]), *sorted((hard.get("partitions") or {}).items())]
     for part, tiers in groups:
         for tier, h in tiers.items():
             lines.append(

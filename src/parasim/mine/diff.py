@@ -97,6 +97,11 @@ class Diff:
     kind: str | None  # None when the two have the same tokens
 
 
+def span_structs(spans: Sequence[tuple[int, int]]) -> list[dict[str, int]]:
+    """Character spans as the schemas' ``{"start", "end"}`` structs."""
+    return [{"start": s, "end": e} for s, e in spans]
+
+
 def tokens(text: str) -> list[tuple[str, int, int]]:
     """``(token, start, end)`` of every token of ``text``."""
     return [(m.group(), m.start(), m.end()) for m in _TOKEN.finditer(text)]

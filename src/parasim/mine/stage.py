@@ -40,7 +40,7 @@ the corpus takes the first whose page pair is in the positive's split.
 from __future__ import annotations
 
 import logging
-from collections import defaultdict
+from collections import Counter, defaultdict
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -53,7 +53,7 @@ from ..config import Settings
 from ..io import MINED_SCHEMA, POSITIVES_SCHEMA, rows_to_table, stable_id
 from ..spec import Stage
 from ..stats import Recorder
-from .diff import content_tokens, differences
+from .diff import content_tokens, differences, span_structs
 
 log = logging.getLogger(__name__)
 
@@ -295,8 +295,8 @@ def describe(
                     "similarity": sim,
                     "partner_similarity": float(partner_sims[i]),
                     "kind": d.kind or "other",
-                    "spans": [{"start": x, "end": y} for x, y in d.b_spans],
-                    "partner_spans": [{"start": x, "end": y} for x, y in d.a_spans],
+                    "spans": span_structs(d.b_spans),
+                    "partner_spans": span_structs(d.a_spans),
                 }
             )
     return rows
@@ -349,8 +349,7 @@ def mine_divergences(
             chosen = screen(pool, sims, idx, s, rec)
         with rec.time("describe"):
             rows += describe(pool, chosen, np.einsum("ij,ij->i", en, other))
-    for r in rows:
-        rec.count("kinds", {r["kind"]: 1})
+    rec.count("kinds", dict(Counter(r["kind"] for r in rows)))
     rec.rows_out += len(rows)
     rows.sort(key=lambda r: (r["positive_id"], r["rank"]))
     log.info("mined %d divergences from %d positives", len(rows), positives.num_rows)

@@ -117,10 +117,10 @@ def hardness_rows(stats_root: str | os.PathLike) -> list[dict[str, Any]]:
     path = Path(stats_root) / "build_corpus.json"
     if not path.exists():
         return []
-    hard = Stats.read(path).figures.get("hardness") or {}
+    from parasim.corpus.graded import hardness_groups
+
     rows = []
-    groups = [("all", hard.get("all") or {}), *sorted((hard.get("partitions") or {}).items())]
-    for part, tiers in groups:
+    for part, tiers in hardness_groups(Stats.read(path).figures.get("hardness") or {}):
         for tier, h in tiers.items():
             for key in ("roc_auc", "best_accuracy", "pairs"):
                 rows.append(

@@ -353,10 +353,14 @@ def test_global_stages_split_per_partition_write_what_one_job_writes(site_run, t
         *sections,
     ])  # fmt: skip
     clean = [str(p) for p in sorted(res.glob("stats/clean_positives/*.json"))]
+    # the divergent grade's inputs are the run's own (per shard and per site, not partitioned)
+    divergences = [str(p) for p in sorted(res.glob("divergences/*/*.parquet"))]
+    mined = [str(p) for p in sorted(res.glob("mined/*.parquet"))]
+    assert divergences and mined, "the fixture run writes both divergent sources"
     main([
         "build-corpus", "--positives", *positives, "--negatives", str(one / "negatives.parquet"),
         "--topics", str(one / "topics"), "--clean-stats", *clean, "--out", str(one / "corpus"),
-        *sections,
+        "--divergences", *divergences, "--mined", *mined, *sections,
     ])  # fmt: skip
     same = [
         "topics/doc_topics.parquet",

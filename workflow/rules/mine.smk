@@ -13,7 +13,7 @@ rule mine_divergences:
     input:
         positives=shard_files("positives"),
         static=MINE_STATIC_INPUT,
-        code=code("mine"),
+        code=code("mine", "knn"),
     output:
         mined="results/mined/{site}.parquet",
         stats="results/stats/mine_divergences/{site}.json",

@@ -51,6 +51,7 @@ import pyarrow as pa
 from .. import explain
 from ..config import Settings
 from ..io import MINED_SCHEMA, POSITIVES_SCHEMA, rows_to_table, stable_id
+from ..knn import unit_rows as _unit
 from ..spec import Stage
 from ..stats import Recorder
 from .diff import content_tokens, differences, span_structs
@@ -129,10 +130,6 @@ def pools(positives: pa.Table) -> list[Pool]:
     return out
 
 
-def _unit(x: np.ndarray) -> np.ndarray:
-    return x / np.maximum(np.linalg.norm(x, axis=1, keepdims=True), 1e-12)
-
-
 def embed(pool: Pool, encoder: Encoder, center: bool = False) -> tuple[np.ndarray, np.ndarray]:
     """Unit vectors of the pool's English sides and of its other sides (float32); with
     ``center``, each side's mean over the pool subtracted first (a mean-pooled static vector
@@ -189,26 +186,13 @@ def neighbours(
 ) -> tuple[np.ndarray, np.ndarray]:
     """The ``s.neighbours`` rows of ``base`` nearest each query (inner product, best first):
     similarities and indices (-1 where the pool is smaller)."""
-    import faiss
+    from parasim.knn import nearest
 
-    k = min(s.neighbours + 1, base.shape[0])  # +1: the positive's own partner is one of them
-    dim = base.shape[1]
-    if base.shape[0] <= s.exact_max:
-        index = faiss.IndexFlatIP(dim)
-        index.add(np.ascontiguousarray(base))
-        rec.count("pools_exact")
-    else:
-        threads = faiss.omp_get_max_threads()
-        faiss.omp_set_num_threads(1)  # HNSW insertion order decides the graph: one thread
-        try:
-            index = faiss.IndexHNSWFlat(dim, s.hnsw_m, faiss.METRIC_INNER_PRODUCT)
-            index.hnsw.efConstruction = max(40, s.hnsw_ef)
-            index.add(np.ascontiguousarray(base))
-        finally:
-            faiss.omp_set_num_threads(threads)
-        index.hnsw.efSearch = max(s.hnsw_ef, k)
-        rec.count("pools_hnsw")
-    sims, idx = index.search(np.ascontiguousarray(queries), k)
+    # +1: the positive's own partner is one of them
+    sims, idx, how = nearest(
+        queries, base, s.neighbours + 1, exact_max=s.exact_max, hnsw_m=s.hnsw_m, hnsw_ef=s.hnsw_ef
+    )
+    rec.count(f"pools_{how}")
     return sims, idx
 
 

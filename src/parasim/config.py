@@ -201,6 +201,7 @@ class SiteConfig:
     one_to_one: bool = False
     aliases: tuple[str, ...] = ()
     link_attributes: tuple[str, ...] = ()
+    language_attributes: tuple[str, ...] = ()
     max_pages: int = 5000
     max_depth: int = 20
     max_bytes: int = 5_000_000
@@ -250,6 +251,7 @@ class SiteConfig:
             one_to_one=pairing.get("one_to_one", cls.one_to_one),
             aliases=tuple(d.get("aliases", ())),
             link_attributes=tuple(d.get("link_attributes", ())),
+            language_attributes=tuple(pairing.get("language_attributes", ())),
             max_pages=limits.get("max_pages", cls.max_pages),
             max_depth=limits.get("max_depth", cls.max_depth),
             max_bytes=limits.get("max_bytes", cls.max_bytes),

@@ -3,6 +3,7 @@
 # comes from the one list of stages, parasim.stages.
 
 import json
+import shlex
 import os
 import re
 import sys
@@ -57,6 +58,33 @@ def site_json(wildcards):
 def section_json(name):
     """A top-level config section as JSON, for `parasim <stage> --settings-json`."""
     return json.dumps(config[name], sort_keys=True)
+
+
+def pairs_by_content(wildcards):
+    """Whether the site's pairing.evidence holds content."""
+    site = next(s for s in config["sites"] if s["name"] == wildcards.site)
+    return "content" in site.get("pairing", {}).get("evidence", ())
+
+
+def content_input(wildcards):
+    """The static encoder's build record, for a site that pairs by content with it."""
+    static = config["content_pairing"]["encoder"] in ("e5-static", "static")
+    return (
+        ["results/models/static-encoder/build.json"]
+        if static and pairs_by_content(wildcards)
+        else []
+    )
+
+
+def content_args(wildcards):
+    """`--content-json` and `--align-json` for a site that pairs by content, else nothing: the
+    other sites' pairing does not read those sections, nor reruns when they change."""
+    if not pairs_by_content(wildcards):
+        return ""
+    return " ".join(
+        f"--{flag} {shlex.quote(section_json(name))}"
+        for flag, name in (("content-json", "content_pairing"), ("align-json", "align"))
+    )
 
 
 def code(*modules):

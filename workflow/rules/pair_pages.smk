@@ -1,8 +1,10 @@
 rule pair_pages:
-    """Find each page's counterpart (hreflang, language toggle, URL rewrites); split into shards."""
+    """Find each page's counterpart (hreflang, language toggle, URL rewrites, content); split
+    into shards."""
     input:
         pages="results/pages/{site}",
-        code=code("pair", "clean/langid"),
+        static=content_input,
+        code=code("pair", "clean/langid", "knn"),
     output:
         pairs=expand("results/pairs/{{site}}/{shard}.parquet", shard=SHARDS),
         stats="results/stats/pair_pages/{site}.json",
@@ -20,9 +22,11 @@ rule pair_pages:
         site=site_json,
         shards=config["shards"],
         untranslated=json.dumps(config["clean"]["untranslated_pages"], sort_keys=True),
+        content=content_args,
     shell:
         "parasim pair-pages --pages {input.pages} --site-json {params.site:q} --shards {params.shards}"
         " --untranslated-json {params.untranslated:q}"
+        " {params.content}"
         " --out {output.pairs} --stats {output.stats} > {log} 2>&1"
 
 

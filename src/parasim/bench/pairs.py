@@ -3,6 +3,8 @@
 Run ``parasim bench pairs [DATA_DIR]`` (default ``../shared/data``): it prints pairing
 precision/recall against the gold for each evidence policy, the pairing parse speed, and the
 parse stage's speed and equal-line share with and without a main-content selector.
+``parasim bench pairs --content [DATA_DIR]`` scores content evidence (``pairing.evidence:
+content``) alone and with the link kinds on WET and on the two-host canada-design site.
 """
 
 from __future__ import annotations
@@ -171,13 +173,128 @@ def benchmark_wet(data_dir: str | Path, repeats: int = 3) -> dict:
     return out
 
 
+CANADA_HOSTS = ("design.canada.ca", "conception.canada.ca")
+
+
+def _dir_index(url: str) -> str:
+    """``X/`` as ``X/index.html`` (the gold lists' convention)."""
+    return url + "index.html" if url.endswith("/") else url
+
+
+def read_url_gold(gold_tsv: str | Path) -> set[tuple[str, str]]:
+    """Gold (en_url, other_url) pairs from a TSV of absolute URLs (header row skipped)."""
+    with open(gold_tsv, encoding="utf-8", newline="") as fh:
+        return {
+            (_dir_index(row[0].strip()), _dir_index(row[1].strip()))
+            for row in csv.reader(fh, delimiter="\t")
+            if len(row) >= 2 and row[0].strip().startswith("http")
+        }
+
+
+def judged_metrics(pairs: pa.Table, gold: set[tuple[str, str]]) -> dict:
+    """Precision and recall against a gold list that holds only some of the site's pairs:
+    ``precision`` counts every pair not in the gold as wrong; ``judged_precision`` only the
+    pairs one of whose pages the gold pairs otherwise (a pair of two pages the gold does not
+    know is not judged)."""
+    pred = {
+        (_dir_index(a), _dir_index(b))
+        for a, b in zip(
+            pairs.column("en_url").to_pylist(), pairs.column("other_url").to_pylist(), strict=True
+        )
+    }
+    tp = pred & gold
+    en, other = {a for a, _ in gold}, {b for _, b in gold}
+    judged = {p for p in pred if p[0] in en or p[1] in other}
+    return {
+        "precision": len(tp) / len(pred) if pred else 0.0,
+        "judged_precision": len(tp) / len(judged) if judged else 0.0,
+        "recall": len(tp) / len(gold) if gold else 0.0,
+        "tp": len(tp),
+        "n_pred": len(pred),
+        "n_judged": len(judged),
+        "n_gold": len(gold),
+    }
+
+
+def benchmark_content(data_dir: str | Path, settings: dict | None = None) -> dict:
+    """Print and return content pairing figures: content alone, the link kinds alone, both,
+    on WET and canada-design (both hosts' folders read as one site)."""
+    from parasim.config import SiteConfig
+    from parasim.pair import pair_pages
+    from parasim.pair.content import ContentPairingSettings, load_content_encoder
+    from parasim.stats import Recorder
+
+    data = Path(data_dir) / "sites"
+    cs = ContentPairingSettings.from_config(settings)
+    c0 = time.process_time()
+    encoder = load_content_encoder(cs)
+    print(f"encoder {cs.encoder}: loaded in {time.process_time() - c0:.1f} CPU-s")
+    canada = data / "canada-design"
+    cases = {
+        "wet-boew": (
+            lambda: pages_from_dir(data / "wet-boew" / "site", WET_ORIGIN),
+            lambda: read_gold(data / "wet-boew" / "pairs_en_fr.tsv", WET_ORIGIN),
+            lambda ev: wet_site(ev),
+        ),
+        "canada-design": (
+            lambda: pa.concat_tables(
+                [pages_from_dir(canada / h, f"https://{h}") for h in CANADA_HOSTS]
+            ),
+            lambda: read_url_gold(canada / "gold_en_fr.tsv"),
+            lambda ev: SiteConfig(
+                name="canada-design",
+                domain="government",
+                languages=("en", "fr"),
+                start_urls=(f"https://{CANADA_HOSTS[0]}/",),
+                allowed_domains=CANADA_HOSTS,
+                main_selector="main",
+                evidence=ev,
+            ),
+        ),
+    }
+    policies = [("content",), ("hreflang", "toggle", "rewrite")]
+    policies += [("hreflang", "toggle", "rewrite", "content")]
+    out: dict = {}
+    for name, (load_pages, load_gold, make_site) in cases.items():
+        if not (data / name).is_dir():
+            print(f"{name}: not in {data}, skipped")
+            continue
+        pages, gold = load_pages(), load_gold()
+        for evidence in policies:
+            rec = Recorder("pair", site=name)
+            c0 = time.process_time()
+            pairs = pair_pages(
+                pages, make_site(evidence), 2, rec=rec, content=settings, encoder=encoder
+            )
+            cpu = time.process_time() - c0
+            m = judged_metrics(pairs, gold)
+            counts = rec.stats().counts
+            print(
+                f"{name} evidence={','.join(evidence)}: pairs={m['n_pred']} "
+                f"P={m['precision']:.4f} judged P={m['judged_precision']:.4f} "
+                f"({m['n_judged']} judged) R={m['recall']:.4f} ({m['tp']}/{m['n_gold']}) "
+                f"CPU {cpu:.1f} s; content pairs {counts.get('content_pairs')}, confirmed "
+                f"{counts.get('content_confirmed')}, disagree {counts.get('content_disagrees')}"
+            )
+            out[f"{name}:{','.join(evidence)}"] = m | {"cpu_s": round(cpu, 2)}
+    return out
+
+
 def main(argv: list[str] | None = None) -> None:
-    """Command line: ``parasim bench pairs [DATA_DIR] [--repeats N]``."""
+    """Command line: ``parasim bench pairs [DATA_DIR] [--repeats N] [--content [--settings-json
+    J]]``."""
+    import json
+
     ap = argparse.ArgumentParser(prog="parasim bench pairs", description=__doc__)
     ap.add_argument("data_dir", nargs="?", default=str(SHARED_DATA))
     ap.add_argument("--repeats", type=int, default=3)
+    ap.add_argument("--content", action="store_true", help="content evidence on WET, canada-design")
+    ap.add_argument("--settings-json", help="content_pairing settings as JSON (with --content)")
     args = ap.parse_args(argv)
-    benchmark_wet(args.data_dir, repeats=args.repeats)
+    if args.content:
+        benchmark_content(args.data_dir, json.loads(args.settings_json or "{}"))
+    else:
+        benchmark_wet(args.data_dir, repeats=args.repeats)
 
 
 if __name__ == "__main__":

@@ -5,6 +5,7 @@ See :mod:`parasim.pair.stage` for the evidence kinds and how candidates are chos
 
 from parasim.pair.stage import (
     EVIDENCE_KINDS,
+    LINK_KINDS,
     UNPAIRED_REASONS,
     PageLinks,
     clean_url,
@@ -16,6 +17,7 @@ from parasim.pair.stage import (
 
 __all__ = [
     "EVIDENCE_KINDS",
+    "LINK_KINDS",
     "UNPAIRED_REASONS",
     "PageLinks",
     "clean_url",

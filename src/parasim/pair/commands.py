@@ -32,9 +32,18 @@ def cmd_pair(args: argparse.Namespace) -> None:
         if args.untranslated_json
         else None
     )
+    content = json.loads(args.content_json) if args.content_json else None
+    static = (json.loads(args.align_json) or {}).get("static") if args.align_json else None
     with stage_job("pair", args.stats, site=site.name) as rec:
         pairs = pair_pages(
-            pages, site, args.shards, rec=rec, one_to_one=site.one_to_one, untranslated=untranslated
+            pages,
+            site,
+            args.shards,
+            rec=rec,
+            one_to_one=site.one_to_one,
+            untranslated=untranslated,
+            content=content,
+            static=static,
         )
         for i, out in enumerate(args.out):  # no pair at all: every shard is a valid empty table
             write_table(pairs.filter(pc.equal(pairs.column("shard"), i)), out)
@@ -52,4 +61,12 @@ def register(add: Callable[..., argparse.ArgumentParser], site_opts: Callable) -
         "--untranslated-json",
         help="clean.untranslated_pages settings as JSON: measure page languages and leave out "
         "untranslated page pairs (default: not measured)",
+    )
+    sp.add_argument(
+        "--content-json",
+        help="content_pairing settings as JSON, for a site whose evidence holds content "
+        "(default: the schema's)",
+    )
+    sp.add_argument(
+        "--align-json", help="align settings as JSON: align.static, for the e5-static encoder"
     )

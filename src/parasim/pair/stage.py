@@ -6,9 +6,15 @@ Evidence kinds (a site's ``pairing.evidence`` selects which count):
 - ``toggle``: language-toggle links, ``<a hreflang=..>`` or ``<a lang=..>`` in the body. When a page
   has such links inside a language switcher (an ancestor whose id/class/aria-label names a language
   menu, e.g. WET's ``#wb-lng``), only those count for that language: a body link such as
-  "French version of the report" elsewhere on the page is not the page's toggle;
+  "French version of the report" elsewhere on the page is not the page's toggle. A site's
+  ``pairing.language_attributes`` adds the links held in those attributes of any element
+  (``<x-header lang-href="/fr/a-propos/">``: web components have no ``<a>``);
 - ``rewrite``: the site's URL rewrites (``{"en": "-en.html", "fr": "-fr.html"}``: the last
-  occurrence of the English substring in the English URL is replaced by the other language's).
+  occurrence of the English substring in the English URL is replaced by the other language's);
+- ``content``: what the pages say (:mod:`parasim.pair.content`): the pages that the link kinds
+  leave unpaired are paired by mutual best match of their content, with a margin; the link pairs
+  are checked against it (``content`` among the kinds of a pair it confirms, ``content_disagrees:
+  <URL>`` in the evidence of a pair it contradicts, naming the page it prefers).
 
 Evidence is read from both sides: the English page pointing at its counterpart (forward) and the
 counterpart pointing back at the English page with ``hreflang="en"`` (back). Links are resolved
@@ -55,9 +61,13 @@ from parasim.io import PAGES_SCHEMA, PAIRS_SCHEMA, rows_to_table, shard_of, stab
 from parasim.spec import Stage
 from parasim.stats import Recorder
 
+from .content import ContentPairingSettings
+
 log = logging.getLogger(__name__)
 
-EVIDENCE_KINDS = ("hreflang", "toggle", "rewrite")
+#: The kinds read from a page's links and URL; the probe measures these.
+LINK_KINDS = ("hreflang", "toggle", "rewrite")
+EVIDENCE_KINDS = (*LINK_KINDS, "content")
 
 #: Reasons an English page ends up without a counterpart in a language, most informative first.
 UNPAIRED_REASONS = (
@@ -130,12 +140,22 @@ def _in_switcher(el: lxml.html.HtmlElement) -> bool:
     return False
 
 
-def extract_links(html: str | None, base_url: str) -> PageLinks:
+#: The language of a ``language_attributes`` link whose element names none: the page's other
+#: language (the site's one other language for an English page, English for the others).
+OTHER_SIDE = "?"
+
+
+def extract_links(
+    html: str | None, base_url: str, language_attributes: tuple[str, ...] = ()
+) -> PageLinks:
     """Language links of one page, resolved to absolute URLs without fragments.
 
     Args:
         html: the decoded page (None or empty: no links).
         base_url: the URL the page was served from (its ``final_url``).
+        language_attributes: attributes of any element (custom elements included) whose value
+            is the page's counterpart: toggle links, in the language of the element's
+            ``hreflang`` or ``lang``, else :data:`OTHER_SIDE`.
 
     Returns:
         The page's hreflang and toggle links; ``parse_error`` is set when lxml gave up.
@@ -182,6 +202,12 @@ def extract_links(html: str | None, base_url: str) -> PageLinks:
     for lang in sorted(set(strong) | set(loose)):
         for url in strong.get(lang) or loose[lang]:
             out.links.append(("toggle", lang, url))
+    for attr in language_attributes:
+        for el in root.iterfind(f".//*[@{attr}]"):
+            url = resolve(el.get(attr))
+            if url:
+                lang = norm_lang(el.get("hreflang") or el.get("lang")) or OTHER_SIDE
+                out.links.append(("toggle", lang, url))
     return out
 
 
@@ -274,6 +300,8 @@ class _Resolution:
     measured: dict[tuple[int, int], tuple[tuple[str, float], tuple[str, float]]] = field(
         default_factory=dict
     )
+    #: (en page, other page) -> extra evidence entries (``content_disagrees:<URL>``)
+    flags: dict[tuple[int, int], list[str]] = field(default_factory=lambda: defaultdict(list))
 
 
 def _check_input(pages: pa.Table, site: SiteConfig, n_shards: int) -> None:
@@ -397,11 +425,20 @@ def collect_evidence(pg: _Pages, site: SiteConfig) -> _Evidence:
     read_html = bool(evidence & {"hreflang", "toggle"})
     t0 = time.perf_counter()
     for i in pg.docs:
-        found = extract_links(pg.htmls[i], pg.cf[i] or "") if read_html else PageLinks()
+        found = (
+            extract_links(pg.htmls[i], pg.cf[i] or "", site.language_attributes)
+            if read_html
+            else PageLinks()
+        )
         if found.parse_error:
             ev.parse_errors += 1
             log.warning("pair: %s: cannot parse HTML (%s)", pg.urls[i], found.parse_error)
-        links = [(k, lang, u) for k, lang, u in found.links if k in evidence]
+        links = [
+            (k, _other_side(pg, i, site) if lang == OTHER_SIDE else lang, u)
+            for k, lang, u in found.links
+            if k in evidence
+        ]
+        links = [link for link in links if link[1] is not None]
         if "rewrite" in evidence:
             seen = set()
             for base in (pg.cu[i], pg.cf[i]):
@@ -435,6 +472,17 @@ def collect_evidence(pg: _Pages, site: SiteConfig) -> _Evidence:
                 ev.hints[j].add(lang)
     ev.parse_s = time.perf_counter() - t0
     return ev
+
+
+def _other_side(pg: _Pages, i: int, site: SiteConfig) -> str | None:
+    """The language a ``language_attributes`` link of page ``i`` leads to when its element names
+    none: the site's one other language from an English page, English from a page declared in
+    another language; None when that is not clear (undeclared page, several other languages)."""
+    own = pg.declared[i]
+    if own == "en":
+        others = site.other_languages
+        return others[0] if len(others) == 1 else None
+    return "en" if own in site.other_languages else None
 
 
 def score_candidates(
@@ -486,6 +534,56 @@ def resolve_conflicts(valid: list[tuple[int, int, str, _Edge]], one_to_one: bool
         res.taken_other.add(other)
         res.chosen.append((en, other, lang, e))
     return res
+
+
+def pair_by_content(
+    pg: _Pages,
+    ev: _Evidence,
+    res: _Resolution,
+    site: SiteConfig,
+    settings: Any,
+    encoder: Any,
+    rec: Recorder,
+) -> None:
+    """Step 4a (``content`` evidence): pair the pages the links left unpaired by their content,
+    and check the link pairs against it (:mod:`parasim.pair.content`). New pairs join
+    ``res.chosen`` with the evidence kind ``content``."""
+    from .content import match_language, page_content, page_vectors, record_content
+
+    others = sorted(site.other_languages)
+    sel = site.main_text_selector()
+    by_lang: dict[str, list[int]] = defaultdict(list)
+    no_language = 0
+    for i in pg.docs:
+        lang = ev.lang_of(pg, i)
+        if lang == "en" or lang in others:
+            by_lang[lang].append(i)
+        elif lang is None:
+            no_language += 1
+    pages = [i for lang in ["en", *others] for i in by_lang.get(lang, [])]
+    with rec.time("content_read"):
+        url = settings.url_tokens
+        contents = {i: page_content(pg.htmls[i], sel, pg.cf[i] if url else None) for i in pages}
+    with rec.time("content_embed"):
+        vecs = page_vectors([contents[i] for i in pages], encoder) if pages else []
+        vectors = {i: vecs[k] for k, i in enumerate(pages)}
+    results = {}
+    with rec.time("content_match"):
+        for lang in others:
+            links = [(en, o) for en, o, lg, _ in res.chosen if lg == lang]
+            r = match_language(by_lang["en"], by_lang[lang], contents, vectors, links, settings)
+            results[lang] = r
+            for en, o, lg, edge in res.chosen:
+                if lg == lang and (en, o) in r.confirmed:
+                    edge.kinds.add("content")
+            for (en, o), alt in sorted(r.disagree.items()):
+                res.flags[(en, o)].append(f"content_disagrees:{pg.urls[alt]}")
+            for en, o, _score in r.pairs:
+                res.chosen.append((en, o, lang, _Edge(kinds={"content"}, langs={lang})))
+                res.taken_en.add((en, lang))
+                res.taken_other.add(o)
+                res.lost.discard((en, lang))
+    record_content(rec, results, no_language)
 
 
 def find_untranslated(
@@ -566,7 +664,9 @@ def pair_table(pg: _Pages, res: _Resolution, site: SiteConfig, n_shards: int) ->
                 "en_url": pg.urls[en],
                 "other_url": pg.urls[other],
                 "other_lang": lang,
-                "evidence": sorted(e.kinds) + _aliases(pg, en, other),
+                "evidence": sorted(e.kinds)
+                + _aliases(pg, en, other)
+                + res.flags.get((en, other), []),
                 "shard": shard_of(pid, n_shards),
                 **_measured(res, en, other),
             }
@@ -627,11 +727,15 @@ def pair_pages(
     rec: Recorder,
     one_to_one: bool = True,
     untranslated: UntranslatedPagesSettings | Mapping[str, Any] | None = None,
+    content: Mapping[str, Any] | Any | None = None,
+    encoder: Any = None,
+    static: Mapping[str, Any] | None = None,
 ) -> pa.Table:
     """Pair each English page of ``site`` with its counterpart in each other language.
 
     Steps: :func:`index_pages`, :func:`collect_evidence`, :func:`score_candidates`,
-    :func:`resolve_conflicts`, :func:`pair_table`, :func:`count_unpaired`.
+    :func:`resolve_conflicts`, :func:`pair_by_content` (``content`` evidence),
+    :func:`find_untranslated`, :func:`pair_table`, :func:`count_unpaired`.
 
     Args:
         pages: the crawl's pages (:data:`parasim.io.PAGES_SCHEMA`; extra columns are ignored).
@@ -647,6 +751,10 @@ def pair_pages(
             ``*_page_lang`` / ``*_page_share`` columns) and, with ``mode: drop_page``, leave out
             the pairs whose pages are not translated (:func:`find_untranslated`); with
             ``mode: per_line`` they stay and are counted. None: not measured.
+        content: the ``content_pairing`` section, for a site whose evidence holds ``content``
+            (:func:`pair_by_content`; None: the schema's defaults).
+        encoder: texts -> vectors for content pairing; None: the one ``content.encoder`` names.
+        static: the ``align.static`` section, for the ``e5-static`` encoder.
 
     Returns:
         The pairs (:data:`parasim.io.PAIRS_SCHEMA`, sorted by ``(other_lang, en_url)``).
@@ -660,6 +768,14 @@ def pair_pages(
     ev = collect_evidence(pg, site)
     valid = score_candidates(pg, ev, others)
     res = resolve_conflicts(valid, one_to_one)
+    if "content" in site.evidence:
+        from .content import load_content_encoder
+
+        cs = ContentPairingSettings.from_config(content)
+        if encoder is None:
+            with rec.time("content_load"):
+                encoder = load_content_encoder(cs, static)
+        pair_by_content(pg, ev, res, site, cs, encoder, rec)
     untr: list[dict] = []
     if untranslated is not None:
         untranslated = UntranslatedPagesSettings.from_config(untranslated)
@@ -761,6 +877,7 @@ SPEC = Stage(
     # rows in: English pages x other languages; none when the crawl found no English page
     input_from_upstream=False,
     one_to_one=True,
+    settings=ContentPairingSettings,  # content evidence's; the links' live in sites[].pairing
     aliases={"pair-pages": ("pair",)},
     inputs={"pages": PAGES_SCHEMA},
     outputs={"out": PAIRS_SCHEMA},

@@ -19,7 +19,7 @@ import pyarrow as pa
 
 from parasim.config import Rewrite, SiteConfig
 from parasim.crawl.content import canonical
-from parasim.pair import EVIDENCE_KINDS, extract_links, pair_pages
+from parasim.pair import LINK_KINDS, extract_links, pair_pages
 from parasim.probe.structure import Page
 from parasim.stats import Recorder
 
@@ -223,7 +223,7 @@ def evidence_counts(
         kinds = {kind for kind, lang, _ in extract_links(p.html, p.base).links if lang in langs}
         carried.update(kinds)
     pairs = {
-        k: pair_map(table, langs, (k,), rewrites if k == "rewrite" else ()) for k in EVIDENCE_KINDS
+        k: pair_map(table, langs, (k,), rewrites if k == "rewrite" else ()) for k in LINK_KINDS
     }
     carried["rewrite"] = sum(
         1 for p in pages for rw in rewrites if p.lang == "en" and rw.by_lang["en"] in p.url
@@ -239,8 +239,8 @@ def evidence_counts(
                         f"{en_url}: {a} -> {sorted(by_kind[a])[0]}, {b} -> {sorted(by_kind[b])[0]}"
                     )
     return {
-        "pages_carrying": {k: carried.get(k, 0) for k in EVIDENCE_KINDS},
-        "pairs": {k: len(pairs[k]) for k in EVIDENCE_KINDS},
+        "pages_carrying": {k: carried.get(k, 0) for k in LINK_KINDS},
+        "pairs": {k: len(pairs[k]) for k in LINK_KINDS},
         "pair_sets": pairs,
         "disagreements": {f"{a}/{b}": v for (a, b), v in sorted(disagree.items())},
     }
@@ -262,7 +262,7 @@ def choose_evidence(counts: dict) -> tuple[tuple[str, ...], list[str]]:
         return (), ["no kind of evidence pairs any two fetched pages"]
     clash = {tuple(name.split("/")) for name, v in counts["disagreements"].items() if v}
     if not clash:
-        chosen = tuple(k for k in EVIDENCE_KINDS if k in useful)
+        chosen = tuple(k for k in LINK_KINDS if k in useful)
         return chosen, [f"{', '.join(chosen)}: no page where two kinds name different pages"]
 
     def rank(k: str) -> tuple[bool, int, int]:
@@ -287,4 +287,4 @@ def choose_evidence(counts: dict) -> tuple[tuple[str, ...], list[str]]:
         else:
             kept.append(k)
             why.append(f"{k}: pairs {len(extra)} page(s) the others leave unpaired")
-    return tuple(k for k in EVIDENCE_KINDS if k in kept), why
+    return tuple(k for k in LINK_KINDS if k in kept), why

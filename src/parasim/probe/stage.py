@@ -24,7 +24,7 @@ import pyarrow as pa
 
 from parasim.clean.langid import LanguageId
 from parasim.crawl.content import parse_html
-from parasim.pair import EVIDENCE_KINDS, norm_lang
+from parasim.pair import LINK_KINDS, norm_lang
 from parasim.probe.evidence import (
     choose_evidence,
     evidence_counts,
@@ -177,7 +177,7 @@ def suggest_pairing(
         "rewrites": [{**rw.by_lang, "pairs": n} for rw, n in rewrites_all],
         "evidence": {k: v for k, v in ev.items() if k != "pair_sets"},
     }
-    for k in EVIDENCE_KINDS:
+    for k in LINK_KINDS:
         notes["evidence"].append(
             f"{k}: on {ev['pages_carrying'][k]} page(s), {ev['pairs'][k]} pair(s)"
         )

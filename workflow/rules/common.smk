@@ -46,13 +46,17 @@ SITE_RE = "|".join(re.escape(s) for s in SITES)
 SHARD_RE = r"\d{%d}" % _width
 
 
+def site_entry(wildcards):
+    """The site's entry of the validated config."""
+    return next(s for s in config["sites"] if s["name"] == wildcards.site)
+
+
 def site_json(wildcards):
     """The site's validated config as JSON (a param: editing it reruns the site's stages).
 
     Keys sorted, as in `section_json`: the order of the keys in a config file changes nothing.
     """
-    site = next(s for s in config["sites"] if s["name"] == wildcards.site)
-    return json.dumps(site, sort_keys=True)
+    return json.dumps(site_entry(wildcards), sort_keys=True)
 
 
 def section_json(name):
@@ -62,8 +66,7 @@ def section_json(name):
 
 def pairs_by_content(wildcards):
     """Whether the site's pairing.evidence holds content."""
-    site = next(s for s in config["sites"] if s["name"] == wildcards.site)
-    return "content" in site.get("pairing", {}).get("evidence", ())
+    return "content" in site_entry(wildcards).get("pairing", {}).get("evidence", ())
 
 
 def content_input(wildcards):

@@ -35,7 +35,6 @@ its evidence kinds.
 
 from __future__ import annotations
 
-import logging
 import re
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
@@ -48,8 +47,6 @@ from parasim.config import Settings
 from parasim.knn import unit_rows as _unit
 from parasim.stats import Recorder
 
-log = logging.getLogger(__name__)
-
 #: texts -> one vector per text.
 Encoder = Callable[[list[str]], Any]
 
@@ -57,7 +54,6 @@ Encoder = Callable[[list[str]], Any]
 #: dots, hyphens and underscores kept (``os.path``, ``dsa-4000``, ``2017``, ``wb-lng``).
 TOKEN_PATTERN = r"(?u)\b\w[\w.\-]*\w\b"
 _CODE_TAGS = ("pre", "code", "kbd", "samp", "var", "tt")
-_SKIP_TAGS = ("script", "style", "noscript", "template", "svg")
 
 
 @dataclass(frozen=True)
@@ -98,31 +94,22 @@ def page_content(html: str | None, selector=None, url: str | None = None) -> Pag
     the last path segment of the links and images of the main content and, given ``url``, the
     words of the page's own path (``/fr/3.13/c-api/iter.html``: ``fr 3.13 c api iter html``).
     """
-    import lxml.etree
-    import lxml.html
+    from .language import lines_of, main_roots, parse_page
 
-    from .language import _PARSER, main_text_lines
-
-    lines = main_text_lines(html, selector)
+    root = parse_page(html)
+    lines: list[str] = []
     extra: list[str] = []
-    if html:
-        try:
-            root = lxml.html.document_fromstring(html.encode("utf-8"), parser=_PARSER)
-        except (lxml.etree.ParserError, ValueError):
-            root = None
-        if root is not None:
-            roots = selector(root) if selector is not None else []
-            if not roots:
-                body = root.find("body")
-                roots = [body if body is not None else root]
-            for r in roots:
-                for el in r.iter(*_CODE_TAGS):
-                    extra.append(el.text_content())
-                for el in r.iter("a", "img", "source"):
-                    target = el.get("href") or el.get("src") or ""
-                    name = target.split("?", 1)[0].split("#", 1)[0].rstrip("/").rsplit("/", 1)
-                    if name[-1] and not target.startswith(("javascript:", "mailto:")):
-                        extra.append(name[-1])
+    if root is not None:
+        roots = main_roots(root, selector)
+        lines = lines_of(roots)
+        for r in roots:
+            for el in r.iter(*_CODE_TAGS):
+                extra.append(el.text_content())
+            for el in r.iter("a", "img", "source"):
+                target = el.get("href") or el.get("src") or ""
+                name = target.split("?", 1)[0].split("#", 1)[0].rstrip("/").rsplit("/", 1)
+                if name[-1] and not target.startswith(("javascript:", "mailto:")):
+                    extra.append(name[-1])
     if url:  # the words of the page's own path: a version, a module name, an untranslated slug
         path = urlsplit(url).path
         extra.append(" ".join(w for w in re.split(r"[^\w.]+|(?<=\D)\.|\.(?=\D)", path) if w))
@@ -136,16 +123,13 @@ def page_vectors(contents: Sequence[PageContent], encoder: Encoder) -> np.ndarra
         for line in c.lines:
             texts.append(line)
             owner.append(i)
-    out = None
-    if texts:
-        vecs = np.asarray(encoder(texts), dtype=np.float32)
-        out = np.zeros((len(contents), vecs.shape[1]), dtype=np.float32)
-        np.add.at(out, np.asarray(owner), _unit(vecs))
-        counts = np.bincount(np.asarray(owner), minlength=len(contents)).astype(np.float32)
-        out /= np.maximum(counts, 1.0)[:, None]
-    else:
-        out = np.zeros((len(contents), 1), dtype=np.float32)
-    return out
+    if not texts:
+        return np.zeros((len(contents), 1), dtype=np.float32)
+    vecs = np.asarray(encoder(texts), dtype=np.float32)
+    out = np.zeros((len(contents), vecs.shape[1]), dtype=np.float32)
+    np.add.at(out, np.asarray(owner), _unit(vecs))
+    counts = np.bincount(np.asarray(owner), minlength=len(contents)).astype(np.float32)
+    return out / np.maximum(counts, 1.0)[:, None]
 
 
 @dataclass

@@ -26,21 +26,38 @@ _BLOCKS = {
 _PARSER = lxml.html.HTMLParser(encoding="utf-8", remove_comments=True, remove_pis=True)
 
 
+def parse_page(html: str | None) -> lxml.html.HtmlElement | None:
+    """The page parsed by lxml (comments and processing instructions dropped); None for an
+    empty page or one lxml gives up on."""
+    if not html:
+        return None
+    try:
+        return lxml.html.document_fromstring(html.encode("utf-8"), parser=_PARSER)
+    except (lxml.etree.ParserError, ValueError):
+        return None
+
+
+def main_roots(root: lxml.html.HtmlElement, selector: CSSSelector | None = None) -> list:
+    """The elements of a parsed page's main content: what ``selector`` matches, else
+    ``<body>`` (else the whole document)."""
+    roots = selector(root) if selector is not None else []
+    if not roots:
+        body = root.find("body")
+        roots = [body if body is not None else root]
+    return roots
+
+
 def main_text_lines(html: str | None, selector: CSSSelector | None = None) -> list[str]:
     """The text lines of a page's main content (``selector`` matches, else ``<body>``).
 
     Lines break at block elements; code, scripts and styles are skipped.
     """
-    if not html:
-        return []
-    try:
-        root = lxml.html.document_fromstring(html.encode("utf-8"), parser=_PARSER)
-    except (lxml.etree.ParserError, ValueError):
-        return []
-    roots = selector(root) if selector is not None else []
-    if not roots:
-        body = root.find("body")
-        roots = [body if body is not None else root]
+    root = parse_page(html)
+    return [] if root is None else lines_of(main_roots(root, selector))
+
+
+def lines_of(roots: list) -> list[str]:
+    """The text lines of these elements (:func:`main_text_lines`)."""
     parts: list[str] = []
 
     def walk(el) -> None:

@@ -254,6 +254,8 @@ class _Pages:
     #: document -> its directory URL (``X/``) when the document is the index file ``X/index.html``
     #: and both were fetched: one page, written into the pairs' evidence as ``en_alias:X/`` ...
     dir_alias: dict[int, str] = field(default_factory=dict)
+    #: document -> its main-text lines, once read (content evidence, the untranslated check)
+    main_lines: dict[int, list[str]] = field(default_factory=dict)
 
     def target(self, url: str) -> tuple[int | None, str | None]:
         """The document ``url`` leads to, or None and why not."""
@@ -564,6 +566,7 @@ def pair_by_content(
     with rec.time("content_read"):
         url = settings.url_tokens
         contents = {i: page_content(pg.htmls[i], sel, pg.cf[i] if url else None) for i in pages}
+        pg.main_lines.update((i, c.lines) for i, c in contents.items())
     with rec.time("content_embed"):
         vecs = page_vectors([contents[i] for i in pages], encoder) if pages else []
         vectors = {i: vecs[k] for k, i in enumerate(pages)}
@@ -610,7 +613,9 @@ def find_untranslated(
 
     def lang(i: int) -> tuple[str, float]:
         if i not in measured:
-            measured[i] = lid.page_language(main_text_lines(pg.htmls[i], sel))
+            if i not in pg.main_lines:
+                pg.main_lines[i] = main_text_lines(pg.htmls[i], sel)
+            measured[i] = lid.page_language(pg.main_lines[i])
         return measured[i]
 
     kept, out = [], []

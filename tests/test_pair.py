@@ -137,13 +137,17 @@ def test_back_evidence_alone_pairs_and_rewrite_alone_pairs():
 
 def test_redirects_match_final_url_and_resolve_against_it():
     # The English page was requested at /old and redirected to /docs/p-en.html: its relative
-    # toggle resolves against /docs/. The French page is known by its final URL only.
+    # toggle resolves against /docs/. The French page is known by its final URL only. Both are
+    # named by the URL they were served from; the URLs linked are their aliases.
     pages = table(
         page("/old", html("en", toggles=[("fr", "p-fr.html")]), "en", final="/docs/p-en.html"),
         page("/fr-moved", html("fr"), "fr", final="/docs/p-fr.html"),
     )
     pairs, stats = pair_pages(pages, site(), 1)
-    assert urlpairs(pairs) == [("/old", "/fr-moved")]
+    assert urlpairs(pairs) == [("/docs/p-en.html", "/docs/p-fr.html")]
+    assert pairs.column("evidence").to_pylist() == [
+        ["toggle", f"en_alias:{ORIGIN}/old", f"other_alias:{ORIGIN}/fr-moved"]
+    ]
     assert stats.counts["duplicate_pages"] == 0
     # Two URLs that redirect to one page are one document: the page at its own URL wins.
     pages = table(

@@ -120,6 +120,22 @@ def validate_config(config: Mapping[str, Any], schema: dict | None = None) -> di
                 f"sites[{i}].serve_dir: {site['serve_dir']!r} is not a folder "
                 f"(relative to {os.getcwd()})"
             )
+        if site.get("serve_dir") and site.get("serve"):
+            problems.append(f"sites[{i}]: serve_dir and serve: give one or the other")
+        hosts = set(site.get("allowed_domains") or ()) | {
+            urlsplit(u).hostname for u in site["start_urls"]
+        }
+        for host, folder in (site.get("serve") or {}).items():
+            if not any(h and (host.lower() == h or host.lower().endswith("." + h)) for h in hosts):
+                problems.append(
+                    f"sites[{i}].serve: host {host!r} is not among allowed_domains or the "
+                    f"start URLs' hosts {sorted(h for h in hosts if h)}"
+                )
+            if not os.path.isdir(folder):
+                problems.append(
+                    f"sites[{i}].serve.{host}: {folder!r} is not a folder "
+                    f"(relative to {os.getcwd()})"
+                )
         for j, rw in enumerate(site["pairing"]["rewrites"]):
             unknown = sorted(set(rw) - set(site["languages"]))
             if unknown:
@@ -202,6 +218,12 @@ class SiteConfig:
     aliases: tuple[str, ...] = ()
     link_attributes: tuple[str, ...] = ()
     language_attributes: tuple[str, ...] = ()
+    #: (host, folder) served locally for a site on several hosts (``serve``)
+    serve: tuple[tuple[str, str], ...] = ()
+    crawl_order: str = "breadth_first"
+    sitemaps: bool = False
+    #: what content evidence does with a link pair whose pages it finds to be of other pages
+    content_disagrees: str = "flag"
     max_pages: int = 5000
     max_depth: int = 20
     max_bytes: int = 5_000_000
@@ -252,6 +274,10 @@ class SiteConfig:
             aliases=tuple(d.get("aliases", ())),
             link_attributes=tuple(d.get("link_attributes", ())),
             language_attributes=tuple(pairing.get("language_attributes", ())),
+            serve=tuple((h.lower(), f) for h, f in (d.get("serve") or {}).items()),
+            crawl_order=d.get("crawl_order", cls.crawl_order),
+            sitemaps=bool(d.get("sitemaps", cls.sitemaps)),
+            content_disagrees=pairing.get("content_disagrees", cls.content_disagrees),
             max_pages=limits.get("max_pages", cls.max_pages),
             max_depth=limits.get("max_depth", cls.max_depth),
             max_bytes=limits.get("max_bytes", cls.max_bytes),

@@ -23,6 +23,7 @@ from parasim.io import PAGES_SCHEMA, rows_to_table
 from parasim.paths import SHARED_DATA
 
 WET_ORIGIN = "https://wet-boew.example"
+DEBIAN_ORIGIN = "https://www.debian.org"
 _HTML_LANG_RE = re.compile(r"<html\b[^>]*?\blang\s*=\s*[\"']?([A-Za-z][A-Za-z0-9_-]*)", re.I)
 
 
@@ -64,33 +65,46 @@ def pages_from_dir(root: str | Path, origin: str) -> pa.Table:
 
 
 def read_gold(gold_tsv: str | Path, origin: str) -> set[tuple[str, str]]:
-    """Gold (en_url, other_url) pairs from a TSV of relative paths."""
+    """Gold (en_url, other_url) pairs from a TSV of paths relative to ``origin`` or of absolute
+    URLs (a header row is skipped); ``X/`` is read as ``X/index.html``, the name the pair stage
+    gives a directory's page."""
     prefix = origin.rstrip("/") + "/"
+
+    def url(value: str) -> str:
+        return _dir_index(value if value.startswith(("http://", "https://")) else prefix + value)
+
     with open(gold_tsv, encoding="utf-8", newline="") as fh:
         return {
-            (prefix + row[0].strip(), prefix + row[1].strip())
+            (url(row[0].strip()), url(row[1].strip()))
             for row in csv.reader(fh, delimiter="\t")
-            if len(row) >= 2 and row[0].strip() and row[0].strip() != "en_path"  # header
+            if len(row) >= 2 and row[0].strip() and row[0].strip() not in ("en_path", "en_url")
         }
 
 
-def pair_metrics(pairs: pa.Table, gold_tsv: str | Path, origin: str) -> dict:
-    """Precision and recall of page pairs against a gold TSV (``en_path<TAB>other_path``).
+def pair_metrics(pairs: pa.Table, gold_tsv: str | Path | list[str | Path], origin: str) -> dict:
+    """Precision and recall of page pairs against gold TSVs (:func:`read_gold`; several files,
+    one per language, are one gold list).
 
     Returns:
         precision, recall, tp, n_pred, n_gold, and the sorted lists ``fp`` / ``fn`` of
-        (en_url, other_url) pairs.
+        (en_url, other_url) pairs; ``judged_precision`` and ``n_judged`` as
+        :func:`judged_metrics` has them (for a gold list that holds only some of the pairs).
     """
-    gold = read_gold(gold_tsv, origin)
+    files = gold_tsv if isinstance(gold_tsv, list) else [gold_tsv]
+    gold = set().union(*(read_gold(f, origin) for f in files))
     en, other = pairs.column("en_url").to_pylist(), pairs.column("other_url").to_pylist()
-    pred = set(zip(en, other, strict=True))
+    pred = {(_dir_index(a), _dir_index(b)) for a, b in zip(en, other, strict=True)}
     tp = pred & gold
+    gold_en, gold_other = {a for a, _ in gold}, {b for _, b in gold}
+    judged = {p for p in pred if p[0] in gold_en or p[1] in gold_other}
     return {
         "precision": len(tp) / len(pred) if pred else 0.0,
         "recall": len(tp) / len(gold) if gold else 0.0,
         "tp": len(tp),
         "n_pred": len(pred),
         "n_gold": len(gold),
+        "judged_precision": len(tp & judged) / len(judged) if judged else 0.0,
+        "n_judged": len(judged),
         "fp": sorted(pred - gold),
         "fn": sorted(gold - pred),
     }
@@ -216,9 +230,13 @@ def judged_metrics(pairs: pa.Table, gold: set[tuple[str, str]]) -> dict:
     }
 
 
-def benchmark_content(data_dir: str | Path, settings: dict | None = None) -> dict:
-    """Print and return content pairing figures: content alone, the link kinds alone, both,
-    on WET and canada-design (both hosts' folders read as one site)."""
+def benchmark_content(
+    data_dir: str | Path, settings: dict | None = None, debian_cache: str | Path | None = None
+) -> dict:
+    """Print and return content pairing figures: content alone, the link kinds alone, both
+    (link pairs content contradicts flagged, or dropped), on WET, canada-design (both hosts'
+    folders read as one site) and, with ``debian_cache`` (where its archive is extracted),
+    debian-www."""
     from parasim.config import SiteConfig
     from parasim.pair import pair_pages
     from parasim.pair.content import ContentPairingSettings, load_content_encoder
@@ -252,31 +270,56 @@ def benchmark_content(data_dir: str | Path, settings: dict | None = None) -> dic
             ),
         ),
     }
-    policies = [("content",), ("hreflang", "toggle", "rewrite")]
-    policies += [("hreflang", "toggle", "rewrite", "content")]
+    debian = data / "debian-www" / "debian-www-2018.tar.xz"
+    if debian.is_file() and debian_cache is not None:
+        from parasim.bench.probe import extracted
+
+        debian_site = extracted(debian, Path(debian_cache))
+        cases["debian-www"] = (
+            lambda: pages_from_dir(debian_site, DEBIAN_ORIGIN),
+            lambda: set().union(
+                *(
+                    read_gold(data / "debian-www" / f"gold_en_{lang}.tsv", DEBIAN_ORIGIN)
+                    for lang in ("fr", "es")
+                )
+            ),
+            lambda ev: SiteConfig(
+                name="debian-www",
+                domain="general",
+                languages=("en", "es", "fr"),
+                start_urls=(DEBIAN_ORIGIN + "/index.en.html",),
+                allowed_domains=("www.debian.org",),
+                main_selector="#content",
+                evidence=ev,
+                rewrites=(Rewrite({"en": ".en.html", "es": ".es.html", "fr": ".fr.html"}),),
+            ),
+        )
+    links = ("hreflang", "toggle", "rewrite")
+    policies = [(("content",), "flag"), (links, "flag"), ((*links, "content"), "flag")]
+    policies += [((*links, "content"), "drop")]
     out: dict = {}
     for name, (load_pages, load_gold, make_site) in cases.items():
-        if not (data / name).is_dir():
+        if name != "debian-www" and not (data / name).is_dir():
             print(f"{name}: not in {data}, skipped")
             continue
         pages, gold = load_pages(), load_gold()
-        for evidence in policies:
+        for evidence, mode in policies:
             rec = Recorder("pair", site=name)
+            site = replace(make_site(evidence), content_disagrees=mode)
             c0 = time.process_time()
-            pairs = pair_pages(
-                pages, make_site(evidence), 2, rec=rec, content=settings, encoder=encoder
-            )
+            pairs = pair_pages(pages, site, 2, rec=rec, content=settings, encoder=encoder)
             cpu = time.process_time() - c0
             m = judged_metrics(pairs, gold)
             counts = rec.stats().counts
+            label = ",".join(evidence) + (" (content_disagrees: drop)" if mode == "drop" else "")
             print(
-                f"{name} evidence={','.join(evidence)}: pairs={m['n_pred']} "
+                f"{name} evidence={label}: pairs={m['n_pred']} "
                 f"P={m['precision']:.4f} judged P={m['judged_precision']:.4f} "
                 f"({m['n_judged']} judged) R={m['recall']:.4f} ({m['tp']}/{m['n_gold']}) "
                 f"CPU {cpu:.1f} s; content pairs {counts.get('content_pairs')}, confirmed "
                 f"{counts.get('content_confirmed')}, disagree {counts.get('content_disagrees')}"
             )
-            out[f"{name}:{','.join(evidence)}"] = m | {"cpu_s": round(cpu, 2)}
+            out[f"{name}:{label}"] = m | {"cpu_s": round(cpu, 2)}
     return out
 
 
@@ -290,9 +333,15 @@ def main(argv: list[str] | None = None) -> None:
     ap.add_argument("--repeats", type=int, default=3)
     ap.add_argument("--content", action="store_true", help="content evidence on WET, canada-design")
     ap.add_argument("--settings-json", help="content_pairing settings as JSON (with --content)")
+    ap.add_argument(
+        "--debian-cache",
+        default=str(Path.home() / ".cache" / "parasim" / "sites" / "debian-www"),
+        help="where debian-www is extracted (once) for --content; '' leaves it out",
+    )
     args = ap.parse_args(argv)
     if args.content:
-        benchmark_content(args.data_dir, json.loads(args.settings_json or "{}"))
+        cache = args.debian_cache or None
+        benchmark_content(args.data_dir, json.loads(args.settings_json or "{}"), cache)
     else:
         benchmark_wet(args.data_dir, repeats=args.repeats)
 

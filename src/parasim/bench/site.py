@@ -17,7 +17,9 @@ from urllib.parse import urlsplit
 from parasim.config import load_config, site_by_name
 
 
-def bench_site(config: str, site_name: str, gold: str | None, work: str | None = None) -> dict:
+def bench_site(
+    config: str, site_name: str, gold: str | list[str] | None, work: str | None = None
+) -> dict:
     """Run the first three stages of ``site_name`` for real and return the figures."""
     from parasim.bench.pairs import pair_metrics
     from parasim.io import read_table
@@ -76,7 +78,8 @@ def bench_site(config: str, site_name: str, gold: str | None, work: str | None =
     if gold:
         u = urlsplit(site.start_urls[0])
         m = pair_metrics(pairs, gold, f"{u.scheme}://{u.netloc}")
-        out |= {k: m[k] for k in ("precision", "recall", "tp", "n_pred", "n_gold")}
+        keys = ("precision", "recall", "tp", "n_pred", "n_gold", "judged_precision", "n_judged")
+        out |= {k: m[k] for k in keys}
         out["false_positives"] = m["fp"][:20]
         out["missed"] = m["fn"][:20]
     return out
@@ -89,7 +92,12 @@ def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(prog="parasim bench site", description=__doc__.splitlines()[0])
     ap.add_argument("--config", required=True)
     ap.add_argument("--site", required=True)
-    ap.add_argument("--gold", help="TSV of en_path<TAB>other_path relative to the site root")
+    ap.add_argument(
+        "--gold",
+        nargs="+",
+        help="TSVs of en_path<TAB>other_path relative to the site root, or of absolute URLs "
+        "(one per language; read as one list)",
+    )
     ap.add_argument("--work", help="folder for the crawl (default: a new temp folder)")
     args = ap.parse_args(argv)
     print(json.dumps(bench_site(args.config, args.site, args.gold, args.work), indent=2))

@@ -241,6 +241,63 @@ def extract_links(
     """
     if root is None:
         return []
+    hrefs = _HREFS(root)
+    if extra_attrs:
+        hrefs = list(hrefs) + list(_attr_xpath(extra_attrs)(root))
+    return _resolve_all(root, base_url, hrefs, normalize)
+
+
+#: hrefs of the links that name a page's translations: ``<link rel=alternate hreflang>``,
+#: ``<a hreflang>`` and ``<a lang>`` (language toggles and lists), in document order.
+_LANGUAGE_HREFS = etree.XPath(
+    f"//link[@hreflang][contains(concat(' ', {_LOWER}, ' '), ' alternate ')]/@href"
+    " | //a[@hreflang]/@href | //a[@lang]/@href",
+    smart_strings=False,
+)
+
+
+def language_links(
+    root: etree._Element | None,
+    base_url: str,
+    normalize: Callable[[str], str] | None = None,
+    language_attrs: tuple[str, ...] = (),
+) -> list[str]:
+    """The links of a page that name its translations (hreflang alternates, ``<a hreflang>`` and
+    ``<a lang>``, and the values of ``language_attrs`` on any element), as :func:`extract_links`
+    resolves them."""
+    if root is None:
+        return []
+    hrefs = _LANGUAGE_HREFS(root)
+    if language_attrs:
+        hrefs = list(hrefs) + list(_attr_xpath(language_attrs)(root))
+    return _resolve_all(root, base_url, hrefs, normalize)
+
+
+def page_links(
+    root: etree._Element | None,
+    base_url: str,
+    normalize: Callable[[str], str] | None = None,
+    extra_attrs: tuple[str, ...] = (),
+    pairs_first: bool = False,
+    language_attrs: tuple[str, ...] = (),
+) -> tuple[list[str], int]:
+    """The links the crawl follows from a page, and how many of them come first as its language
+    links (``pairs_first``; else 0 and the links of :func:`extract_links` as they are)."""
+    links = extract_links(root, base_url, normalize, extra_attrs)
+    if not pairs_first:
+        return links, 0
+    first = language_links(root, base_url, normalize, language_attrs)
+    known = set(first)
+    return first + [u for u in links if u not in known], len(first)
+
+
+def _resolve_all(
+    root: etree._Element,
+    base_url: str,
+    hrefs: list[str],
+    normalize: Callable[[str], str] | None,
+) -> list[str]:
+    """``hrefs`` as canonical page URLs against the page's base, in order, without duplicates."""
     base = base_url
     for href in _BASE(root):
         with contextlib.suppress(ValueError):
@@ -248,9 +305,6 @@ def extract_links(
     folder = _folder(base)
     out: list[str] = []
     seen: set[str] = set()
-    hrefs = _HREFS(root)
-    if extra_attrs:
-        hrefs = list(hrefs) + list(_attr_xpath(extra_attrs)(root))
     for href in hrefs:
         href = href.strip()
         if not href:

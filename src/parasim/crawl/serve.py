@@ -8,8 +8,8 @@ import subprocess
 import sys
 import threading
 import time
-from collections.abc import Iterator
-from contextlib import contextmanager
+from collections.abc import Iterator, Sequence
+from contextlib import ExitStack, contextmanager
 from functools import partial
 from http.server import SimpleHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
@@ -89,3 +89,19 @@ def serve_folder(directory: str | Path, start_timeout_s: float = 30.0) -> Iterat
             proc.kill()
             proc.wait(5)
         proc.stdout.close()
+
+
+@contextmanager
+def serve_folders(directories: Sequence[str | Path]) -> Iterator[list[str]]:
+    """Serve each folder on its own port of 127.0.0.1 while the ``with`` block runs (a site on
+    several hosts: one folder per host).
+
+    Yields:
+        The servers' origins, in the order of ``directories``.
+
+    Raises:
+        FileNotFoundError: a directory is not a folder.
+        RuntimeError: a server did not start.
+    """
+    with ExitStack() as stack:
+        yield [stack.enter_context(serve_folder(d)) for d in directories]

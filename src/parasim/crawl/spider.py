@@ -24,11 +24,10 @@ from parasim.crawl.content import (
     HTML_TYPES,
     declared_lang,
     decode_html,
-    extract_links,
     media_type,
     parse_html,
 )
-from parasim.crawl.frontier import Frontier, OriginMap, host_allowed
+from parasim.crawl.frontier import Frontier, OriginMap, followed_links, host_allowed
 from parasim.crawl.state import StateWriter
 
 
@@ -56,10 +55,9 @@ def page_row(
     body: bytes,
     depth: int,
     referer: str | None,
-    normalize=None,
-    link_attrs: tuple[str, ...] = (),
+    origins: OriginMap | None = None,
     stopped: bool = False,
-) -> tuple[dict, list[str]]:
+) -> tuple[dict, list[str], int]:
     """One pages-table row for an HTTP response, and the links to follow from it.
 
     Args:
@@ -71,12 +69,12 @@ def page_row(
         body: the raw body.
         depth: link hops from a start URL.
         referer: the canonical URL of the page that linked here first.
-        normalize: passed to :func:`extract_links`.
-        link_attrs: passed to :func:`extract_links` (``extra_attrs``).
+        origins: how the site's links are read (:func:`link_options`).
         stopped: the download was stopped early (a non-HTML content type).
 
     Returns:
-        The row (``skip_reason`` null for a usable page) and the page's links (none when skipped).
+        The row (``skip_reason`` null for a usable page), the page's links (none when skipped)
+        and how many of them are its language links put first (``pairs_first``).
     """
     row: dict = {
         "url": url,
@@ -90,17 +88,17 @@ def page_row(
     mt = media_type(content_type)
     if not 200 <= status < 300:
         row["skip_reason"] = f"http_{status}"
-        return row, []
+        return row, [], 0
     if (
         stopped
         or (mt is not None and mt not in HTML_TYPES)
         or (mt is None and not _sniff_html(body))
     ):
         row["skip_reason"] = "non_html"
-        return row, []
+        return row, [], 0
     if not body.strip():
         row["skip_reason"] = "empty"
-        return row, []
+        return row, [], 0
     decoded = decode_html(body, content_type)
     root = parse_html(decoded.text)
     row.update(
@@ -110,7 +108,7 @@ def page_row(
         declared_lang=declared_lang(root, content_language),
         error=decoded.note,
     )
-    return row, extract_links(root, final_url, normalize, link_attrs)
+    return (row, *followed_links(root, final_url, origins or OriginMap()))
 
 
 def classify_failure(exc: BaseException) -> str:
@@ -174,12 +172,12 @@ class CrawlJob:
     fatal: str | None = None
     close_reason: str | None = None
 
-    def finish(self, url: str, row: dict, links: list[str]) -> None:
+    def finish(self, url: str, row: dict, links: list[str], first: int = 0) -> None:
         """Store one row and hand the page's links to the frontier."""
         if url in self.frontier.results:  # a second answer for one request: keep the first
             return
         self.writer.add(row)
-        self.frontier.record(url, row.get("final_url"), links)
+        self.frontier.record(url, row.get("final_url"), links, first)
         self.fetched += 1
         self.ok += row.get("skip_reason") is None
 
@@ -331,7 +329,7 @@ class PageSpider(scrapy.Spider):
         job = self.job
         url = response.meta["pz_url"]
         try:
-            row, links = page_row(
+            row, links, first = page_row(
                 url=url,
                 final_url=job.origins.to_canonical(response.url),
                 status=response.status,
@@ -340,15 +338,14 @@ class PageSpider(scrapy.Spider):
                 body=response.body,
                 depth=job.frontier.level,
                 referer=job.frontier.referer.get(url),
-                normalize=job.origins.normalize,
-                link_attrs=job.origins.link_attrs,
+                origins=job.origins,
                 stopped="download_stopped" in response.flags,
             )
         except Exception as exc:  # a bug must cost one page, not the crawl
             job.log.exception("crawl: cannot process %s", url)
             row = job.failed_row(url, "internal_error", repr(exc), None)
-            links = []
-        job.finish(url, row, links)
+            links, first = [], 0
+        job.finish(url, row, links, first)
 
     def errback(self, failure) -> None:
         request = getattr(failure, "request", None)

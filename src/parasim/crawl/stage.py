@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import resource
 import sys
@@ -20,9 +21,9 @@ import pyarrow.parquet as pq
 
 from parasim import explain
 from parasim.config import Settings, SiteConfig
-from parasim.crawl.content import canonical, extract_links, parse_html
-from parasim.crawl.frontier import NOT_REQUESTED, Frontier, OriginMap
-from parasim.crawl.serve import serve_folder
+from parasim.crawl.content import canonical, parse_html
+from parasim.crawl.frontier import NOT_REQUESTED, Frontier, OriginMap, followed_links
+from parasim.crawl.serve import serve_folders
 from parasim.crawl.state import PART_GLOB, StateWriter, fingerprint, open_state, publish
 from parasim.io import PAGES_SCHEMA, write_table
 from parasim.spec import Stage
@@ -80,13 +81,12 @@ def replay(frontier: Frontier, stored: pa.Table, origins: OriginMap) -> int:
             if i is None or url in frontier.results:
                 continue
             links: list[str] = []
+            first = 0
             if skip[i] is None:
                 c, j = where[i]
                 text = html[c][j].as_py() or ""
-                links = extract_links(
-                    parse_html(text), final[i] or url, origins.normalize, origins.link_attrs
-                )
-            frontier.record(url, final[i], links)
+                links, first = followed_links(parse_html(text), final[i] or url, origins)
+            frontier.record(url, final[i], links, first)
             used += 1
         if frontier.pending() or not frontier.advance():
             break
@@ -190,8 +190,9 @@ def crawl_site(
 
     The crawl is resumable: pages are persisted in ``state_dir`` as they arrive; a rerun after a
     kill replays the stored pages and fetches only what is missing. ``out_dir`` finally holds hard
-    links to the state's parts. With ``site.serve_dir`` the folder is served on 127.0.0.1 for the
-    crawl and stored URLs keep the start URLs' origin, so outputs do not depend on the port.
+    links to the state's parts. With ``site.serve_dir`` (or ``site.serve``, one folder per host)
+    the folders are served on 127.0.0.1 for the crawl and stored URLs keep the sites' origins, so
+    outputs do not depend on the ports.
 
     Scrapy's reactor cannot restart: call this once per process.
 
@@ -221,10 +222,18 @@ def crawl_site(
     t0 = time.perf_counter()
     out_dir, state_dir = Path(out_dir), Path(state_dir)
 
-    starts, canonical_origin, fp_info, site_map = _setup(site, settings)
-    stored, next_part = open_state(state_dir, fingerprint(fp_info), fp_info, log)
-    frontier = Frontier(starts, list(site.allowed_domains), site.max_pages, site.max_depth)
-    resumed = replay(frontier, stored, OriginMap(canonical_origin, **site_map))
+    starts, served, fp_info, site_map = _setup(site, settings)
+    fp = fingerprint(fp_info)
+    stored, next_part = open_state(state_dir, fp, fp_info, log)
+    listed = _sitemap_starts(site, settings, served, site_map, state_dir, fp, log)
+    frontier = Frontier(
+        starts + [u for u in listed if u not in starts],
+        list(site.allowed_domains),
+        site.max_pages,
+        site.max_depth,
+        pairs_first=site_map["pairs_first"],
+    )
+    resumed = replay(frontier, stored, _origin_map(served, None, site_map))
     del stored
     if resumed:
         log.info(
@@ -240,11 +249,11 @@ def crawl_site(
     requests = fetched = 0
     crawl_s = 0.0
     if not frontier.done:
-        serving = serve_folder(site.serve_dir) if site.serve_dir else nullcontext(None)
-        with serving as local_origin:
-            if local_origin:
-                log.info("crawl %s: serving %s at %s", site.name, site.serve_dir, local_origin)
-            origins_map = OriginMap(canonical_origin, local_origin, **site_map)
+        serving = serve_folders([f for _, f in served]) if served else nullcontext(None)
+        with serving as local_origins:
+            for (origin, folder), local in zip(served, local_origins or [], strict=False):
+                log.info("crawl %s: serving %s at %s for %s", site.name, folder, local, origin)
+            origins_map = _origin_map(served, local_origins, site_map)
             job_stats = _run_scrapy(
                 site, settings, frontier, writer, origins_map, log, log_interval_s
             )
@@ -263,6 +272,8 @@ def crawl_site(
     ok, skipped = _record_rows(rec, state_dir, frontier)
     elapsed = time.perf_counter() - t0
     rec.count("requests", requests)
+    if site.sitemaps:
+        rec.count("sitemap_urls", len(listed))
     rec.count("fetched_pages", fetched)
     rec.count("resumed_pages", resumed)
     rec.seconds("crawl", round(crawl_s, 3))
@@ -284,30 +295,42 @@ def crawl_site(
     )
 
 
-def _setup(site: SiteConfig, settings: CrawlSettings) -> tuple[list[str], str | None, dict, dict]:
-    """The start URLs, the canonical origin (with ``serve_dir``), the state's fingerprint
-    fields and the site's :class:`OriginMap` options.
+def _setup(
+    site: SiteConfig, settings: CrawlSettings
+) -> tuple[list[str], list[tuple[str, str]], dict, dict]:
+    """The start URLs, the served (canonical origin, folder) pairs (``serve_dir``, ``serve``;
+    the start URLs' origin first), the state's fingerprint fields and the site's
+    :class:`OriginMap` options.
 
     Raises:
         ValueError: serve_dir with start URLs on several origins.
-        FileNotFoundError: serve_dir is not a folder.
+        FileNotFoundError: a served folder is not a folder.
     """
     starts = [canonical(u) or u for u in site.start_urls]
-    canonical_origin = None
+    served: list[tuple[str, str]] = []
     if site.serve_dir:
         origins = sorted({_origin(u) for u in starts})
         if len(origins) != 1:
             raise ValueError(
                 f"site {site.name!r}: serve_dir needs all start_urls on one origin, got {origins}"
             )
-        canonical_origin = origins[0]
+        served.append((origins[0], site.serve_dir))
         if not Path(site.serve_dir).is_dir():
             raise FileNotFoundError(
                 f"site {site.name!r}: serve_dir is not a folder: {site.serve_dir}"
             )
+    if site.serve:
+        scheme = {urlsplit(u).hostname: urlsplit(u).scheme for u in starts}
+        first = urlsplit(starts[0]).hostname
+        hosts = sorted(site.serve, key=lambda hf: (hf[0] != first, hf[0]))
+        served += [(f"{scheme.get(h, 'https')}://{h}", folder) for h, folder in hosts]
+        for h, folder in hosts:
+            if not Path(folder).is_dir():
+                raise FileNotFoundError(f"site {site.name!r}: serve.{h} is not a folder: {folder}")
     # Aliases stand for the site's own origin (the first start URL's).
     site_origin = _origin(starts[0]) + "/"
     aliases = tuple((a if a.endswith("/") else a + "/", site_origin) for a in site.aliases)
+    pairs_first = site.crawl_order == "pairs_first"
     fp_info = {
         "start_urls": starts,
         "allowed_domains": sorted(site.allowed_domains),
@@ -315,13 +338,89 @@ def _setup(site: SiteConfig, settings: CrawlSettings) -> tuple[list[str], str | 
         "max_depth": site.max_depth,
         "max_bytes": site.max_bytes,
         "serve_dir": site.serve_dir,
-        "canonical_origin": canonical_origin,
+        "canonical_origin": served[0][0] if site.serve_dir else None,
         "obey_robots": bool(settings.obey_robots),
         "aliases": list(site.aliases),
         "link_attributes": list(site.link_attributes),
     }
-    site_map = {"aliases": aliases, "link_attrs": tuple(site.link_attributes)}
-    return starts, canonical_origin, fp_info, site_map
+    if site.serve:  # keys that older crawls did not have are written only when used
+        fp_info["serve"] = dict(site.serve)
+    if site.sitemaps:
+        fp_info["sitemaps"] = True
+    if pairs_first:
+        fp_info["crawl_order"] = site.crawl_order
+        fp_info["language_attributes"] = list(site.language_attributes)
+    site_map = {
+        "aliases": aliases,
+        "link_attrs": tuple(site.link_attributes),
+        "pairs_first": pairs_first,
+        "language_attrs": tuple(site.language_attributes) if pairs_first else (),
+    }
+    return starts, served, fp_info, site_map
+
+
+def _sitemap_starts(
+    site: SiteConfig,
+    settings: CrawlSettings,
+    served: list[tuple[str, str]],
+    site_map: dict,
+    state_dir: Path,
+    fp: str,
+    log: logging.Logger,
+) -> list[str]:
+    """With ``site.sitemaps``: the page URLs the sitemaps of the site's hosts list, fetched once
+    per crawl state (``sitemap.json`` beside the parts, so a resumed crawl starts from the same
+    URLs); else none."""
+    import json
+
+    from parasim.crawl.frontier import host_allowed
+    from parasim.crawl.sitemap import sitemap_urls
+
+    if not site.sitemaps:
+        return []
+    kept = state_dir / "sitemap.json"
+    if kept.is_file():
+        with contextlib.suppress(OSError, ValueError):
+            data = json.loads(kept.read_text(encoding="utf-8"))
+            if data.get("fingerprint") == fp:
+                return list(data["urls"])
+    origins = list(dict.fromkeys(_origin(canonical(u) or u) for u in site.start_urls))
+    origins += [origin for origin, _ in served if origin not in origins]
+    known = {urlsplit(o).hostname for o in origins}
+    origins += [f"https://{d}" for d in site.allowed_domains if d not in known]
+    serving = serve_folders([f for _, f in served]) if served else nullcontext(None)
+    with serving as local_origins:
+        om = _origin_map(served, local_origins, site_map)
+        found = sitemap_urls(
+            origins,
+            to_local=om.to_local,
+            to_canonical=lambda text: om.scrub(text) or text,
+            normalize=om.normalize,
+            allowed=lambda u: host_allowed(u, site.allowed_domains),
+            user_agent=settings.user_agent,
+            timeout_s=float(settings.timeout_s),
+            max_bytes=site.max_bytes * 10,
+        )
+    log.info(
+        "crawl %s: %d page URL(s) from %d sitemap(s) %s",
+        site.name,
+        len(found.urls),
+        len(found.sitemaps_read),
+        found.sitemaps_read,
+    )
+    tmp = kept.with_name(f".{kept.name}.tmp")
+    tmp.write_text(json.dumps({"fingerprint": fp, "urls": found.urls}), encoding="utf-8")
+    tmp.replace(kept)
+    return found.urls
+
+
+def _origin_map(served: list[tuple[str, str]], local: list[str] | None, site_map: dict):
+    """The :class:`OriginMap` for the served origins (``local``: their servers, when running)."""
+    if not served:
+        return OriginMap(**site_map)
+    local = local or [None] * len(served)
+    more = tuple((origin, loc) for (origin, _), loc in zip(served[1:], local[1:], strict=True))
+    return OriginMap(served[0][0], local[0], more_origins=more, **site_map)
 
 
 def _run_scrapy(
@@ -349,8 +448,8 @@ def _run_scrapy(
     # allow it instead of the canonical host.
     request_domains = list(site.allowed_domains)
     if origins.active:
-        canon_host = urlsplit(origins.canonical_origin).hostname
-        request_domains = [d for d in request_domains if d != canon_host] + ["127.0.0.1"]
+        served_hosts = {urlsplit(origin).hostname for origin, _ in origins.pairs}
+        request_domains = [d for d in request_domains if d not in served_hosts] + ["127.0.0.1"]
     job = CrawlJob(frontier, writer, origins, log, log_interval_s=log_interval_s)
     quiet = not log.isEnabledFor(logging.DEBUG)  # scrapy logs every response at DEBUG
     if quiet:

@@ -14,7 +14,9 @@ Evidence kinds (a site's ``pairing.evidence`` selects which count):
 - ``content``: what the pages say (:mod:`parasim.pair.content`): the pages that the link kinds
   leave unpaired are paired by mutual best match of their content, with a margin; the link pairs
   are checked against it (``content`` among the kinds of a pair it confirms, ``content_disagrees:
-  <URL>`` in the evidence of a pair it contradicts, naming the page it prefers).
+  <URL>`` in the evidence of a pair it contradicts, naming the page it prefers; with the site's
+  ``pairing.content_disagrees: drop`` such a pair is left out instead unless its pages link each
+  other, its English page counted unpaired for a conflict and the pair in ``content_dropped``).
 
 Evidence is read from both sides: the English page pointing at its counterpart (forward) and the
 counterpart pointing back at the English page with ``hreflang="en"`` (back). Links are resolved
@@ -28,13 +30,21 @@ per language: candidates are taken greedily, best first (more evidence kinds, th
 evidence, then evidence from the English page itself, then more evidence links, then URL order), and
 the candidates that lose are counted as conflicts.
 
-Several URLs of one page are one document: byte-identical pages (same ``content_hash``: query
-variants, one file at two paths) and a directory URL with its index file (``X/`` and
-``X/index.html`` or ``index.htm``, whatever their bytes). The pair names the page by one canonical
-URL, chosen the same way whatever the crawl met first: no query, then the shortest, where the
-index file wins over its directory URL (``X/index.html``: the name a gold list written from the
-site's files uses). The pair's ``evidence`` then says so: ``en_alias:<X/>`` or
-``other_alias:<X/>`` names the directory URL folded into the side's index file.
+A page is named by the URL it was served from, after redirects (``final_url``); a URL linked that
+redirected to it is an alias, written into the pair's evidence as ``en_alias:<URL>`` or
+``other_alias:<URL>``. Several URLs of one page are one document: byte-identical pages (same
+``content_hash``: query variants, one file at two paths) and a directory URL with its index file
+(``X/`` and ``X/index.html`` or ``index.htm``, whatever their bytes). The pair names the page by one
+canonical URL, chosen the same way whatever the crawl met first: no query, then the shortest, where
+the index file wins over its directory URL (``X/index.html``: the name a gold list written from the
+site's files uses). The pair's ``evidence`` then says so: ``en_alias:<X/>`` or ``other_alias:<X/>``
+names the directory URL folded into the side's index file.
+
+On a site with two or more other languages whose English pages carry language lists (some name
+two or more translations), an English page whose own hreflang or toggle links name its
+translations in some of them says it has none in the rest: a candidate in another
+language that rests only on a URL pattern or on a link from the other page is left out (counted
+as a conflict, and in ``language_list_conflicts``).
 
 A configured rewrite also names languages: a page without a declared language whose URL has the
 English pattern counts as English, and the page the rewrite leads to as the rewrite's language.
@@ -256,10 +266,19 @@ class _Pages:
     dir_alias: dict[int, str] = field(default_factory=dict)
     #: document -> its main-text lines, once read (content evidence, the untranslated check)
     main_lines: dict[int, list[str]] = field(default_factory=dict)
+    #: document -> the URLs linked that redirected to it (``en_alias:`` ... in the pairs)
+    redirect_alias: dict[int, list[str]] = field(default_factory=dict)
 
     def target(self, url: str) -> tuple[int | None, str | None]:
-        """The document ``url`` leads to, or None and why not."""
+        """The document ``url`` leads to, or None and why not.
+
+        A URL the crawl did not store as such is tried in its other forms: canonical (as the
+        crawl stores URLs: ``https://h`` is ``https://h/``, query parameters sorted), and ``X``,
+        ``X/`` and ``X/index.html`` as one page.
+        """
         j = self.lookup.get(url)
+        if j is None:
+            j = next((self.lookup[u] for u in _url_forms(url) if u in self.lookup), None)
         if j is None:
             return None, "target_not_fetched"
         if not self.ok[j]:
@@ -349,18 +368,26 @@ def index_pages(pages: pa.Table) -> _Pages:
     hashes = (
         pages.column("content_hash").to_pylist() if "content_hash" in pages.column_names else []
     )
-    rep = _same_page_representatives(cu, ok, hashes)
+    # A page is named by the URL it was served from (after redirects): cf.
+    rep = _same_page_representatives(cf, ok, hashes)
     same_content = sum(1 for i, r in rep.items() if r != i)
     lookup = {u: rep.get(j, j) for u, j in lookup.items()}
     dir_alias = {
-        r: cu[i]
+        r: cf[i]
         for i, r in sorted(rep.items())
-        if r != i and cu[i] and cu[r] and index_dir(cu[r]) == cu[i]
+        if r != i and cf[i] and cf[r] and index_dir(cf[r]) == cf[i]
     }
 
     # Documents: one fetched page per final URL (two URLs redirecting to one page are one document).
-    docs = sorted({lookup[cf[i]] for i in range(n) if ok[i] and cf[i]}, key=lambda i: cu[i] or "")
-    return _Pages(urls, declared, htmls, ok, cu, cf, lookup, docs, same_content, dir_alias)
+    docs = sorted({lookup[cf[i]] for i in range(n) if ok[i] and cf[i]}, key=lambda i: cf[i] or "")
+    # The URLs linked that redirected to a document: its aliases.
+    redirected: dict[int, set[str]] = defaultdict(set)
+    for i in range(n):
+        if ok[i] and cu[i] and cf[i] and cu[i] != cf[i]:
+            redirected[lookup[cf[i]]].add(cu[i])
+    pages = _Pages(urls, declared, htmls, ok, cu, cf, lookup, docs, same_content, dir_alias)
+    pages.redirect_alias = {j: sorted(v) for j, v in redirected.items()}
+    return pages
 
 
 #: File names a web server serves for a directory URL (``X/`` is ``X/index.html``).
@@ -373,6 +400,25 @@ def index_dir(url: str) -> str | None:
         return None
     head, sep, name = url.rpartition("/")
     return head + "/" if sep and name in INDEX_FILES else None
+
+
+def _url_forms(url: str) -> list[str]:
+    """The other URLs of the page at ``url``: canonical, and ``X`` / ``X/`` / ``X/index.html``."""
+    from parasim.crawl.content import canonical
+
+    out = []
+    for u in (canonical(url) or url, url):
+        head = u.split("?", 1)[0]
+        if "?" in u or head.endswith((".html", ".htm")) and not index_dir(head):
+            out.append(u)
+            continue
+        if index_dir(u):
+            out += [u, index_dir(u), index_dir(u).rstrip("/")]
+        elif u.endswith("/"):
+            out += [u, *(u + name for name in INDEX_FILES), u.rstrip("/")]
+        else:
+            out += [u, u + "/", *(u + "/" + name for name in INDEX_FILES)]
+    return [u for u in dict.fromkeys(out) if u and u != url]
 
 
 def _canonical_order(url: str) -> tuple:
@@ -519,8 +565,38 @@ def score_candidates(
                 continue
             lang = next(iter(cands))
         valid.append((en, other, lang, e))
-    valid.sort(key=lambda t: (tuple(-x for x in _score(t[3])), t[2], pg.cu[t[0]], pg.cu[t[1]]))
+    valid.sort(key=lambda t: (tuple(-x for x in _score(t[3])), t[2], pg.cf[t[0]], pg.cf[t[1]]))
     return valid
+
+
+def heed_language_lists(
+    valid: list[tuple[int, int, str, _Edge]],
+) -> tuple[list[tuple[int, int, str, _Edge]], Counter]:
+    """Step 3a (sites with two or more other languages whose English pages carry language
+    lists: some name their translations in two or more languages): an English page whose own
+    hreflang or toggle links name its translations in some languages says it has none in the
+    others. A candidate in another language that rests only on weaker evidence (a URL pattern,
+    a link from the other page) is then left out; those are counted as conflicts. On a site
+    where no English page names two languages (a single toggle) nothing is left out.
+
+    Returns:
+        The candidates kept, and the (English page, language) keys left out with how many
+        candidates each lost.
+    """
+    listed: dict[int, set[str]] = defaultdict(set)
+    for en, _other, lang, e in valid:
+        if _linked_forward(e):
+            listed[en].add(lang)
+    kept, out = [], Counter()
+    if not any(len(langs) > 1 for langs in listed.values()):
+        return valid, out
+    for cand in valid:
+        en, _other, lang, _e = cand
+        if listed.get(en) and lang not in listed[en]:
+            out[(en, lang)] += 1
+        else:
+            kept.append(cand)
+    return kept, out
 
 
 def resolve_conflicts(valid: list[tuple[int, int, str, _Edge]], one_to_one: bool) -> _Resolution:
@@ -571,6 +647,7 @@ def pair_by_content(
         vecs = page_vectors([contents[i] for i in pages], encoder) if pages else []
         vectors = {i: vecs[k] for k, i in enumerate(pages)}
     results = {}
+    dropped = {lang: 0 for lang in others}
     with rec.time("content_match"):
         for lang in others:
             links = [(en, o) for en, o, lg, _ in res.chosen if lg == lang]
@@ -580,13 +657,53 @@ def pair_by_content(
                 if lg == lang and (en, o) in r.confirmed:
                     edge.kinds.add("content")
             for (en, o), alt in sorted(r.disagree.items()):
-                res.flags[(en, o)].append(f"content_disagrees:{pg.urls[alt]}")
+                res.flags[(en, o)].append(f"content_disagrees:{pg.cf[alt]}")
+            if site.content_disagrees == "drop":
+                dropped[lang] = _drop_contradicted(res, lang, r)
             for en, o, _score in r.pairs:
                 res.chosen.append((en, o, lang, _Edge(kinds={"content"}, langs={lang})))
                 res.taken_en.add((en, lang))
                 res.taken_other.add(o)
                 res.lost.discard((en, lang))
     record_content(rec, results, no_language)
+    if site.content_disagrees == "drop":
+        rec.count("content_dropped", dropped)
+
+
+def _drop_contradicted(res: _Resolution, lang: str, r: Any) -> int:
+    """``content_disagrees: drop``: leave out the link pairs of ``lang`` that rest on weaker
+    evidence than the pages' content: those content contradicts, and those that share their
+    counterpart with a pair whose pages link each other and that content does not confirm,
+    unless their own pages link each other. Returns how many were left out."""
+    mine = [(en, o, e) for en, o, lg, e in res.chosen if lg == lang]
+    mutual = {o for _en, o, e in mine if _linked_both_ways(e)}
+    drop = {
+        (en, o)
+        for en, o, e in mine
+        if not _linked_both_ways(e)
+        and ((en, o) in r.disagree or (o in mutual and (en, o) not in r.confirmed))
+    }
+    if not drop:
+        return 0
+    res.chosen = [c for c in res.chosen if not (c[2] == lang and (c[0], c[1]) in drop)]
+    still = {o for _en, o, lg, _e in res.chosen if lg == lang}
+    for en, o in drop:
+        res.taken_en.discard((en, lang))
+        if o not in still:
+            res.taken_other.discard(o)
+        res.lost.add((en, lang))
+    return len(drop)
+
+
+def _linked_forward(edge: _Edge) -> bool:
+    """Whether the English page itself links the pair's other page (hreflang or toggle)."""
+    return any(d == "fwd" and k in ("hreflang", "toggle") for k, d in edge.records)
+
+
+def _linked_both_ways(edge: _Edge) -> bool:
+    """Whether the two pages link each other (hreflang or toggle, each way)."""
+    links = {d for k, d in edge.records if k in ("hreflang", "toggle")}
+    return links == {"fwd", "back"}
 
 
 def find_untranslated(
@@ -627,8 +744,8 @@ def find_untranslated(
         if wrong_other or wrong_en:
             out.append(
                 {
-                    "en_url": pg.urls[en],
-                    "other_url": pg.urls[other],
+                    "en_url": pg.cf[en],
+                    "other_url": pg.cf[other],
                     "other_lang": lg,
                     "side": "other" if wrong_other else "en",
                     "measured": {"en": [en_l, round(en_s, 3)], "other": [ot_l, round(ot_s, 3)]},
@@ -659,15 +776,15 @@ def pair_table(pg: _Pages, res: _Resolution, site: SiteConfig, n_shards: int) ->
     """Step 5: the pairs as rows of ``PAIRS_SCHEMA``, sorted by (language, English URL)."""
     rows = []
     for en, other, lang, e in res.chosen:
-        pid = stable_id(site.name, pg.urls[en], pg.urls[other])
+        pid = stable_id(site.name, pg.cf[en], pg.cf[other])
         rows.append(
             {
                 "pair_id": pid,
                 "site": site.name,
                 "domain": site.domain,
                 "lang_pair": f"en-{lang}",
-                "en_url": pg.urls[en],
-                "other_url": pg.urls[other],
+                "en_url": pg.cf[en],
+                "other_url": pg.cf[other],
                 "other_lang": lang,
                 "evidence": sorted(e.kinds)
                 + _aliases(pg, en, other)
@@ -695,11 +812,13 @@ def _measured(res: _Resolution, en: int, other: int) -> dict:
 
 
 def _aliases(pg: _Pages, en: int, other: int) -> list[str]:
-    """Evidence entries naming the directory URL each side's index file also answers at."""
+    """Evidence entries naming the other URLs of each side: the directory URL its index file
+    also answers at, and the URLs linked that redirected to it."""
     out = []
     for side, i in (("en", en), ("other", other)):
         if i in pg.dir_alias:
             out.append(f"{side}_alias:{pg.dir_alias[i]}")
+        out.extend(f"{side}_alias:{u}" for u in pg.redirect_alias.get(i, ()))
     return out
 
 
@@ -772,7 +891,13 @@ def pair_pages(
     pg = index_pages(pages)
     ev = collect_evidence(pg, site)
     valid = score_candidates(pg, ev, others)
+    if len(others) > 1:  # a list that names some languages and not another needs two others
+        valid, listed_out = heed_language_lists(valid)
     res = resolve_conflicts(valid, one_to_one)
+    if len(others) > 1:
+        res.conflicts += sum(listed_out.values())
+        res.lost.update(key for key in listed_out if key not in res.taken_en)
+        rec.count("language_list_conflicts", len(listed_out))
     if "content" in site.evidence:
         from .content import load_content_encoder
 

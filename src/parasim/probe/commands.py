@@ -9,6 +9,7 @@ import sys
 import tempfile
 from collections.abc import Callable
 from pathlib import Path
+from urllib.parse import urlsplit
 
 log = logging.getLogger("parasim.probe")
 
@@ -34,9 +35,27 @@ def _hosts(value: str | None) -> list[str]:
     return [h.strip().lower() for h in (value or "").split(",") if h.strip()]
 
 
+def _serve(values: list[str] | None) -> dict[str, str]:
+    """``--serve HOST=FOLDER`` (repeated) as {host: folder}."""
+    from parasim.stagecli import UsageError
+
+    out: dict[str, str] = {}
+    for value in values or []:
+        host, sep, folder = value.partition("=")
+        host = host.strip().lower()
+        if not sep or not re.fullmatch(r"[a-z0-9.-]+", host) or not folder:
+            raise UsageError(f"--serve {value!r}: give HOST=FOLDER, e.g. fr.example.org=site/fr")
+        if not Path(folder).is_dir():
+            raise UsageError(f"--serve {value!r}: {folder!r} is not a folder")
+        out[host] = folder
+    return out
+
+
 def _options(args: argparse.Namespace) -> list[str]:
     """The options of this probe that shape its suggestion, as they were given."""
     out = []
+    for value in args.serve or []:
+        out += ["--serve", value]
     for flag, value, default in (
         ("--serve-dir", args.serve_dir, None),
         ("--languages", args.languages, None),
@@ -63,9 +82,15 @@ def cmd_probe(args: argparse.Namespace) -> None:
     if args.serve_dir and not Path(args.serve_dir).is_dir():
         raise UsageError(f"--serve-dir {args.serve_dir!r} is not a folder")
     langs = _languages(args.languages)
+    serve = _serve(args.serve)
+    if serve and args.serve_dir:
+        raise UsageError("--serve-dir and --serve: give one or the other")
     name = args.name or site_name(args.url)
+    start_host = (urlsplit(args.url).hostname or "").lower()
+    hosts = _hosts(args.allowed_domains)
+    hosts += [h for h in serve if h != start_host and h not in hosts]  # served hosts are the site's
     early = {"name": name, "domain": args.domain, "languages": list(langs or ("en", "fr"))}
-    early |= {"start_urls": [args.url], "allowed_domains": _hosts(args.allowed_domains)}
+    early |= {"start_urls": [args.url], "allowed_domains": hosts}
     validate_config({"sites": [early]})  # a bad --name, --domain or host fails before the crawl
     with tempfile.TemporaryDirectory(prefix="parasim-probe-") as tmp:
         try:
@@ -77,7 +102,8 @@ def cmd_probe(args: argparse.Namespace) -> None:
                 max_pages=args.max_pages,
                 name=name,
                 domain=args.domain,
-                allowed_domains=tuple(_hosts(args.allowed_domains)),
+                allowed_domains=tuple(hosts),
+                serve=serve or None,
             )
         except ProbeError as exc:
             raise UsageError(str(exc)) from None
@@ -110,6 +136,12 @@ def register(add: Callable[..., argparse.ArgumentParser], site_opts: Callable) -
     )
     sp.add_argument("url", help="the start URL, e.g. https://www.example.org/index-en.html")
     sp.add_argument("--serve-dir", help="a local folder holding the site, served on 127.0.0.1")
+    sp.add_argument(
+        "--serve",
+        action="append",
+        metavar="HOST=FOLDER",
+        help="a local folder holding one host of a site on several hosts (repeat per host)",
+    )
     sp.add_argument("--languages", help="the site's languages, e.g. en,fr (default: measured)")
     sp.add_argument("--max-pages", type=int, default=40, help="most URLs requested (default 40)")
     sp.add_argument("--out", default="suggested.yaml", help="YAML file to write")

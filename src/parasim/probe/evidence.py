@@ -20,6 +20,7 @@ import pyarrow as pa
 from parasim.config import Rewrite, SiteConfig
 from parasim.crawl.content import canonical
 from parasim.pair import LINK_KINDS, extract_links, pair_pages
+from parasim.pair.stage import OTHER_SIDE, index_dir
 from parasim.probe.structure import Page
 from parasim.stats import Recorder
 
@@ -124,7 +125,11 @@ def infer_rewrites(pairs: list[tuple[str, str, str]]) -> list[tuple[Rewrite, int
 
 
 def probe_site_config(
-    langs: tuple[str, ...], evidence: tuple[str, ...], rewrites=(), main_selector=None
+    langs: tuple[str, ...],
+    evidence: tuple[str, ...],
+    rewrites=(),
+    main_selector=None,
+    language_attributes: tuple[str, ...] = (),
 ) -> SiteConfig:
     """A site for :func:`parasim.pair.pair_pages` on the sample: these languages and evidence."""
     return SiteConfig(
@@ -136,6 +141,7 @@ def probe_site_config(
         main_selector=main_selector,
         evidence=evidence,
         rewrites=tuple(rewrites),
+        language_attributes=tuple(language_attributes),
     )
 
 
@@ -151,10 +157,12 @@ def _quiet(name: str) -> Iterator[None]:
         logger.setLevel(level)
 
 
-def pair_map(table: pa.Table, langs, evidence, rewrites=()) -> dict[tuple[str, str], str]:
+def pair_map(
+    table: pa.Table, langs, evidence, rewrites=(), language_attributes: tuple[str, ...] = ()
+) -> dict[tuple[str, str], str]:
     """(English URL, language) -> other URL, by :func:`parasim.pair.pair_pages`, many-to-one."""
     with _quiet("parasim.pair"):
-        site = probe_site_config(langs, evidence, rewrites)
+        site = probe_site_config(langs, evidence, rewrites, None, language_attributes)
         pairs = pair_pages(table, site, 1, rec=Recorder("pair", site=site.name), one_to_one=False)
     cols = [pairs.column(c).to_pylist() for c in ("en_url", "other_lang", "other_url")]
     return {(en, lang): other for en, lang, other in zip(*cols, strict=True)}
@@ -173,7 +181,9 @@ def untranslated_pairs(table: pa.Table, site: SiteConfig) -> list[dict]:
     return rec.stats().figures["untranslated"]
 
 
-def _predictions(pages: list[Page], langs, rewrites) -> dict[tuple[str, str], dict[str, set]]:
+def _predictions(
+    pages: list[Page], langs, rewrites, language_attributes: tuple[str, ...] = ()
+) -> dict[tuple[str, str], dict[str, set]]:
     """(English page, language) -> kind -> the URLs that kind names as its counterpart (a fetched
     URL that redirected stands for where it landed)."""
     others = set(langs) - {"en"}
@@ -181,13 +191,16 @@ def _predictions(pages: list[Page], langs, rewrites) -> dict[tuple[str, str], di
     out: dict[tuple[str, str], dict[str, set]] = defaultdict(lambda: defaultdict(set))
 
     def name(url: str) -> str:
+        # One page under its URLs: canonical, where it landed, X/ for X/index.html and X.
         url = canonical(url) or url
-        return landed.get(url, url)
+        return _page_name(landed.get(url, url))
 
+    other_lang = next(iter(others)) if len(others) == 1 else None
     for p in pages:
         if p.lang != "en":
             continue
-        for kind, lang, url in extract_links(p.html, p.base).links:
+        for kind, lang, url in extract_links(p.html, p.base, language_attributes).links:
+            lang = other_lang if lang == OTHER_SIDE else lang
             if lang in others:
                 out[(p.url, lang)][kind].add(name(url))
         for rw in rewrites:
@@ -200,36 +213,55 @@ def _predictions(pages: list[Page], langs, rewrites) -> dict[tuple[str, str], di
     return out
 
 
-def offsite_language_hosts(pages: list[Page], langs: tuple[str, ...], host: str) -> Counter:
+def _page_name(url: str) -> str:
+    """One name for ``X``, ``X/`` and ``X/index.html`` (``X/``); other URLs as they are."""
+    if "?" in url:
+        return url
+    if index_dir(url):
+        return index_dir(url)
+    last = url.rsplit("/", 1)[1]
+    return url if not last or "." in last else url + "/"
+
+
+def offsite_language_hosts(
+    pages: list[Page], langs: tuple[str, ...], host: str, language_attributes: tuple[str, ...] = ()
+) -> Counter:
     """Hosts other than ``host`` that the pages' hreflang and toggle links lead to, by pages."""
     out: Counter = Counter()
     for p in pages:
         hosts = {
             urlsplit(url).hostname
-            for _, lang, url in extract_links(p.html, p.base).links
-            if lang in langs and urlsplit(url).hostname not in (host, None)
+            for _, lang, url in extract_links(p.html, p.base, language_attributes).links
+            if (lang in langs or lang == OTHER_SIDE) and urlsplit(url).hostname not in (host, None)
         }
         out.update(hosts)
     return out
 
 
 def evidence_counts(
-    pages: list[Page], table: pa.Table, langs: tuple[str, ...], rewrites: list[Rewrite]
+    pages: list[Page],
+    table: pa.Table,
+    langs: tuple[str, ...],
+    rewrites: list[Rewrite],
+    language_attributes: tuple[str, ...] = (),
 ) -> dict:
     """Step 3: per evidence kind, the pages that carry it and the pairs it yields; and the English
-    pages where two kinds name different counterparts."""
+    pages where two kinds name different counterparts. Links in ``language_attributes`` count
+    as toggles."""
     carried: Counter = Counter()
     for p in pages:
-        kinds = {kind for kind, lang, _ in extract_links(p.html, p.base).links if lang in langs}
-        carried.update(kinds)
+        found = extract_links(p.html, p.base, language_attributes).links
+        carried.update({kind for kind, lang, _ in found if lang in langs or lang == OTHER_SIDE})
     pairs = {
-        k: pair_map(table, langs, (k,), rewrites if k == "rewrite" else ()) for k in LINK_KINDS
+        k: pair_map(table, langs, (k,), rewrites if k == "rewrite" else (), language_attributes)
+        for k in LINK_KINDS
     }
     carried["rewrite"] = sum(
         1 for p in pages for rw in rewrites if p.lang == "en" and rw.by_lang["en"] in p.url
     )
     disagree: dict[tuple[str, str], list[str]] = defaultdict(list)
-    for (en_url, _lang), by_kind in sorted(_predictions(pages, langs, rewrites).items()):
+    predictions = _predictions(pages, langs, rewrites, language_attributes)
+    for (en_url, _lang), by_kind in sorted(predictions.items()):
         kinds = sorted(by_kind)
         for i, a in enumerate(kinds):
             for b in kinds[i + 1 :]:

@@ -11,6 +11,7 @@ entry together and :func:`render_yaml` writes it with its counts.
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import re
 import subprocess
@@ -41,6 +42,7 @@ from parasim.probe.structure import (
     alias_counts,
     choose_aliases,
     choose_main_selector,
+    is_language_attribute,
     link_attribute_counts,
     main_selector_counts,
     script_links,
@@ -156,22 +158,25 @@ def suggest_pairing(
     langs: tuple[str, ...],
     host: str,
     main_selector: str | None = None,
+    language_attributes: tuple[str, ...] = (),
 ) -> tuple[dict, dict, dict[str, list[str]]]:
-    """Steps 2-4: the ``pairing`` section, its counts and notes (``evidence``, ``rewrites``);
-    ``main_selector`` is where the pair stage measures a page's language.
+    """Steps 2-4: the ``pairing`` section, its counts and notes (``evidence``, ``rewrites``,
+    ``language_attributes``); ``main_selector`` is where the pair stage measures a page's
+    language; links in ``language_attributes`` count as toggles.
 
     Raises:
         ProbeError: no kind of evidence pairs any two fetched pages.
     """
     notes: dict[str, list[str]] = defaultdict(list)
-    linked = pair_map(table, langs, ("hreflang", "toggle"))
+    attrs = tuple(language_attributes)
+    linked = pair_map(table, langs, ("hreflang", "toggle"), (), attrs)
     url_pairs = [(en, other, lang) for (en, lang), other in linked.items()]
     url_pairs += named_pairs(pages, langs, set(linked))
     rewrites_all = infer_rewrites(url_pairs)
     # One pair's odd name (License-en.html -> Licence-fr.html) is not a pattern.
     least = 2 if len(url_pairs) >= 2 else 1
     rewrites = [rw for rw, n in rewrites_all if n >= least]
-    ev = evidence_counts(pages, table, langs, rewrites)
+    ev = evidence_counts(pages, table, langs, rewrites, attrs)
     evidence, why = choose_evidence(ev)
     counts = {
         "rewrites": [{**rw.by_lang, "pairs": n} for rw, n in rewrites_all],
@@ -185,12 +190,13 @@ def suggest_pairing(
         notes["evidence"].append(f"{kinds} name different pages for {len(v)} page(s), e.g. {v[0]}")
     notes["evidence"].extend(why)
     if not evidence:
-        away = offsite_language_hosts(pages, langs, host)
+        away = offsite_language_hosts(pages, langs, host, attrs)
         hint = (
             f"; language links lead to other hosts ({', '.join(sorted(away))}): "
             "probe again with --allowed-domains"
             if away
-            else "; raise --max-pages or start from a page that links to its translation"
+            else "; raise --max-pages, start from a page that links to its translation, or "
+            "pair the pages by what they say (pairing.evidence: [content])"
         )
         raise ProbeError(
             f"no page pair found among the {len(pages)} fetched pages: no hreflang link, language "
@@ -198,9 +204,9 @@ def suggest_pairing(
             f"page{hint}"
         )
     used = rewrites if "rewrite" in evidence else ()
-    combined = pair_map(table, langs, evidence, used)
+    combined = pair_map(table, langs, evidence, used, attrs)
     untranslated = untranslated_pairs(
-        table, probe_site_config(langs, evidence, used, main_selector)
+        table, probe_site_config(langs, evidence, used, main_selector, attrs)
     )
     counts["pairs_suggested"] = len(combined)
     counts["untranslated_pairs"] = untranslated
@@ -214,6 +220,12 @@ def suggest_pairing(
     pairing: dict = {"evidence": list(evidence)}
     if "rewrite" in evidence:
         pairing["rewrites"] = [dict(rw.by_lang) for rw in rewrites]
+    if attrs:
+        pairing["language_attributes"] = list(attrs)
+        notes["language_attributes"].append(
+            f"{', '.join(attrs)}: attribute(s) of any element naming the page in another "
+            f"language, read as toggles ({ev['pages_carrying']['toggle']} page(s) carry toggles)"
+        )
     return pairing, counts, notes
 
 
@@ -258,6 +270,7 @@ def suggest_site(
     domain: str = "general",
     serve_dir: str | None = None,
     allowed_domains: tuple[str, ...] = (),
+    serve: dict[str, str] | None = None,
 ) -> Suggestion:
     """Suggest a ``sites:`` entry from a crawl sample of one site.
 
@@ -269,6 +282,7 @@ def suggest_site(
         domain: the corpus domain label.
         serve_dir: the local folder the site was served from, if any.
         allowed_domains: hosts the crawl may visit besides the start URL's.
+        serve: the local folders the site's hosts were served from ({host: folder}), if any.
 
     Returns:
         The entry, the counts behind each of its keys and the notes that explain them.
@@ -290,8 +304,9 @@ def suggest_site(
     keys, structure_counts, structure_notes = suggest_structure(
         pages, start_url, (host, *allowed_domains)
     )
+    language_attrs = tuple(a for a in keys.get("link_attributes", ()) if is_language_attribute(a))
     pairing, pair_counts, pair_notes = suggest_pairing(
-        pages, table, langs, host, keys["main_selector"]
+        pages, table, langs, host, keys["main_selector"], language_attrs
     )
     counts = {"pages_fetched": len(pages), "languages": lc, **pair_counts, **structure_counts}
     notes.update(pair_notes)
@@ -306,6 +321,8 @@ def suggest_site(
         entry["allowed_domains"] = sorted({host, *allowed_domains})
     if serve_dir:
         entry["serve_dir"] = serve_dir
+    if serve:
+        entry["serve"] = dict(serve)
     entry.update(keys)
     entry["pairing"] = pairing
     if domain == "general":
@@ -444,6 +461,7 @@ def probe_site(
     domain: str = "general",
     allowed_domains: tuple[str, ...] = (),
     crawl_settings: dict | None = None,
+    serve: dict[str, str] | None = None,
 ) -> tuple[Suggestion, dict]:
     """Crawl a sample of a site and suggest its ``sites:`` entry.
 
@@ -461,6 +479,8 @@ def probe_site(
         domain: the corpus domain label.
         allowed_domains: hosts the crawl may visit besides the start URL's.
         crawl_settings: the ``crawl`` config section (default: its defaults).
+        serve: local folders holding the site's hosts ({host: folder}), each served on
+            127.0.0.1 for each crawl (a site on several hosts).
 
     Returns:
         The suggestion and the crawls' counts (summed).
@@ -481,18 +501,39 @@ def probe_site(
         "languages": list(languages or ("en", "fr")),  # the crawl does not read them
         "start_urls": [url],
         "limits": {"max_pages": max(1, max_pages - reserve)},
+        # Each page's language links before the rest: the sample holds page pairs.
+        "crawl_order": "pairs_first",
     }
     if allowed_domains:
         entry["allowed_domains"] = sorted({host, *allowed_domains})
     if serve_dir:
         entry["serve_dir"] = serve_dir
+    if serve:
+        entry["serve"] = dict(serve)
     table, crawl = crawl_sample(entry, settings, work / "sample")
     second = None
     fetched = set(table.column("url").to_pylist())
-    found = script_links(read_pages(table), (host, *allowed_domains))
-    extra = sorted(
-        {u for v in found.values() for u in v["urls"] if u.startswith(origin + "/")} - fetched
-    )[:reserve]
+    hosts = (host, *allowed_domains)
+    first_pages = read_pages(table)
+    found = script_links(first_pages, hosts)
+    reach = link_attribute_counts(first_pages, hosts)
+    # Links on custom elements (href on <x-nav-link>, lang-href): the whole sample again,
+    # reading them, within what is left of the budget.
+    structural = [
+        a for a in found if not a.startswith("data-") and reach[a]["urls_no_href_reaches"]
+    ]
+    extra = []
+    if structural:
+        again = {**entry, "link_attributes": sorted(found)}
+        again["limits"] = {"max_pages": max(reserve, max_pages - crawl["requests"])}
+        lang_attrs = [a for a in sorted(found) if is_language_attribute(a)]
+        if lang_attrs:
+            again["pairing"] = {"language_attributes": lang_attrs}
+        table, second = crawl_sample(again, settings, work / "attributes")
+    else:
+        extra = sorted(
+            {u for v in found.values() for u in v["urls"] if u.startswith(origin + "/")} - fetched
+        )[:reserve]
     if extra:
         more = {**entry, "start_urls": extra, "link_attributes": sorted(found)}
         more["limits"] = {"max_pages": len(extra), "max_depth": 0}
@@ -503,6 +544,7 @@ def probe_site(
         table = pa.concat_tables([table, table2.cast(table.schema)])
     crawl = {k: v for k, v in _merge_crawls(crawl, second).items() if k not in ("site", "stage")}
     crawl["script_linked_pages_requested"] = len(extra)
+    crawl["attribute_links_recrawl"] = sorted(found) if structural else []
     if not crawl["pages_ok"]:
         reasons = crawl["pages_skipped_by_reason"]
         hint = (
@@ -521,8 +563,92 @@ def probe_site(
         domain=domain,
         serve_dir=serve_dir,
         allowed_domains=allowed_domains,
+        serve=serve,
     )
+    suggest_limits(suggestion, crawl)
+    suggest_sitemaps(suggestion, find_sitemap_urls(entry, settings, work / "sitemaps"), table)
+    suggest_content(suggestion)
     return suggestion, crawl
+
+
+def suggest_content(s: Suggestion) -> None:
+    """``content`` evidence, with ``content_disagrees: drop``, where the crawl will pair pages
+    the sample's links cannot vouch for: pages only the sitemaps list (no page of the site links
+    them: old versions, demos, drafts, whose language links are often wrong). Content then checks
+    every link pair, drops those it contradicts unless the two pages link each other, and pairs
+    the pages the links leave."""
+    pairing = s.entry["pairing"]
+    listed = s.counts.get("sitemap_urls", {}).get("not_linked_from_sample", 0)
+    if not listed or "content" in pairing["evidence"]:
+        return
+    pairing["evidence"] = [*pairing["evidence"], "content"]
+    pairing["content_disagrees"] = "drop"
+    s.notes["evidence"].append(
+        f"content: {listed} page(s) only the sitemaps list: what the pages say checks the link "
+        "pairs and pairs the pages the links leave (static e5 vectors, a few ms of CPU a page)"
+    )
+    s.notes["content_disagrees"] = [
+        "drop: a link pair content contradicts is left out unless its pages link each other"
+    ]
+
+
+def find_sitemap_urls(entry: dict, settings: dict, work: Path) -> list[str]:
+    """The page URLs the sitemaps of a site entry's hosts list (its local folders served)."""
+    import logging
+
+    from parasim.config import SiteConfig, validate_config
+    from parasim.crawl.stage import CrawlSettings, _setup, _sitemap_starts
+
+    site = SiteConfig.from_dict(validate_config({"sites": [entry]})["sites"][0])
+    site = dataclasses.replace(site, sitemaps=True)
+    crawl_settings = CrawlSettings.from_config(settings)
+    _, served, _, site_map = _setup(site, crawl_settings)
+    work.mkdir(parents=True, exist_ok=True)
+    log = logging.getLogger("parasim.probe")
+    return _sitemap_starts(site, crawl_settings, served, site_map, work, "probe", log)
+
+
+def suggest_sitemaps(s: Suggestion, listed: list[str], table: pa.Table) -> None:
+    """``sitemaps: true`` when the site's hosts have sitemaps that list page URLs."""
+    if not listed:
+        return
+    fetched = set(table.column("url").to_pylist()) | set(table.column("final_url").to_pylist())
+    linked = {u for p in read_pages(table) for u in _links(p)} | fetched
+    unlinked = sum(1 for u in listed if u not in linked)
+    s.entry["sitemaps"] = True
+    s.counts["sitemap_urls"] = {"listed": len(listed), "not_linked_from_sample": unlinked}
+    s.notes["sitemaps"] = [
+        f"the sitemaps list {len(listed)} page URL(s), {unlinked} of them not linked from the "
+        "sample: the crawl starts from them too"
+    ]
+
+
+def _links(p: Page) -> list[str]:
+    from parasim.crawl.content import extract_links
+
+    return extract_links(p.root, p.base)
+
+
+#: ``limits.max_pages`` the probe suggests for a site larger than its sample: a bound against
+#: endless URL spaces (calendars, search pages), not an estimate of the site's size.
+SITE_MAX_PAGES = 100_000
+
+
+def suggest_limits(s: Suggestion, crawl: dict) -> None:
+    """``limits.max_pages`` when the sample stopped at its page limit with URLs left to fetch:
+    the default (5000) would cut a large site's crawl as it cut the sample."""
+    from parasim.config import SiteConfig
+
+    left = crawl["pages_skipped_by_reason"].get("page_limit", 0)
+    if not left:
+        return
+    s.entry["limits"] = {"max_pages": SITE_MAX_PAGES}
+    s.counts["urls_left_by_sample"] = left
+    s.notes["limits"] = [
+        f"the sample stopped at its page limit with {left} URL(s) of the site left to fetch: "
+        f"a bound of {SITE_MAX_PAGES} pages instead of the default {SiteConfig.max_pages}; "
+        "lower it for a partial crawl"
+    ]
 
 
 #: The probe suggests a site's config before any run: not a stage of the workflow.

@@ -184,9 +184,30 @@ def _resolve(base: str, value: str) -> str | None:
     return url.split("#")[0] if url and looks_like_page(url) else None
 
 
+#: Elements whose ``href`` the crawl reads anyway.
+_HREF_ELEMENTS = frozenset({"a", "area", "link", "base"})
+
+
+def is_link_attribute(tag: str, name: str) -> bool:
+    """Whether an attribute may hold a link the crawl does not read by default: a ``data-*``
+    attribute (menus loaded by script), ``href`` on any other element than ``<a>``, ``<area>``,
+    ``<link>`` (custom elements: ``<x-nav-link href>``), or a name with ``href`` in it
+    (``lang-href``)."""
+    if name.startswith("data-"):
+        return True
+    if name == "href":
+        return tag not in _HREF_ELEMENTS
+    return "href" in name
+
+
+def is_language_attribute(name: str) -> bool:
+    """Whether a link attribute's name says it leads to the page in another language."""
+    return "lang" in name and name not in ("lang", "hreflang", "xml:lang")
+
+
 def script_links(pages: list[Page], hosts: tuple[str, ...]) -> dict[str, dict[str, set]]:
-    """``data-*`` attributes whose values are page URLs on the site: per attribute, the pages that
-    use it and the URLs it names."""
+    """Attributes that hold page URLs on the site but that the crawl does not read by default
+    (:func:`is_link_attribute`): per attribute, the pages that use it and the URLs it names."""
     out: dict[str, dict[str, set]] = defaultdict(lambda: {"pages": set(), "urls": set()})
     for p in pages:
         if p.root is None:
@@ -195,7 +216,7 @@ def script_links(pages: list[Page], hosts: tuple[str, ...]) -> dict[str, dict[st
             if not isinstance(el.tag, str):
                 continue
             for name, value in el.attrib.items():
-                if not name.startswith("data-") or not _PAGE_PATH_RE.search(value):
+                if not is_link_attribute(el.tag, name) or not _PAGE_PATH_RE.search(value):
                     continue
                 url = _resolve(p.base, value)
                 if url and (urlsplit(url).hostname or "") in hosts:
@@ -205,8 +226,9 @@ def script_links(pages: list[Page], hosts: tuple[str, ...]) -> dict[str, dict[st
 
 
 def link_attribute_counts(pages: list[Page], hosts: tuple[str, ...]) -> dict[str, dict]:
-    """Step 6: per ``data-*`` attribute naming page URLs on the site: on how many pages, how many
-    URLs, and how many of those no ``href`` of the sample links to."""
+    """Step 6: per attribute naming page URLs on the site that the crawl does not read by default
+    (:func:`script_links`): on how many pages, how many URLs, and how many of those no ``<a>``,
+    ``<area>`` or ``<link>`` of the sample links to."""
     hrefs = set().union(*(_href_links(p) for p in pages)) if pages else set()
     return {
         name: {

@@ -435,3 +435,126 @@ def test_gold_lists_of_paths_or_urls_and_several_languages(tmp_path: Path):
     )  # fmt: skip
     m = pair_metrics(pairs, [tmp_path / "fr.tsv", tmp_path / "es.tsv"], ORIGIN)
     assert (m["tp"], m["n_gold"], m["precision"]) == (2, 3, 1.0)
+
+
+def test_tracking_parameters_are_left_out_everywhere():
+    from parasim.crawl.content import extract_links, without_params
+    from parasim.probe.stage import suggest_site
+
+    assert without_params(f"{ORIGIN}/a?utm_source=x&id=3&fbclid=9", ("utm_*", "fbclid")) == (
+        f"{ORIGIN}/a?id=3"
+    )
+    assert without_params(f"{ORIGIN}/a?utm_medium=m", ("utm_*",)) == f"{ORIGIN}/a"
+    om = OriginMap(drop_params=("utm_*",))
+    doc = parse_html('<a href="/a?utm_source=news">a</a><a href="/a">again</a>')
+    assert extract_links(doc, f"{ORIGIN}/", om.normalize) == [f"{ORIGIN}/a"]  # one page
+    # the pair stage reads the toggle without them
+    rows = [
+        _row("/a-en", "en", '<a lang="fr" href="/a-fr?utm_campaign=x">fr</a>'),
+        _row("/a-fr", "fr", ""),
+    ]
+    site = _site(languages=("en", "fr"), evidence=("toggle",))
+    table = rows_to_table(rows, PAGES_SCHEMA)
+    assert pair_pages(table, site, 1, rec=Recorder("pair", site="s")).num_rows == 0
+    site = __import__("dataclasses").replace(site, drop_query_params=("utm_*",))
+    assert pair_pages(table, site, 1, rec=Recorder("pair", site="s")).num_rows == 1
+    # ... and the probe suggests the key when the sample's links carry them
+    s = suggest_site(table, ORIGIN + "/a-en", languages=("en", "fr"))
+    assert s.entry["drop_query_params"] == ["utm_*"]
+
+
+def test_a_pairs_first_crawl_replays_to_the_same_frontier(tmp_path: Path):
+    """A pairs-first crawl killed after a level resumes to the very frontier it had."""
+    from parasim.crawl.frontier import followed_links
+    from parasim.crawl.stage import replay
+
+    om = OriginMap(pairs_first=True)
+    htmls = {f"{ORIGIN}/": "".join(f'<a href="/en/{k}">e</a>' for k in range(8))}
+    htmls[f"{ORIGIN}/"] += '<a hreflang="fr" href="/fr/">fr</a>'
+    for k in range(8):
+        htmls[f"{ORIGIN}/en/{k}"] = f'<a href="/en/{k + 1}">n</a><a lang="fr" href="/fr/{k}">f</a>'
+        htmls[f"{ORIGIN}/fr/{k}"] = f'<a lang="en" href="/en/{k}">e</a>'
+
+    def live(stop_after: int | None) -> tuple[Frontier, list[dict]]:
+        f = Frontier([f"{ORIGIN}/"], ["s.example"], 9, 10, pairs_first=True)
+        rows = []
+        while not f.done:
+            for url in f.pending():
+                html = htmls.get(url, "")
+                links, first = followed_links(parse_html(html), url, om) if html else ([], 0)
+                f.record(url, url, links, first)
+                rows.append({"url": url, "final_url": url, "status": 200, "html": html or None,
+                             "skip_reason": None if html else "http_404"})  # fmt: skip
+            if stop_after is not None and f.level == stop_after:
+                break
+            if not f.advance():
+                break
+        return f, rows
+
+    whole, _ = live(None)
+    assert 0 < whole.requested <= 9
+    part, rows = live(1)
+    f = Frontier([f"{ORIGIN}/"], ["s.example"], 9, 10, pairs_first=True)
+    replay(f, rows_to_table(rows, PAGES_SCHEMA), om)
+    while not f.done:  # go on from where the replay stopped, as the live crawl would
+        for url in f.pending():
+            html = htmls.get(url, "")
+            links, first = followed_links(parse_html(html), url, om) if html else ([], 0)
+            f.record(url, url, links, first)
+        if not f.advance():
+            break
+    assert f.seen == whole.seen and f.requested == whole.requested
+    assert f.not_requested == whole.not_requested
+
+
+def test_the_sitemap_list_is_kept_with_the_crawl_state(tmp_path: Path):
+    import logging
+
+    from parasim.crawl.stage import CrawlSettings, _setup, _sitemap_starts
+
+    site_dir = tmp_path / "site"
+    site_dir.mkdir()
+    (site_dir / "sitemap.xml").write_text(
+        '<urlset xmlns="http://www.sitemaps.org/schemas/sitemap/0.9"><url><loc>'
+        "https://s.example/a.html</loc></url><url><loc>https://else.example/b.html</loc></url>"
+        "<url><loc>https://s.example/logo.png</loc></url></urlset>"
+    )
+    entry = {"name": "s", "domain": "d", "languages": ["en", "fr"], "sitemaps": True}
+    entry |= {"start_urls": ["https://s.example/"], "serve_dir": str(site_dir)}
+    site = SiteConfig.from_dict(validate_config({"sites": [entry]})["sites"][0])
+    settings = CrawlSettings.from_config({})
+    _, served, _, site_map = _setup(site, settings)
+    log = logging.getLogger("test")
+    state = tmp_path / "state"
+    state.mkdir()
+    got = _sitemap_starts(site, settings, served, site_map, state, "fp1", log)
+    assert got == ["https://s.example/a.html"]  # on the site, a page
+    (site_dir / "sitemap.xml").unlink()
+    assert _sitemap_starts(site, settings, served, site_map, state, "fp1", log) == got  # kept
+    assert _sitemap_starts(site, settings, served, site_map, state, "fp2", log) == []  # refetched
+
+
+def test_the_probe_reads_x_slash_and_x_index_html_as_one_page():
+    from parasim.probe.evidence import evidence_counts
+    from parasim.probe.stage import read_pages
+
+    text = "The office will answer your letter within ten days, from Monday to Friday. " * 3
+    texte = "Le bureau répondra à votre lettre dans les dix jours, du lundi au vendredi. " * 3
+
+    def body(lang, head, toggle, words):
+        return (
+            f'<html lang="{lang}"><head>{head}</head><body><div id="wb-lng">{toggle}</div>'
+            f"<main><p>{words}</p></main></body></html>"
+        )
+
+    rows = []
+    for k in range(3):
+        head = f'<link rel="alternate" hreflang="fr" href="/fr/x{k}/index.html">'
+        toggle = f'<a lang="fr" href="/fr/x{k}/">fr</a>'
+        rows.append(_row(f"/en/x{k}/", "en", "") | {"html": body("en", head, toggle, text)})
+        back = f'<a lang="en" href="/en/x{k}/">en</a>'
+        rows.append(_row(f"/fr/x{k}/index.html", "fr", "") | {"html": body("fr", "", back, texte)})
+    table = rows_to_table(rows, PAGES_SCHEMA)
+    ev = evidence_counts(read_pages(table), table, ("en", "fr"), [])
+    assert ev["disagreements"] == {}
+    assert ev["pairs"]["hreflang"] == ev["pairs"]["toggle"] == 3

@@ -222,6 +222,7 @@ class SiteConfig:
     serve: tuple[tuple[str, str], ...] = ()
     crawl_order: str = "breadth_first"
     sitemaps: bool = False
+    drop_query_params: tuple[str, ...] = ()
     #: what content evidence does with a link pair whose pages it finds to be of other pages
     content_disagrees: str = "flag"
     max_pages: int = 5000
@@ -277,6 +278,7 @@ class SiteConfig:
             serve=tuple((h.lower(), f) for h, f in (d.get("serve") or {}).items()),
             crawl_order=d.get("crawl_order", cls.crawl_order),
             sitemaps=bool(d.get("sitemaps", cls.sitemaps)),
+            drop_query_params=tuple(d.get("drop_query_params", ())),
             content_disagrees=pairing.get("content_disagrees", cls.content_disagrees),
             max_pages=limits.get("max_pages", cls.max_pages),
             max_depth=limits.get("max_depth", cls.max_depth),

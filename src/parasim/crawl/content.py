@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import codecs
 import contextlib
+import fnmatch
 import functools
 import posixpath
 import re
@@ -163,6 +164,24 @@ def looks_like_page(url: str) -> bool:
     if ext in ("gz", "bz2", "xz") and path.endswith((".tar.gz", ".tar.bz2", ".tar.xz")):
         return False
     return ext not in IGNORED_EXTENSIONS
+
+
+#: Query parameters that only track where a visitor came from (what ``parasim probe`` looks for).
+TRACKING_PARAMS = ("utm_*", "fbclid", "gclid", "dclid", "msclkid", "mc_cid", "mc_eid", "_ga", "_gl")
+
+
+def without_params(url: str, patterns: tuple[str, ...]) -> str:
+    """``url`` without the query parameters whose names match one of ``patterns`` (shell-style:
+    ``utm_*``); the other parameters keep their order."""
+    if not patterns or "?" not in url:
+        return url
+    parts = urlsplit(url)
+    kept = [
+        kv
+        for kv in parts.query.split("&")
+        if kv and not any(fnmatch.fnmatchcase(kv.split("=", 1)[0], p) for p in patterns)
+    ]
+    return parts._replace(query="&".join(kept)).geturl()
 
 
 def canonical(url: str) -> str | None:

@@ -13,7 +13,7 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from urllib.parse import urlsplit
 
-from parasim.crawl.content import canonical, page_links
+from parasim.crawl.content import canonical, page_links, without_params
 
 #: Skip reasons of links that are never requested (so they have no row in the pages table).
 NOT_REQUESTED = ("offsite", "depth_limit", "page_limit")
@@ -48,6 +48,8 @@ class OriginMap:
     pairs_first: bool = False
     #: ... those of these attributes of any element too (``pairing.language_attributes``).
     language_attrs: tuple[str, ...] = ()
+    #: query parameters left out of every URL (``drop_query_params``: ``utm_*``, ...).
+    drop_params: tuple[str, ...] = ()
 
     @property
     def pairs(self) -> tuple[tuple[str, str | None], ...]:
@@ -60,11 +62,13 @@ class OriginMap:
         return any(c and loc for c, loc in self.pairs)
 
     def normalize(self, url: str) -> str:
-        """Aliases and any scheme/port on a canonical host -> its canonical origin."""
+        """Aliases, the query parameters to drop, and any scheme/port on a canonical host -> its
+        canonical origin."""
         for alias, target in self.aliases:
             if url.startswith(alias):
                 url = target + url[len(alias) :]
                 break
+        url = without_params(url, self.drop_params)
         if not self.canonical_origin:
             return url
         parts = urlsplit(url)

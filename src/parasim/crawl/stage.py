@@ -21,7 +21,7 @@ import pyarrow.parquet as pq
 
 from parasim import explain
 from parasim.config import Settings, SiteConfig
-from parasim.crawl.content import canonical, parse_html
+from parasim.crawl.content import canonical, parse_html, without_params
 from parasim.crawl.frontier import NOT_REQUESTED, Frontier, OriginMap, followed_links
 from parasim.crawl.serve import serve_folders
 from parasim.crawl.state import PART_GLOB, StateWriter, fingerprint, open_state, publish
@@ -306,7 +306,7 @@ def _setup(
         ValueError: serve_dir with start URLs on several origins.
         FileNotFoundError: a served folder is not a folder.
     """
-    starts = [canonical(u) or u for u in site.start_urls]
+    starts = [without_params(canonical(u) or u, site.drop_query_params) for u in site.start_urls]
     served: list[tuple[str, str]] = []
     if site.serve_dir:
         origins = sorted({_origin(u) for u in starts})
@@ -347,6 +347,8 @@ def _setup(
         fp_info["serve"] = dict(site.serve)
     if site.sitemaps:
         fp_info["sitemaps"] = True
+    if site.drop_query_params:
+        fp_info["drop_query_params"] = list(site.drop_query_params)
     if pairs_first:
         fp_info["crawl_order"] = site.crawl_order
         fp_info["language_attributes"] = list(site.language_attributes)
@@ -355,6 +357,7 @@ def _setup(
         "link_attrs": tuple(site.link_attributes),
         "pairs_first": pairs_first,
         "language_attrs": tuple(site.language_attributes) if pairs_first else (),
+        "drop_params": tuple(site.drop_query_params),
     }
     return starts, served, fp_info, site_map
 

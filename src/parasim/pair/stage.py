@@ -67,6 +67,7 @@ import pyarrow as pa
 
 from parasim import explain
 from parasim.config import Settings, SiteConfig
+from parasim.crawl.content import without_params
 from parasim.io import PAGES_SCHEMA, PAIRS_SCHEMA, rows_to_table, shard_of, stable_id
 from parasim.spec import Stage
 from parasim.stats import Recorder
@@ -487,6 +488,8 @@ def collect_evidence(pg: _Pages, site: SiteConfig) -> _Evidence:
             if k in evidence
         ]
         links = [link for link in links if link[1] is not None]
+        if site.drop_query_params:
+            links = [(k, lg, without_params(u, site.drop_query_params)) for k, lg, u in links]
         if "rewrite" in evidence:
             seen = set()
             for base in (pg.cu[i], pg.cf[i]):

@@ -46,6 +46,7 @@ from parasim.probe.structure import (
     link_attribute_counts,
     main_selector_counts,
     script_links,
+    tracking_param_counts,
 )
 
 #: Log lines of the crawl stage itself (``parasim.cli``'s format).
@@ -258,6 +259,13 @@ def suggest_structure(
         keys["aliases"] = aliases
     keys["main_selector"], why = choose_main_selector(mains)
     notes["main_selector"].append(why)
+    tracking = tracking_param_counts(pages)
+    if tracking:
+        counts["tracking_params"] = tracking
+        keys["drop_query_params"] = list(tracking)
+        notes["drop_query_params"].append(
+            f"links carry tracking parameters ({_fmt(tracking)}): left out, one page per URL"
+        )
     return keys, counts, notes
 
 

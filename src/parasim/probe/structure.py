@@ -291,3 +291,23 @@ def choose_aliases(counts: dict[str, dict]) -> list[str]:
         if v["known"] >= ALIAS_MIN_KNOWN and v["known"] >= ALIAS_MIN_SHARE * v["paths"]
     ]
     return sorted(p for p in ok if not any(q != p and p.startswith(q) for q in ok))
+
+
+def tracking_param_counts(pages: list[Page]) -> dict[str, int]:
+    """Per tracking-parameter pattern (:data:`parasim.crawl.content.TRACKING_PARAMS`), the links
+    of the sample whose query carries it."""
+    import fnmatch
+
+    from parasim.crawl.content import TRACKING_PARAMS
+
+    out: dict[str, int] = {}
+    for p in pages:
+        if p.root is None:
+            continue
+        for href in p.root.xpath("//a/@href | //area/@href"):
+            query = urlsplit(href.strip()).query if "?" in href else ""
+            names = {kv.split("=", 1)[0] for kv in query.split("&") if kv}
+            for pattern in TRACKING_PARAMS:
+                if any(fnmatch.fnmatchcase(n, pattern) for n in names):
+                    out[pattern] = out.get(pattern, 0) + 1
+    return dict(sorted(out.items()))

@@ -258,12 +258,7 @@ def extract_links(
         extra_attrs: attributes of any element whose values are links too (after the hrefs),
             e.g. ``data-ajax-replace`` for menus a site loads with JavaScript.
     """
-    if root is None:
-        return []
-    hrefs = _HREFS(root)
-    if extra_attrs:
-        hrefs = list(hrefs) + list(_attr_xpath(extra_attrs)(root))
-    return _resolve_all(root, base_url, hrefs, normalize)
+    return _links_of(root, base_url, _HREFS, extra_attrs, normalize)
 
 
 #: hrefs of the links that name a page's translations: ``<link rel=alternate hreflang>``,
@@ -284,11 +279,22 @@ def language_links(
     """The links of a page that name its translations (hreflang alternates, ``<a hreflang>`` and
     ``<a lang>``, and the values of ``language_attrs`` on any element), as :func:`extract_links`
     resolves them."""
+    return _links_of(root, base_url, _LANGUAGE_HREFS, language_attrs, normalize)
+
+
+def _links_of(
+    root: etree._Element | None,
+    base_url: str,
+    xpath: etree.XPath,
+    attrs: tuple[str, ...],
+    normalize: Callable[[str], str] | None,
+) -> list[str]:
+    """The values ``xpath`` finds, then those of ``attrs`` on any element, resolved."""
     if root is None:
         return []
-    hrefs = _LANGUAGE_HREFS(root)
-    if language_attrs:
-        hrefs = list(hrefs) + list(_attr_xpath(language_attrs)(root))
+    hrefs = xpath(root)
+    if attrs:
+        hrefs = list(hrefs) + list(_attr_xpath(attrs)(root))
     return _resolve_all(root, base_url, hrefs, normalize)
 
 

@@ -215,17 +215,21 @@ class Frontier:
             self.current, self.referer, self.results = [], {}, {}
             return False
         if self.level + 1 > self.max_depth:
-            for link, _ in candidates:
-                allowed = host_allowed(link, self.allowed_domains)
-                self._count(link, "depth_limit" if allowed else "offsite")
-            self.current, self.referer, self.results = [], {}, {}
-            return False
+            return self._stop_at_depth(candidates)
         self.level += 1
         self._take(candidates)
         if not self.current:  # every candidate was offsite or over the page limit
             self.level -= 1
             return False
         return True
+
+    def _stop_at_depth(self, candidates: list[tuple[str, str | None]]) -> bool:
+        """The crawl ends at ``max_depth``: count the links left, end the level; False."""
+        for link, _ in candidates:
+            allowed = host_allowed(link, self.allowed_domains)
+            self._count(link, "depth_limit" if allowed else "offsite")
+        self.current, self.referer, self.results = [], {}, {}
+        return False
 
     def _advance_pairs_first(self) -> bool:
         """:meth:`advance` with ``pairs_first``: language links, then what room is left for."""
@@ -244,11 +248,7 @@ class Frontier:
             self.current, self.referer, self.results = [], {}, {}
             return False
         if self.level + 1 > self.max_depth:
-            for link, _ in first + rest:
-                allowed = host_allowed(link, self.allowed_domains)
-                self._count(link, "depth_limit" if allowed else "offsite")
-            self.current, self.referer, self.results = [], {}, {}
-            return False
+            return self._stop_at_depth(first + rest)
         self.level += 1
         self._take(first)
         # Each page taken now may name this many counterparts, fetched on the next level.

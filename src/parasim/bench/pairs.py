@@ -86,28 +86,13 @@ def pair_metrics(pairs: pa.Table, gold_tsv: str | Path | list[str | Path], origi
     one per language, are one gold list).
 
     Returns:
-        precision, recall, tp, n_pred, n_gold, and the sorted lists ``fp`` / ``fn`` of
-        (en_url, other_url) pairs; ``judged_precision`` and ``n_judged`` as
-        :func:`judged_metrics` has them (for a gold list that holds only some of the pairs).
+        :func:`judged_metrics`'s figures, and the sorted lists ``fp`` / ``fn`` of
+        (en_url, other_url) pairs.
     """
     files = gold_tsv if isinstance(gold_tsv, list) else [gold_tsv]
     gold = set().union(*(read_gold(f, origin) for f in files))
-    en, other = pairs.column("en_url").to_pylist(), pairs.column("other_url").to_pylist()
-    pred = {(_dir_index(a), _dir_index(b)) for a, b in zip(en, other, strict=True)}
-    tp = pred & gold
-    gold_en, gold_other = {a for a, _ in gold}, {b for _, b in gold}
-    judged = {p for p in pred if p[0] in gold_en or p[1] in gold_other}
-    return {
-        "precision": len(tp) / len(pred) if pred else 0.0,
-        "recall": len(tp) / len(gold) if gold else 0.0,
-        "tp": len(tp),
-        "n_pred": len(pred),
-        "n_gold": len(gold),
-        "judged_precision": len(tp & judged) / len(judged) if judged else 0.0,
-        "n_judged": len(judged),
-        "fp": sorted(pred - gold),
-        "fn": sorted(gold - pred),
-    }
+    pred = _predicted(pairs)
+    return _scores(pred, gold) | {"fp": sorted(pred - gold), "fn": sorted(gold - pred)}
 
 
 def wet_site(evidence: tuple[str, ...], main_selector: str | None = "main") -> SiteConfig:
@@ -195,14 +180,10 @@ def _dir_index(url: str) -> str:
     return url + "index.html" if url.endswith("/") else url
 
 
-def read_url_gold(gold_tsv: str | Path) -> set[tuple[str, str]]:
-    """Gold (en_url, other_url) pairs from a TSV of absolute URLs (header row skipped)."""
-    with open(gold_tsv, encoding="utf-8", newline="") as fh:
-        return {
-            (_dir_index(row[0].strip()), _dir_index(row[1].strip()))
-            for row in csv.reader(fh, delimiter="\t")
-            if len(row) >= 2 and row[0].strip().startswith("http")
-        }
+def _predicted(pairs: pa.Table) -> set[tuple[str, str]]:
+    """The pairs' (en_url, other_url), ``X/`` as ``X/index.html``."""
+    en, other = pairs.column("en_url").to_pylist(), pairs.column("other_url").to_pylist()
+    return {(_dir_index(a), _dir_index(b)) for a, b in zip(en, other, strict=True)}
 
 
 def judged_metrics(pairs: pa.Table, gold: set[tuple[str, str]]) -> dict:
@@ -210,12 +191,10 @@ def judged_metrics(pairs: pa.Table, gold: set[tuple[str, str]]) -> dict:
     ``precision`` counts every pair not in the gold as wrong; ``judged_precision`` only the
     pairs one of whose pages the gold pairs otherwise (a pair of two pages the gold does not
     know is not judged)."""
-    pred = {
-        (_dir_index(a), _dir_index(b))
-        for a, b in zip(
-            pairs.column("en_url").to_pylist(), pairs.column("other_url").to_pylist(), strict=True
-        )
-    }
+    return _scores(_predicted(pairs), gold)
+
+
+def _scores(pred: set[tuple[str, str]], gold: set[tuple[str, str]]) -> dict:
     tp = pred & gold
     en, other = {a for a, _ in gold}, {b for _, b in gold}
     judged = {p for p in pred if p[0] in en or p[1] in other}
@@ -258,7 +237,7 @@ def benchmark_content(
             lambda: pa.concat_tables(
                 [pages_from_dir(canada / h, f"https://{h}") for h in CANADA_HOSTS]
             ),
-            lambda: read_url_gold(canada / "gold_en_fr.tsv"),
+            lambda: read_gold(canada / "gold_en_fr.tsv", f"https://{CANADA_HOSTS[0]}"),
             lambda ev: SiteConfig(
                 name="canada-design",
                 domain="government",

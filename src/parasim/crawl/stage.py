@@ -22,7 +22,13 @@ import pyarrow.parquet as pq
 from parasim import explain
 from parasim.config import Settings, SiteConfig
 from parasim.crawl.content import canonical, parse_html, without_params
-from parasim.crawl.frontier import NOT_REQUESTED, Frontier, OriginMap, followed_links
+from parasim.crawl.frontier import (
+    NOT_REQUESTED,
+    Frontier,
+    OriginMap,
+    followed_links,
+    host_allowed,
+)
 from parasim.crawl.serve import serve_folders
 from parasim.crawl.state import PART_GLOB, StateWriter, fingerprint, open_state, publish
 from parasim.io import PAGES_SCHEMA, write_table
@@ -376,7 +382,6 @@ def _sitemap_starts(
     URLs); else none."""
     import json
 
-    from parasim.crawl.frontier import host_allowed
     from parasim.crawl.sitemap import sitemap_urls
 
     if not site.sitemaps:

@@ -67,7 +67,7 @@ import pyarrow as pa
 
 from parasim import explain
 from parasim.config import Settings, SiteConfig
-from parasim.crawl.content import without_params
+from parasim.crawl.content import canonical, without_params
 from parasim.io import PAGES_SCHEMA, PAIRS_SCHEMA, rows_to_table, shard_of, stable_id
 from parasim.spec import Stage
 from parasim.stats import Recorder
@@ -405,8 +405,6 @@ def index_dir(url: str) -> str | None:
 
 def _url_forms(url: str) -> list[str]:
     """The other URLs of the page at ``url``: canonical, and ``X`` / ``X/`` / ``X/index.html``."""
-    from parasim.crawl.content import canonical
-
     out = []
     for u in (canonical(url) or url, url):
         head = u.split("?", 1)[0]

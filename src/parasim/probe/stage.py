@@ -279,6 +279,7 @@ def suggest_site(
     serve_dir: str | None = None,
     allowed_domains: tuple[str, ...] = (),
     serve: dict[str, str] | None = None,
+    sitemap_urls: list[str] | tuple[str, ...] = (),
 ) -> Suggestion:
     """Suggest a ``sites:`` entry from a crawl sample of one site.
 
@@ -291,6 +292,8 @@ def suggest_site(
         serve_dir: the local folder the site was served from, if any.
         allowed_domains: hosts the crawl may visit besides the start URL's.
         serve: the local folders the site's hosts were served from ({host: folder}), if any.
+        sitemap_urls: the page URLs the sitemaps of the site's hosts list
+            (:func:`find_sitemap_urls`), if any.
 
     Returns:
         The entry, the counts behind each of its keys and the notes that explain them.
@@ -335,7 +338,10 @@ def suggest_site(
     entry["pairing"] = pairing
     if domain == "general":
         notes["domain"].append("a label of your choice: government, insurance, ...")
-    return Suggestion(entry, counts, dict(notes))
+    suggestion = Suggestion(entry, counts, dict(notes))
+    suggest_sitemaps(suggestion, list(sitemap_urls), pages, table)
+    suggest_content(suggestion)
+    return suggestion
 
 
 def _fmt(d: dict) -> str:
@@ -572,10 +578,9 @@ def probe_site(
         serve_dir=serve_dir,
         allowed_domains=allowed_domains,
         serve=serve,
+        sitemap_urls=find_sitemap_urls(entry, settings, work / "sitemaps"),
     )
     suggest_limits(suggestion, crawl)
-    suggest_sitemaps(suggestion, find_sitemap_urls(entry, settings, work / "sitemaps"), table)
-    suggest_content(suggestion)
     return suggestion, crawl
 
 
@@ -616,12 +621,15 @@ def find_sitemap_urls(entry: dict, settings: dict, work: Path) -> list[str]:
     return _sitemap_starts(site, crawl_settings, served, site_map, work, "probe", log)
 
 
-def suggest_sitemaps(s: Suggestion, listed: list[str], table: pa.Table) -> None:
-    """``sitemaps: true`` when the site's hosts have sitemaps that list page URLs."""
+def suggest_sitemaps(s: Suggestion, listed: list[str], pages: list[Page], table: pa.Table) -> None:
+    """``sitemaps: true`` when the site's hosts have sitemaps that list page URLs; counted, the
+    ones no page of the sample (``pages``, read from ``table``) links or was fetched at."""
+    from parasim.crawl.content import extract_links
+
     if not listed:
         return
     fetched = set(table.column("url").to_pylist()) | set(table.column("final_url").to_pylist())
-    linked = {u for p in read_pages(table) for u in _links(p)} | fetched
+    linked = {u for p in pages for u in extract_links(p.root, p.base)} | fetched
     unlinked = sum(1 for u in listed if u not in linked)
     s.entry["sitemaps"] = True
     s.counts["sitemap_urls"] = {"listed": len(listed), "not_linked_from_sample": unlinked}
@@ -629,12 +637,6 @@ def suggest_sitemaps(s: Suggestion, listed: list[str], table: pa.Table) -> None:
         f"the sitemaps list {len(listed)} page URL(s), {unlinked} of them not linked from the "
         "sample: the crawl starts from them too"
     ]
-
-
-def _links(p: Page) -> list[str]:
-    from parasim.crawl.content import extract_links
-
-    return extract_links(p.root, p.base)
 
 
 #: ``limits.max_pages`` the probe suggests for a site larger than its sample: a bound against

@@ -225,6 +225,34 @@ def test_search_spaces_and_the_surface_rerank():
     assert rerank(pool, sims, idx, 0.0)[1] is idx
 
 
+def test_the_batched_rerank_is_the_per_candidate_definition():
+    """Each candidate scored (1 - w) * similarity + w * Indel ratio / 100, sorted by score then
+    line, empty slots last: the batch (cpdist) against a plain loop, ties and gaps included."""
+    from rapidfuzz.fuzz import ratio
+
+    from parasim.mine.stage import Pool, rerank
+
+    rng = np.random.default_rng(3)
+    words = ["la", "liste", "des", "fichiers", "dossiers", "version", "3.8", "3.9", "ajout", "dans"]
+    texts = [" ".join(rng.choice(words, size=rng.integers(1, 8))) for _ in range(60)]
+    texts[1::4] = texts[0::4][: len(texts[1::4])]  # equal lines: equal ratios, ties by line
+    pool = Pool("s", "en-fr", [{"other_text": t} for t in texts], *[[None] * 60] * 5)
+    sims = np.round(rng.random((60, 9)), 1).astype(np.float32)
+    idx = rng.integers(0, 60, size=(60, 9))
+    idx[::3, -2:] = -1
+    got_s, got_i = rerank(pool, sims, idx, 0.4)
+    for i in range(60):
+        want = sorted(
+            ((0.6 * float(c) + 0.4 * ratio(texts[i], texts[j]) / 100, j)
+             for c, j in zip(sims[i].tolist(), idx[i].tolist(), strict=True) if j >= 0),
+            key=lambda t: (-t[0], t[1]),
+        )  # fmt: skip
+        n = len(want)
+        assert got_i[i, :n].tolist() == [j for _, j in want]
+        assert got_s[i, :n].tolist() == pytest.approx([s for s, _ in want], abs=1e-6)
+        assert got_i[i, n:].tolist() == [-1] * (9 - n) and np.isneginf(got_s[i, n:]).all()
+
+
 def test_centring_and_defaults_on_a_templated_pool():
     rows = [
         positive(i, f"Added in version 3.{i}.", f"Nouveau dans la version 3.{i}.") for i in range(6)

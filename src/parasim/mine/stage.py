@@ -162,22 +162,29 @@ def rerank(
     """The candidates of each positive reordered by ``(1 - weight) * similarity + weight *
     surface``, where surface is the string similarity (rapidfuzz's Indel ratio, 0-1) of the
     partner and the candidate line: of two candidates as close in meaning, the one that looks
-    most like the translation, the hardest to tell from it."""
-    if weight <= 0:
+    most like the translation, the hardest to tell from it. Ties go to the lower line index;
+    the empty slots (-1) stay last. The ratios are computed in one batch
+    (:func:`rapidfuzz.process.cpdist`), not a Python call per candidate."""
+    if weight <= 0 or not idx.size:
         return sims, idx
     from rapidfuzz.fuzz import ratio
+    from rapidfuzz.process import cpdist
 
-    out_s, out_i = np.full_like(sims, -np.inf), np.full_like(idx, -1)
-    for i in range(len(pool.rows)):
-        partner = pool.rows[i]["other_text"]
-        scored = [
-            ((1 - weight) * float(c) + weight * ratio(partner, pool.rows[j]["other_text"]) / 100, j)
-            for c, j in zip(sims[i].tolist(), idx[i].tolist(), strict=True)
-            if j >= 0
-        ]
-        scored.sort(key=lambda t: (-t[0], t[1]))
-        out_s[i, : len(scored)] = [t[0] for t in scored]
-        out_i[i, : len(scored)] = [t[1] for t in scored]
+    rows, cols = np.nonzero(idx >= 0)
+    cand = idx[rows, cols]
+    texts = [r["other_text"] for r in pool.rows]
+    surface = cpdist(
+        [texts[i] for i in rows.tolist()], [texts[j] for j in cand.tolist()],
+        scorer=ratio, dtype=np.float64,
+    )  # fmt: skip
+    score = np.full(idx.shape, -np.inf)
+    score[rows, cols] = (1 - weight) * sims[rows, cols].astype(np.float64) + weight * surface / 100
+    line = np.where(idx >= 0, idx, np.iinfo(idx.dtype).max)
+    row = np.repeat(np.arange(idx.shape[0]), idx.shape[1])
+    order = np.lexsort((line.ravel(), -score.ravel(), row)).reshape(idx.shape) % idx.shape[1]
+    out_s = np.take_along_axis(score, order, axis=1).astype(sims.dtype)
+    out_i = np.take_along_axis(idx, order, axis=1)
+    out_i[~np.isfinite(out_s)] = -1
     return out_s, out_i
 
 

@@ -82,3 +82,45 @@ def test_the_build_makes_the_folders_the_config_serves(shared_data, tmp_path, mo
                 assert (tmp_path / folder).is_dir(), folder
     start = tmp_path / "build/real-sites/debian-www/site/index.en.html"
     assert start.is_file()
+
+
+def test_pairs_scores_each_site_against_its_gold_and_says_what_it_skips(tmp_path):
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    from parasim.bench.real_sites import markdown, pairs
+
+    o = "https://wet-boew.parasim.example/"
+    (tmp_path / "results" / "pairs" / "wet-boew").mkdir(parents=True)
+    pq.write_table(
+        pa.table(
+            {
+                "en_url": [o + "a-en.html", o + "b-en.html"],
+                "other_url": [o + "a-fr.html", o + "x-fr.html"],
+            }
+        ),  # noqa: E501
+        tmp_path / "results" / "pairs" / "wet-boew" / "000.parquet",
+    )
+    gold = tmp_path / "data" / "sites" / "wet-boew" / "pairs_en_fr.tsv"
+    gold.parent.mkdir(parents=True)
+    gold.write_text("a-en.html\ta-fr.html\nb-en.html\tb-fr.html\nc/\tc-fr/\n", encoding="utf-8")
+    config = tmp_path / "c.yaml"
+    sites = [
+        {"name": "wet-boew", "start_urls": [o + "index-en.html"]},
+        {"name": "demo-gov", "start_urls": ["https://gov.example/"]},
+        {"name": "python-docs-fr", "start_urls": ["https://docs.example/"]},
+        {"name": "canada-design", "start_urls": ["https://design.canada.ca/"]},
+    ]
+    config.write_text(yaml.safe_dump({"sites": sites}), encoding="utf-8")
+    (tmp_path / "data" / "sites" / "canada-design").mkdir(parents=True)
+    (tmp_path / "data" / "sites" / "canada-design" / "gold_en_fr.tsv").write_text("x\ty\n")
+    got = pairs(tmp_path / "results", config, tmp_path / "data", tmp_path / "build")
+    wet = got["wet-boew"]
+    assert (wet["tp"], wet["n_pred"], wet["n_gold"]) == (1, 2, 3)
+    assert wet["precision"] == 0.5 and wet["recall"] == pytest.approx(1 / 3)
+    assert wet["false_positives"] == [(o + "b-en.html", o + "x-fr.html")]
+    assert got["demo-gov"] == {"skipped": "no gold page pairs"}
+    assert got["python-docs-fr"]["skipped"].startswith("gold not found")
+    assert got["canada-design"]["skipped"].startswith("no pairs in")
+    table = markdown(got)
+    assert "| wet-boew | 2 | 3 | 0.500 |" in table and "no gold page pairs" in table

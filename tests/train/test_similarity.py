@@ -287,6 +287,88 @@ def test_biencoder_protocol_and_model_folder(tmp_path, toy_corpus, tiny_bert):
     assert predict(model, test, 8) == [float(c > 0.5) for c in cos]
 
 
+# --- the graded corpus (issue 49) ---------------------------------------------------------------
+
+
+def divergent_rows(rows: list[dict], per_positive: int, seed: int) -> list[dict]:
+    """``per_positive`` divergent rows per positive: its translation with one word swapped
+    (label 0, the positive's split and fold, ``parent_id`` its id)."""
+    rng = random.Random(seed)
+    out = []
+    for r in rows:
+        if not r["label"]:
+            continue
+        for k in range(per_positive):
+            words = r["sentence2"].split()
+            words[rng.randrange(len(words))] = f"{r['lang_pair'][3:]}{rng.choice(WORDS)}"
+            out.append({**r, "id": f"{r['id']}-d{k}", "label": 0, "grade": "divergent",
+                        "parent_id": r["id"], "source": "synthetic",
+                        "sentence2": " ".join(words)})  # fmt: skip
+    return out
+
+
+@pytest.fixture(scope="module")
+def graded_corpus(tmp_path_factory) -> Path:
+    root = tmp_path_factory.mktemp("graded")
+    for p, lang, seed in (("EN-FR-G", "fr", 1), ("EN-ES-IB", "es", 2)):
+        rows = graded(toy_rows(p, lang, 48, 24, 3, seed))
+        rows += divergent_rows(rows, 2, seed)
+        for split in ("train", "test"):
+            sub = [r for r in rows if r["split"] == split]
+            path = root / "data" / p / f"{split}-00000-of-00001.parquet"
+            write_table(rows_to_table(sub, CORPUS_SCHEMA), path)
+    return root
+
+
+def test_graded_rows_take_divergent_hard_negatives_per_positive(graded_corpus):
+    from parasim.train.similarity.data import read_split
+    from parasim.train.similarity.training import GRADE_CLASS, targets
+
+    binary = read_split(graded_corpus, "EN-FR-G", "train", "binary")
+    assert len(binary) == 48 and set(binary.grade) == {"equivalent", "unrelated"}
+    one = read_split(graded_corpus, "EN-FR-G", "train", "graded", 1, seed=0)
+    assert len(one) == 48 + 24 and one.grade.count("divergent") == 24  # 24 positives, 1 each
+    assert read_split(graded_corpus, "EN-FR-G", "train", "graded", 1, seed=0) == one  # seeded
+    other_seed = read_split(graded_corpus, "EN-FR-G", "train", "graded", 1, seed=5)
+    assert other_seed.s2 != one.s2 and len(other_seed) == len(one)
+    two = read_split(graded_corpus, "EN-FR-G", "train", "graded", 5)
+    assert two.grade.count("divergent") == 48  # all there are
+    # a divergent row keeps its parent's fold; the three classes, class 1 similar
+    for s1, f, g in zip(one.s1, one.fold, one.grade, strict=True):
+        if g == "divergent":
+            assert f in {ff for ss, ff, gg in zip(one.s1, one.fold, one.grade, strict=True)
+                         if ss == s1 and gg == "equivalent"}  # fmt: skip
+    assert targets(one, 3) == [GRADE_CLASS[g] for g in one.grade]
+    assert targets(one, 2) == one.label
+
+
+def test_graded_bilstm_learns_three_classes_and_reports_each_grade(
+    tmp_path, graded_corpus, vectors_file
+):
+    section = settings("bilstm", word_vectors=str(vectors_file), epochs=2, max_folds=2)
+    metrics, out, ev = run(graded_corpus, tmp_path, "bilstm", "EN-FR-G", section)
+    assert metrics["data"]["train_divergent"] == 24
+    model = load_classifier(out / "model")
+    assert model.info["classes"] == 3 and model.head.net[-1].out_features == 3
+    test = json.loads((ev / "test.json").read_text())
+    grades = test["lang_pairs"]["all"]["by_grade"]
+    assert {g: v["rows"] for g, v in grades.items()} == {
+        "divergent": 24, "equivalent": 24, "unrelated": 24,
+    }  # fmt: skip
+    for v in grades.values():
+        assert 0 <= v["best_fold_model"] <= 1 and 0 <= v["untrained_cosine_baseline"] <= 1
+    assert "(its divergent rows too)" in metrics["verdict"]["evaluated_on"]
+    card = (out / "README.md").read_text()
+    assert "three classes" in card and "test divergent rows" in card
+    # seed 001's protocol stays: two classes, no divergent rows, no per-grade figures
+    section["similarity"]["grades"] = "binary"
+    section = validate_section("train", section)
+    metrics, out, ev = run(graded_corpus, tmp_path, "bilstm", "EN-FR-G", section, name="b")
+    assert "train_divergent" not in metrics["data"] and metrics["data"]["train_rows"] == 48
+    assert "classes" not in json.loads((out / "model" / "similarity.json").read_text())
+    assert "by_grade" not in json.loads((ev / "test.json").read_text())["lang_pairs"]["all"]
+
+
 # --- bad input ---------------------------------------------------------------------------------
 
 

@@ -83,12 +83,18 @@ class Split:
     label: list[int]
     fold: list[int | None]
     lang_pair: list[str]
+    #: Each row's grade (equivalent, divergent, unrelated; None: a corpus without grades).
+    grade: list[str | None] = dataclasses.field(default_factory=list)
 
     def __len__(self) -> int:
         return len(self.label)
 
     def take(self, idx: Sequence[int]) -> Split:
         return Split(*([getattr(self, f.name)[i] for i in idx] for f in dataclasses.fields(self)))
+
+    def __post_init__(self) -> None:
+        if not self.grade:
+            self.grade = [None] * len(self.label)
 
     @staticmethod
     def concat(parts: Sequence[Split]) -> Split:

@@ -14,9 +14,21 @@ from .settings import SimilarityConfig, combined_name
 COLUMNS = ("sentence1", "sentence2", "label", "lang_pair", "partition", "fold")
 
 
-def read_split(corpus_dir: str | os.PathLike, partition: str, split: str) -> Split:
-    """One partition's ``train`` or ``test`` split through `datasets` (empty when absent): its
-    equivalent and unrelated rows, seed 001's binary protocol (the divergent grade is left out)."""
+def read_split(
+    corpus_dir: str | os.PathLike,
+    partition: str,
+    split: str,
+    grades: str = "binary",
+    divergent_per_positive: int = 1,
+    seed: int = 0,
+) -> Split:
+    """One partition's ``train`` or ``test`` split through `datasets` (empty when absent).
+
+    ``binary`` (seed 001's protocol): its equivalent and unrelated rows, the divergent grade left
+    out. ``graded``: also, per positive, ``divergent_per_positive`` of its divergent rows (those
+    whose ``parent_id`` is its id, a seeded choice), label 0 and grade ``divergent``, in the
+    corpus's row order (a divergent row has its parent's split and fold).
+    """
     from parasim.train.core.data import load_parquet
 
     files = sorted((Path(corpus_dir) / "data" / partition).glob(f"{split}-*.parquet"))
@@ -24,18 +36,45 @@ def read_split(corpus_dir: str | os.PathLike, partition: str, split: str) -> Spl
         return Split([], [], [], [], [])
     import pyarrow.parquet as pq
 
-    # seed 001's binary protocol: the equivalent and unrelated rows, not the divergent grade
     graded = "grade" in pq.read_schema(files[0]).names
-    ds = load_parquet(files, [*COLUMNS, "grade"] if graded else COLUMNS, streaming=False)
-    if graded:
+    extra = ["grade", "id", "parent_id"] if graded and grades == "graded" else ["grade"]
+    ds = load_parquet(files, [*COLUMNS, *extra] if graded else COLUMNS, streaming=False)
+    if graded and grades != "graded":
         ds = ds.filter(lambda g: g != "divergent", input_columns="grade")
     if len(ds) == 0:
         return Split([], [], [], [], [])
     cols = ds.to_dict()
+    keep = range(len(cols["label"]))
+    if graded and grades == "graded":
+        keep = _with_divergent(cols, divergent_per_positive, seed)
     return Split(
-        cols["sentence1"], cols["sentence2"], [int(x) for x in cols["label"]],
-        [None if f is None else int(f) for f in cols["fold"]], cols["lang_pair"],
+        [cols["sentence1"][i] for i in keep], [cols["sentence2"][i] for i in keep],
+        [int(cols["label"][i]) for i in keep],
+        [None if cols["fold"][i] is None else int(cols["fold"][i]) for i in keep],
+        [cols["lang_pair"][i] for i in keep],
+        [cols["grade"][i] for i in keep] if graded else [None] * len(keep),
     )  # fmt: skip
+
+
+def _with_divergent(cols: Mapping[str, list], per_positive: int, seed: int) -> list[int]:
+    """The rows kept under ``graded``: every equivalent and unrelated row, and per positive its
+    first ``per_positive`` divergent rows in a seeded order (rows whose parent is not a positive
+    of this split are left out)."""
+    from parasim.partition import seeded_key
+
+    ids = {cols["id"][i] for i, g in enumerate(cols["grade"]) if g == "equivalent"}
+    by_parent: dict[str, list[int]] = {}
+    for i, (g, parent) in enumerate(zip(cols["grade"], cols["parent_id"], strict=True)):
+        if g == "divergent" and parent in ids:
+            by_parent.setdefault(parent, []).append(i)
+    chosen = {
+        i
+        for parent, rows in by_parent.items()
+        for i in sorted(rows, key=lambda i: seeded_key(seed, "similarity", parent, cols["id"][i]))[
+            :per_positive
+        ]
+    }
+    return [i for i, g in enumerate(cols["grade"]) if g != "divergent" or i in chosen]
 
 
 def _partition_members(

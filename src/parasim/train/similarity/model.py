@@ -46,13 +46,14 @@ def pair_features(u: torch.Tensor, v: torch.Tensor) -> torch.Tensor:
 
 
 class PairHead(nn.Module):
-    """Seed 001 eq. 4: dropout, FC + sigmoid, dropout, FC to 2 classes (logits)."""
+    """Seed 001 eq. 4: dropout, FC + sigmoid, dropout, FC to 2 classes (logits); 3 classes
+    (unrelated, equivalent, divergent) for the graded corpus (issue 49). Class 1 is similar."""
 
-    def __init__(self, dim: int, fc: int, dropout: float) -> None:
+    def __init__(self, dim: int, fc: int, dropout: float, classes: int = 2) -> None:
         super().__init__()
         self.net = nn.Sequential(
             nn.Dropout(dropout), nn.Linear(4 * dim, fc), nn.Sigmoid(),
-            nn.Dropout(dropout), nn.Linear(fc, 2),
+            nn.Dropout(dropout), nn.Linear(fc, classes),
         )  # fmt: skip
 
     def forward(self, u: torch.Tensor, v: torch.Tensor) -> torch.Tensor:
@@ -118,7 +119,7 @@ class PairClassifier(nn.Module):
         self.encoder = encoder
         self.tokenizer = tokenizer  # WordTokenizer (bilstm) or a transformers tokenizer
         self.info = dict(info)
-        self.head = PairHead(encoder.dim, info["fc"], info["dropout"])
+        self.head = PairHead(encoder.dim, info["fc"], info["dropout"], info.get("classes", 2))
 
     @property
     def device(self) -> torch.device:

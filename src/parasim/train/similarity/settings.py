@@ -84,12 +84,22 @@ class SimilarityConfig(PartialSettings, section="train.similarity"):
         partitions: training partitions (None: every partition of ``corpus.partitions``).
         combined: also train on every partition together (when there are several).
         eval_batch_size: pairs per forward pass when predicting.
+        grades: ``graded`` (the divergent rows as hard negatives, a three-class head) or
+            ``binary`` (seed 001's protocol: equivalent and unrelated rows, two classes).
+        divergent_per_positive: divergent rows per positive under ``graded``.
     """
 
     encoders: tuple[str, ...]
     partitions: tuple[str, ...] | None
     combined: bool
     eval_batch_size: int
+    grades: str
+    divergent_per_positive: int
+
+    @property
+    def classes(self) -> int:
+        """The head's classes: 3 (unrelated, equivalent, divergent) graded, else 2."""
+        return 3 if self.grades == "graded" else 2
 
 
 _ENCODER_CFG = {"bilstm": BiLSTMConfig, "biencoder": BiEncoderConfig}

@@ -86,15 +86,32 @@ def head_groups(head_lr: float | None):
     return groups
 
 
-def loss_fn_for(split: Split):
+#: The classes of the graded head: class 1 is similar in both heads.
+GRADE_CLASS = {"unrelated": 0, "equivalent": 1, "divergent": 2}
+
+
+def targets(split: Split, classes: int = 2) -> list[int]:
+    """The class of every row: its binary label, or with three classes its grade's
+    (:data:`GRADE_CLASS`; a row without a grade by its label)."""
+    if classes == 2:
+        return list(split.label)
+    return [
+        GRADE_CLASS[g] if g is not None else int(y)
+        for g, y in zip(split.grade, split.label, strict=True)
+    ]
+
+
+def loss_fn_for(split: Split, classes: int = 2):
     """:data:`parasim.train.core.loop.LossFn` over row indices of ``split`` (summed
-    cross-entropy)."""
+    cross-entropy over the head's classes: :func:`targets`)."""
     import torch
     import torch.nn.functional as F
 
+    gold_of = targets(split, classes)
+
     def loss_fn(model, idx: Sequence[int]):
         logits = model([split.s1[i] for i in idx], [split.s2[i] for i in idx])
-        gold = torch.tensor([split.label[i] for i in idx], device=logits.device)
+        gold = torch.tensor([gold_of[i] for i in idx], device=logits.device)
         return {"ce": (F.cross_entropy(logits, gold, reduction="sum"), len(idx))}
 
     return loss_fn
@@ -263,13 +280,18 @@ def _read_corpus(
     members = _partition_members(partition, corpus_section, sim, found)
     base = {"encoder": encoder, "partition": partition, "members": members}
 
-    train = Split.concat([read_split(corpus_dir, p, "train") for p in members if p in found])
-    tests = {p: read_split(corpus_dir, p, "test") for p in found}
+    def read(p: str, split: str) -> Split:
+        return read_split(corpus_dir, p, split, sim.grades, sim.divergent_per_positive, args.seed)
+
+    train = Split.concat([read(p, "train") for p in members if p in found])
+    tests = {p: read(p, "test") for p in found}
     counts = Counter(
         train_rows=len(train),
         train_similar=sum(train.label),
         train_rows_without_fold=sum(f is None for f in train.fold),
     )
+    if sim.grades == "graded":
+        counts["train_divergent"] = sum(g == "divergent" for g in train.grade)
     if not train:
         return _skip(
             out,
@@ -324,6 +346,8 @@ def _baselines(run: _Protocol) -> None:
     # vocabulary of the BiLSTM: every sentence the model will see in training and testing
     run.texts = train.s1 + train.s2 + [t for s in tests.values() for t in s.s1 + s.s2]
     info = model_info(run.encoder, run.cfg)
+    if run.sim.classes != 2:  # seed 001's two-class models keep their similarity.json as before
+        info["classes"] = run.sim.classes
     run.untrained = build_classifier(run.encoder, info, run.texts)
     run.info = dict(run.untrained.info)
     run.untrained.to(run.acc.device)
@@ -337,6 +361,7 @@ def _baselines(run: _Protocol) -> None:
         run.members,
         run.info,
         code_fingerprint(*CODE),
+        [run.sim.grades, run.sim.divergent_per_positive],
     ]
 
 
@@ -416,7 +441,7 @@ def _run_fold(run: _Protocol, f: int) -> None:
     result = fit(
         model,
         list(range(len(tr))),
-        loss_fn_for(tr),
+        loss_fn_for(tr, run.sim.classes),
         args,
         fold_dir,
         fingerprint_extra=[run.data_fp, f],
@@ -506,11 +531,19 @@ def _ship_start(run: _Protocol, cos_cv: float | None, cv_mean: float) -> bool:
 
 
 def _test_row(
-    run: _Protocol, gold: list[int], probs: list[list[float]], best_p: list[float], cos: list[float]
+    run: _Protocol,
+    gold: list[int],
+    probs: list[list[float]],
+    best_p: list[float],
+    cos: list[float],
+    grades: list[str | None] | None = None,
 ) -> dict[str, Any]:
-    """One row of Table 5: the best fold model, both votes and both baselines on ``gold``."""
+    """One row of Table 5: the best fold model, both votes and both baselines on ``gold``; with
+    the rows' ``grades`` (a graded corpus), the best fold model's and the untrained cosine's
+    accuracy on each grade's rows (``by_grade``: a divergent row is right when called not
+    similar)."""
     mx, avg = vote(probs)
-    return {
+    row = {
         "rows": len(gold),
         "best_fold_model": accuracy(gold, [int(p >= 0.5) for p in best_p]),
         "max_voting": accuracy(gold, mx),
@@ -518,6 +551,19 @@ def _test_row(
         "majority_baseline": accuracy(gold, [run.majority] * len(gold)),
         "untrained_cosine_baseline": accuracy(gold, [int(c > run.threshold) for c in cos]),
     }
+    if run.sim.grades == "graded" and grades and any(g is not None for g in grades):
+        row["by_grade"] = {}
+        for grade in sorted({g for g in grades if g is not None}):
+            idx = [i for i, g in enumerate(grades) if g == grade]
+            sub = [gold[i] for i in idx]
+            row["by_grade"][grade] = {
+                "rows": len(idx),
+                "best_fold_model": accuracy(sub, [int(best_p[i] >= 0.5) for i in idx]),
+                "untrained_cosine_baseline": accuracy(
+                    sub, [int(cos[i] > run.threshold) for i in idx]
+                ),
+            }
+    return row
 
 
 def _test_tables(run: _Protocol, trained: list[dict]):
@@ -540,36 +586,42 @@ def _test_tables(run: _Protocol, trained: list[dict]):
         probs = [r["test_probs"][p] for r in trained]
         table[p] = {
             "lang_pair": s.lang_pair[0],
-            **_test_row(run, s.label, probs, best["test_probs"][p], run.test_cos[p]),
+            **_test_row(run, s.label, probs, best["test_probs"][p], run.test_cos[p], s.grade),
         }
         for key in (s.lang_pair[0], "all"):
-            g = pooled.setdefault(key, [[], [[] for _ in trained], [], []])
+            g = pooled.setdefault(key, [[], [[] for _ in trained], [], [], []])
             g[0] += s.label
             for j, r in enumerate(trained):
                 g[1][j] += r["test_probs"][p]
             g[2] += best["test_probs"][p]
             g[3] += run.test_cos[p]
+            g[4] += s.grade
     by_lang = {k: _test_row(run, *v) for k, v in pooled.items()}
-    g_all, _, p_all, c_all = pooled.get("all", [[], [], [], []])
+    g_all, _, p_all, c_all, _ = pooled.get("all", [[], [], [], [], []])
     verdict = compare(
         accuracy_stat(g_all, [int(p >= 0.5) for p in p_all]),
         accuracy_stat(g_all, [int(c > thr) for c in c_all]),
         len(g_all),
         measure="test accuracy (model/)",
         baseline_name="untrained encoder's cosine",
-        evaluated_on="the corpus test split, every partition",
+        evaluated_on="the corpus test split, every partition"
+        + (" (its divergent rows too)" if run.sim.grades == "graded" else ""),
     )
     own = [p for p in run.members if p in table and table[p].get("rows")]
     own_gold: list[int] = []
     own_probs: list[list[float]] = [[] for _ in trained]
     own_cos: list[float] = []
+    own_grades: list[str | None] = []
     for p in own:
         own_gold += run.tests[p].label
         own_cos += run.test_cos[p]
+        own_grades += run.tests[p].grade
         for j, r in enumerate(trained):
             own_probs[j] += r["test_probs"][p]
     own_best = [x for p in own for x in best["test_probs"][p]]
-    own_test = _test_row(run, own_gold, own_probs, own_best, own_cos) if own_gold else None
+    own_test = (
+        _test_row(run, own_gold, own_probs, own_best, own_cos, own_grades) if own_gold else None
+    )
     voting_on = f"test split of {', '.join(own) or 'none'} ({len(own_gold)} pairs)"
     return table, by_lang, verdict, own_test, voting_on
 
@@ -677,6 +729,10 @@ def _write_card(
         "majority baseline (cv)": cv["baselines"]["majority_class"]["mean"],
         "untrained cosine baseline (cv)": cv["baselines"]["untrained_cosine"]["mean"],
     }
+    for grade, g in (by_lang.get("all", {}).get("by_grade") or {}).items():
+        summary[f"test {grade} rows (best fold model / untrained cosine)"] = (
+            f"{g['best_fold_model']:.4f} / {g['untrained_cosine_baseline']:.4f} ({g['rows']} rows)"
+        )
     desc = (
         "InferSent-style BiLSTM-max over frozen word vectors"
         if run.encoder == "bilstm"
@@ -687,7 +743,15 @@ def _write_card(
         run.name,
         f"{desc} with the [u; v; |u-v|; u*v] classifier of seed 001 §4.1, trained on parasim's "
         f"corpus partition {run.partition} ({', '.join(run.members)}): 1 = similar (aligned "
-        f"translation), 0 = dissimilar (hard negative). `model/` is "
+        f"translation), 0 = dissimilar (hard negative)"
+        + (
+            f"; graded: {run.sim.divergent_per_positive} divergent row(s) per positive (a "
+            "near-translation that changes a fact) join the negatives, and the head has three "
+            "classes (unrelated, equivalent, divergent), P(similar) being the equivalent one"
+            if run.sim.grades == "graded"
+            else ""
+        )
+        + ". `model/` is "
         + (
             "the untrained encoder answering by its cosine at the training pairs' threshold "
             f"(it beat the {n_trained} fold models on the held-out folds)"

@@ -148,6 +148,71 @@ def test_trains_evaluates_and_saves(tmp_path, toy_data, tiny_model):
     assert acc == pytest.approx(test["all"]["entity_siamese"]["accuracy"])
 
 
+def graded_toy(tmp_path):
+    """The toy corpus with two divergent rows per positive: a synthetic one with a score row
+    (its translation with one word swapped, entity cosines between), and a mined one without."""
+    rows, scores = toy()
+    rng = random.Random(7)
+    extra, extra_scores = [], []
+    for r in [r for r in rows if r["label"]]:
+        words = r["sentence2"].split()
+        words[0] = f"f{rng.choice(TOY_WORDS)}"
+        for kind, source in (("s", "synthetic-divergence"), ("m", "mined-divergence")):
+            rid = f"{r['id']}-{kind}"
+            extra.append({**r, "id": rid, "label": 0, "source": source, "grade": "divergent",
+                          "parent_id": r["id"], "sentence2": " ".join(words)})  # fmt: skip
+            if kind == "s":
+                ent = [round(rng.uniform(0.3, 0.7), 3) for _ in ENTITY_FEATURES]
+                extra_scores.append({"id": rid, "source": "divergence", "other_en": "x",
+                                     **dict(zip(ENTITY_FEATURES, ent, strict=True))})  # fmt: skip
+    for split in ("train", "test"):
+        sub = graded([r for r in rows if r["split"] == split])
+        sub += [r for r in extra if r["split"] == split]
+        write_table(
+            rows_to_table(sub, CORPUS_SCHEMA),
+            tmp_path / "corpus" / "data" / "EN-FR-G" / f"{split}-00000-of-00001.parquet",
+        )
+    shard = tmp_path / "scores" / "toy" / "000.parquet"
+    shard.parent.mkdir(parents=True, exist_ok=True)
+    pq.write_table(pa.Table.from_pylist(scores + extra_scores), shard)
+    return tmp_path / "corpus", [shard]
+
+
+def test_graded_pairs_take_the_scored_divergent_rows_as_hard_negatives(tmp_path, tiny_model):
+    from parasim.train.entity_siamese.model import cosine_targets
+    from parasim.train.entity_siamese.settings import entity_siamese_settings
+
+    corpus, shards = graded_toy(tmp_path)
+    binary, c = read_pairs(corpus, shards, "EN-FR-G", "train")
+    assert len(binary) == 48 and c["rows_divergent_left_out"] == 48
+    train, c = read_pairs(corpus, shards, "EN-FR-G", "train", ENTITY_FEATURES, "graded", 1, 0)
+    # 24 positives: each its scored divergent row; the mined ones (no score row) left out
+    assert len(train) == 72 and c["rows_divergent"] == 24
+    assert c["rows_divergent_without_entities_left_out"] == 24 and c["rows_without_entities"] == 0
+    assert train.grade.count("divergent") == 24 and set(train.grade) == {
+        "equivalent", "unrelated", "divergent",
+    }  # fmt: skip
+    _, cfg = entity_siamese_settings(section(tiny_model))
+    targets = cosine_targets(train, cfg)
+    assert {t for t, g in zip(targets, train.grade, strict=True) if g == "divergent"} == {0.5}
+    assert [t for t, g in zip(targets, train.grade, strict=True) if g != "divergent"] == [
+        y for y, g in zip(train.label, train.grade, strict=True) if g != "divergent"
+    ]
+    out, ev = tmp_path / "m", tmp_path / "e"
+    m = train_entity_siamese(corpus, shards, out, ev, section(tiny_model))
+    assert m["data"]["train_rows_divergent"] == 24
+    by_grade = json.loads((ev / "test.json").read_text())["by_grade"]
+    assert {g: v["rows"] for g, v in by_grade.items()} == {
+        "divergent": 8, "equivalent": 8, "unrelated": 8,
+    }  # fmt: skip
+    assert 0 <= by_grade["divergent"]["entity_siamese"] <= 1
+    assert m["verdicts"]["test"]["evaluated_on"].endswith(
+        "(its divergent rows with entity scores too)"
+    )
+    card = (out / "README.md").read_text()
+    assert "divergent row(s) per positive" in card and "test divergent rows accuracy" in card
+
+
 def test_encoder_dev_split_takes_the_first_folds_or_says_why_not():
     def pairs(folds, labels):
         n = len(folds)

@@ -29,6 +29,12 @@ class Pairs:
     lang_pair: list[str]
     partition: list[str]
     fold: list[int | None]
+    #: Each row's corpus grade (None: not a corpus row, or a corpus without grades).
+    grade: list[str | None] = dataclasses.field(default_factory=list)
+
+    def __post_init__(self) -> None:
+        if not self.grade:
+            self.grade = [None] * len(self.label)
 
     def __len__(self) -> int:
         return len(self.label)
@@ -56,9 +62,17 @@ def read_pairs(
     partition: str,
     split: str,
     features: Sequence[str] = ENTITY_FEATURES,
+    grades: str = "binary",
+    divergent_per_positive: int = 1,
+    seed: int = 0,
 ) -> tuple[Pairs, Counter]:
     """One corpus partition's split joined to the score rows of the same ``id`` and source
     (:func:`parasim.scores.load`).
+
+    ``binary``: the equivalent and unrelated rows (seed 001's). ``graded``: also, per positive,
+    ``divergent_per_positive`` of its divergent rows that have entity scores (a seeded choice;
+    ``rows_divergent``), the others counted (``rows_divergent_without_entities_left_out``: a
+    mined row has no score row; ``rows_divergent_spare_left_out``).
 
     Raises:
         SkipModel: there are no score shards, or they have no entity column.
@@ -81,25 +95,60 @@ def read_pairs(
             f"the score shards have no {', '.join(missing)} column: the entity features of the "
             "scores stage are missing (scores.entities)"
         )
-    if "grade" in ds.column_names:  # seed 001's binary rows: the divergent grade left out
+    has_grade = "grade" in ds.column_names
+    if has_grade and grades != "graded":  # seed 001's binary rows: the divergent grade left out
         n = len(ds)
         ds = ds.filter(lambda g: g != "divergent", input_columns="grade")
         counts["rows_divergent_left_out"] += n - len(ds)
-    cols = ds.select_columns(
-        ["sentence1", "sentence2", "label", "lang_pair", "other_en", "fold", *features]
-    ).to_dict()
+    keys = ["sentence1", "sentence2", "label", "lang_pair", "other_en", "fold", *features]
+    if has_grade:
+        keys += ["grade", "id", "parent_id"]
+    cols = ds.select_columns(keys).to_dict()
     ents = [list(r) for r in zip(*(cols[f] for f in features), strict=True)]
-    for e in ents:
+    keep = list(range(len(ents)))
+    if has_grade and grades == "graded":
+        keep = _graded_rows(cols, ents, divergent_per_positive, seed, counts)
+    for i in keep:
         counts["rows"] += 1
-        counts["rows_without_entities"] += all(v is None for v in e)
+        counts["rows_without_entities"] += all(v is None for v in ents[i])
     return (
         Pairs(
-            cols["sentence1"], cols["sentence2"], cols["other_en"], ents,
-            [float(x) for x in cols["label"]], cols["lang_pair"], [partition] * len(ents),
-            [None if f is None else int(f) for f in cols["fold"]],
+            [cols["sentence1"][i] for i in keep], [cols["sentence2"][i] for i in keep],
+            [cols["other_en"][i] for i in keep], [ents[i] for i in keep],
+            [float(cols["label"][i]) for i in keep], [cols["lang_pair"][i] for i in keep],
+            [partition] * len(keep),
+            [None if cols["fold"][i] is None else int(cols["fold"][i]) for i in keep],
+            [cols["grade"][i] for i in keep] if has_grade else [None] * len(keep),
         ),
         counts,
     )  # fmt: skip
+
+
+def _graded_rows(
+    cols: dict[str, list], ents: list[list], per_positive: int, seed: int, counts: Counter
+) -> list[int]:
+    """Every equivalent and unrelated row, and per positive its first ``per_positive``
+    divergent rows with entity scores in a seeded order; what is left out, counted."""
+    from parasim.partition import seeded_key
+
+    ids = {cols["id"][i] for i, g in enumerate(cols["grade"]) if g == "equivalent"}
+    by_parent: dict[str, list[int]] = {}
+    for i, g in enumerate(cols["grade"]):
+        if g != "divergent":
+            continue
+        if all(v is None for v in ents[i]):
+            counts["rows_divergent_without_entities_left_out"] += 1
+        elif cols["parent_id"][i] not in ids:
+            counts["rows_divergent_parent_not_in_split"] += 1
+        else:
+            by_parent.setdefault(cols["parent_id"][i], []).append(i)
+    chosen: set[int] = set()
+    for parent, rows in by_parent.items():
+        rows.sort(key=lambda i: seeded_key(seed, "entity_siamese", parent, cols["id"][i]))
+        chosen.update(rows[:per_positive])
+        counts["rows_divergent_spare_left_out"] += max(0, len(rows) - per_positive)
+    counts["rows_divergent"] += len(chosen)
+    return [i for i, g in enumerate(cols["grade"]) if g != "divergent" or i in chosen]
 
 
 def feature_matrix(cos: Sequence[float], pairs: Pairs, n_features: int):
@@ -165,7 +214,7 @@ def bm25_silver_pairs(
                 if s2 == train.s2[i] or (train.s1[i], s2) in known:
                     continue
                 known.add((train.s1[i], s2))
-                for k, v in zip(cols, (train.s1[i], s2, oe, [None], math.nan, lp, part, None),
+                for k, v in zip(cols, (train.s1[i], s2, oe, [None], math.nan, lp, part, None, None),
                                 strict=True):  # fmt: skip
                     cols[k].append(v)
                 kept += 1

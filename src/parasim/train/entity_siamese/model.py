@@ -33,10 +33,22 @@ def _embed(encoder, tokenizer, texts: Sequence[str], cfg: EntitySiameseConfig, d
     return encoder(**{k: v.to(device) for k, v in enc.items() if k in keep})
 
 
+def cosine_targets(pairs: Pairs, cfg: EntitySiameseConfig) -> list[float]:
+    """The encoder's cosine target of every pair: its label, and ``cfg.divergent_target`` for a
+    divergent row (graded: between a translation's 1 and an unrelated pair's 0)."""
+    return [
+        cfg.divergent_target if g == "divergent" else float(y)
+        for g, y in zip(pairs.grade, pairs.label, strict=True)
+    ]
+
+
 def cosine_loss(tokenizer, pairs: Pairs, cfg: EntitySiameseConfig):
-    """Sentence-BERT's regression objective: summed (cos(u, v) - label)^2 over a batch."""
+    """Sentence-BERT's regression objective: summed (cos(u, v) - target)^2 over a batch
+    (:func:`cosine_targets`)."""
     import torch
     import torch.nn.functional as F
+
+    target = cosine_targets(pairs, cfg)
 
     def loss_fn(model, idx: Sequence[int]):
         dev = next(p for p in model.parameters()).device
@@ -44,7 +56,7 @@ def cosine_loss(tokenizer, pairs: Pairs, cfg: EntitySiameseConfig):
                      cfg, dev)  # fmt: skip
         n = len(idx)
         cos = F.cosine_similarity(vec[:n].float(), vec[n:].float())
-        gold = torch.tensor([pairs.label[i] for i in idx], device=cos.device)
+        gold = torch.tensor([target[i] for i in idx], device=cos.device)
         return {"cos_mse": (((cos - gold) ** 2).sum(), n)}
 
     return loss_fn

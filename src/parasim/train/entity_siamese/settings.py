@@ -40,6 +40,9 @@ class EntitySiameseConfig(PartialSettings, section="train.entity_siamese"):
             pair) are the encoder's dev split, left out of its training: the cosine's ROC AUC
             there picks the best encoder, the untrained start (step 0) included (0: no dev
             split, the last step ships).
+        grades: ``graded`` (divergent rows with entity scores as hard negatives) or ``binary``.
+        divergent_per_positive: divergent rows per positive at most under ``graded``.
+        divergent_target: the encoder's cosine target of a divergent pair under ``graded``.
         eval_batch_size: sentences per forward pass when encoding.
         sts_max_pairs: STSb dev pairs evaluated at most (the first ones; None: all 1,500).
         spacy: spaCy pipelines for the NER of silver and STS pairs (first loadable wins).
@@ -60,6 +63,9 @@ class EntitySiameseConfig(PartialSettings, section="train.entity_siamese"):
     silver_per_query: int
     silver_max_pairs: int | None
     max_train_pairs: int | None
+    grades: str
+    divergent_per_positive: int
+    divergent_target: float
     dev_folds: int
     eval_batch_size: int
     sts_max_pairs: int | None

@@ -223,7 +223,8 @@ def model_verdicts(run: _Run, mlp, cos, gold_only) -> dict[str, dict]:
         accuracy_stat(gold, [int(p >= 0.5) for p in sc["entity_siamese"]]),
         accuracy_stat(gold, [int(c > thr_untr) for c in sc["untrained"]]),
         len(gold), measure="test accuracy", baseline_name="untrained encoder's cosine",
-        evaluated_on="the corpus test split",
+        evaluated_on="the corpus test split"
+        + (" (its divergent rows with entity scores too)" if run.cfg.grades == "graded" else ""),
     )  # fmt: skip
     return out
 
@@ -246,8 +247,9 @@ def read_training_data(
     feats = list(cfg.features)
     train, test = Pairs.empty(), Pairs.empty()
     for p in members:
-        tr, c1 = read_pairs(corpus_dir, scores, p, "train", feats)
-        te, c2 = read_pairs(corpus_dir, scores, p, "test", feats)
+        graded = (cfg.grades, cfg.divergent_per_positive, seed)
+        tr, c1 = read_pairs(corpus_dir, scores, p, "train", feats, *graded)
+        te, c2 = read_pairs(corpus_dir, scores, p, "test", feats, *graded)
         train, test = train + tr, test + te
         counts.update({f"train_{k}": v for k, v in c1.items()})
         counts.update({f"test_{k}": v for k, v in c2.items()})
@@ -323,7 +325,7 @@ def train_round(run: _Run, rnd: int, pairs: Pairs):
     args, cfg = run.args, run.cfg
     fp = fingerprint([dataclasses.asdict(args), dataclasses.asdict(cfg),
                       cfg.train_encoder, run.data_fp, rnd, len(pairs),
-                      fingerprint(pairs.label)])  # fmt: skip
+                      fingerprint([pairs.label, pairs.grade])])  # fmt: skip
     enc, hist, enc_state = _encoder_part(run, rnd, pairs, fp)
     run.history.extend({**h, "part": f"encoder round {rnd}"} for h in hist)
     cos = encode_sets(run, enc) if cfg.train_encoder else run.cos_untrained
@@ -471,6 +473,30 @@ def _model_scores(run: _Run, mlp, cos, gold_only, key: str, pairs: Pairs) -> dic
     return out
 
 
+def grade_accuracy(
+    test: Pairs, scores: Mapping[str, Sequence[float]], cuts: Mapping[str, float]
+) -> dict[str, dict]:
+    """Per grade of the test rows: their count and each model's accuracy at its cut (as
+    :func:`~.evaluate.binary_table`: a cosine above its cut, a probability at least 0.5; a
+    divergent or unrelated row is right when called not similar)."""
+    from .evaluate import COSINE_MODELS
+
+    out: dict[str, dict] = {}
+    for grade in sorted({g for g in test.grade if g is not None}):
+        idx = [i for i, g in enumerate(test.grade) if g == grade]
+        row: dict[str, Any] = {"rows": len(idx)}
+        for name, cut in cuts.items():
+            if name in scores:
+                sc = scores[name]
+                said = [
+                    int(sc[i] > cut) if name in COSINE_MODELS else int(sc[i] >= 0.5) for i in idx
+                ]
+                right = sum(s == int(test.label[i]) for s, i in zip(said, idx, strict=True))
+                row[name] = right / len(idx)
+        out[grade] = row
+    return out
+
+
 def evaluate_run(
     run: _Run, mlp, cos, gold_only, base: Mapping[str, Any], sts_dir
 ) -> tuple[dict, dict, float]:
@@ -494,6 +520,8 @@ def evaluate_run(
         **binary_table(run.test, scores_test, cuts, majority, run.features),
         "thresholds": cuts,
     }  # fmt: skip
+    if run.cfg.grades == "graded":
+        test_json["by_grade"] = grade_accuracy(run.test, scores_test, cuts)
     sts_json: dict[str, Any] = {"model": MODEL_NAME}
     if not run.sts:
         sts_json["skipped"] = f"STSb-multi-mt dev not found in {sts_dir}"
@@ -581,6 +609,10 @@ def write_metrics_and_card(
         f"STSb {lp} Spearman ({k})": v[k] for lp, v in metrics["sts"].items()
         if isinstance(v, dict) for k in ("entity_siamese", "siamese", "untrained")
     }  # fmt: skip
+    for grade, g in (test_json.get("by_grade") or {}).items():
+        summary[f"test {grade} rows accuracy (entity model / untrained cosine)"] = (
+            f"{g['entity_siamese']:.4f} / {g['untrained']:.4f} ({g['rows']} rows)"
+        )
     write_model_card(
         out / "README.md", MODEL_NAME,
         "Entity-enriched Siamese model of seed 004 §3: a Siamese bi-encoder "
@@ -589,7 +621,15 @@ def write_metrics_and_card(
         f"entity cosines {', '.join(feats)} of parasim's scores stage, feeds an MLP with a "
         "sigmoid, trained separately from the encoder on parasim's corpus "
         f"({', '.join(base['partitions'])}): 1 = similar (aligned translation), 0 = hard "
-        f"negative{'; then again with BM25-sampled silver pairs' if 'round_2' in rounds else ''}. "
+        f"negative{'; then again with BM25-sampled silver pairs' if 'round_2' in rounds else ''}"
+        + (
+            f"; graded: up to {cfg.divergent_per_positive} divergent row(s) per positive (a "
+            "near-translation that changes a fact, with entity scores) join the negatives, the "
+            f"encoder's cosine regressed to {cfg.divergent_target} on them"
+            if cfg.grades == "graded"
+            else ""
+        )
+        + ". "
         "Load `model/` with `parasim.train.entity_siamese.model.EntitySiamese`.",
         dict(counts), metrics["settings"], summary,
         verdict=metrics["verdict"],

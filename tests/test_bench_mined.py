@@ -4,6 +4,7 @@ page-pair subsets."""
 from __future__ import annotations
 
 import pyarrow as pa
+import pytest
 
 from parasim.bench import mined_labels
 from parasim.bench.mine import _subset
@@ -55,3 +56,14 @@ def test_bench_mine_subset_keeps_whole_page_pairs():
     pairs = set(quarter.column("pair_id").to_pylist())
     assert len(pairs) == 2 and quarter.num_rows == 6
     assert _subset(t, 0.25, 0).equals(quarter) and _subset(t, 1.0, 0) is t
+
+
+def test_bench_mine_names_a_failed_run_instead_of_waiting_for_it(tmp_path):
+    from parasim.bench.mine import main, measure
+
+    with pytest.raises(SystemExit, match="positives not found"):
+        main(["--positives", str(tmp_path / "none")])
+    bad = tmp_path / "000.parquet"
+    bad.write_text("not parquet")
+    with pytest.raises(SystemExit, match="fraction 1.0 failed"):
+        measure([str(bad)], [1.0], 0, {}, {})

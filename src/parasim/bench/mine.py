@@ -19,6 +19,7 @@ from __future__ import annotations
 import argparse
 import json
 import multiprocessing as mp
+import queue
 import resource
 import sys
 import time
@@ -85,7 +86,16 @@ def measure(
         q = ctx.Queue()
         p = ctx.Process(target=_run, args=(list(paths), f, seed, settings, static, q))
         p.start()
-        res = q.get()
+        res = None
+        while res is None:
+            try:
+                res = q.get(timeout=1.0)
+            except queue.Empty:
+                if not p.is_alive() and q.empty():  # died without a result: say so, not hang
+                    raise SystemExit(
+                        f"bench mine: the run of fraction {f} failed (exit code {p.exitcode}); "
+                        "its traceback is above"
+                    ) from None
         p.join()
         out.append(res)
         print(json.dumps(res), file=sys.stderr, flush=True)
@@ -105,6 +115,8 @@ def main(argv: Sequence[str] | None = None) -> int:
 
     paths = []
     for p in args.positives:
+        if not Path(p).exists():
+            raise SystemExit(f"bench mine: positives not found: {p}")
         paths += sorted(map(str, Path(p).glob("*.parquet"))) if Path(p).is_dir() else [p]
     static = validate_section("align", json.loads(args.align_json))["static"]
     rows = measure(paths, args.fractions, args.seed, json.loads(args.settings_json), static)

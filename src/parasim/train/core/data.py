@@ -6,7 +6,8 @@ from __future__ import annotations
 import dataclasses
 import logging
 import os
-from collections.abc import Iterable, Iterator, Sequence
+from collections import Counter
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -109,3 +110,43 @@ def corpus_partitions(corpus_dir: str | os.PathLike) -> list[str]:
     """Partition folders of a corpus (``<corpus>/data/<partition>/``), sorted."""
     d = Path(corpus_dir) / "data"
     return sorted(p.name for p in d.iterdir() if p.is_dir()) if d.is_dir() else []
+
+
+def with_divergent(
+    cols: dict[str, list],
+    per_positive: int,
+    seed: int,
+    tag: str,
+    eligible: Callable[[int], bool] | None = None,
+) -> tuple[list[int], Counter]:
+    """The rows a graded split keeps (columns ``grade``, ``id``, ``parent_id`` of corpus rows):
+    every equivalent and unrelated row, and per positive its first ``per_positive`` divergent
+    rows in a seeded order (``tag`` names the model that draws them), in row order.
+
+    Returns:
+        The kept row indices, and the divergent rows counted: ``divergent`` (kept),
+        ``divergent_ineligible`` (``eligible`` said no), ``divergent_parent_not_in_split`` and
+        ``divergent_spare_left_out`` (past ``per_positive``).
+    """
+    from parasim.partition import seeded_key
+
+    counts: Counter = Counter()
+    ids = {cols["id"][i] for i, g in enumerate(cols["grade"]) if g == "equivalent"}
+    by_parent: dict[str, list[int]] = {}
+    for i, (g, parent) in enumerate(zip(cols["grade"], cols["parent_id"], strict=True)):
+        if g != "divergent":
+            continue
+        if eligible is not None and not eligible(i):
+            counts["divergent_ineligible"] += 1
+        elif parent not in ids:
+            counts["divergent_parent_not_in_split"] += 1
+        else:
+            by_parent.setdefault(parent, []).append(i)
+    chosen: set[int] = set()
+    for parent, rows in by_parent.items():
+        rows.sort(key=lambda i: seeded_key(seed, tag, parent, cols["id"][i]))
+        chosen.update(rows[:per_positive])
+        counts["divergent_spare_left_out"] += max(0, len(rows) - per_positive)
+    counts["divergent"] = len(chosen)
+    keep = [i for i, g in enumerate(cols["grade"]) if g != "divergent" or i in chosen]
+    return keep, counts

@@ -12,6 +12,8 @@ from collections import Counter
 from collections.abc import Sequence
 from pathlib import Path
 
+from parasim.train.core.data import with_divergent
+
 from .settings import ENTITY_FEATURES, MISSING_VALUE
 
 
@@ -107,7 +109,13 @@ def read_pairs(
     ents = [list(r) for r in zip(*(cols[f] for f in features), strict=True)]
     keep = list(range(len(ents)))
     if has_grade and grades == "graded":
-        keep = _graded_rows(cols, ents, divergent_per_positive, seed, counts)
+        keep, c = with_divergent(
+            cols, divergent_per_positive, seed, "entity_siamese",
+            eligible=lambda i: any(v is not None for v in ents[i]),
+        )  # fmt: skip
+        counts["rows_divergent"] += c.pop("divergent")
+        names = {"divergent_ineligible": "rows_divergent_without_entities_left_out"}
+        counts.update({names.get(k, f"rows_{k}"): v for k, v in c.items()})
     for i in keep:
         counts["rows"] += 1
         counts["rows_without_entities"] += all(v is None for v in ents[i])
@@ -122,33 +130,6 @@ def read_pairs(
         ),
         counts,
     )  # fmt: skip
-
-
-def _graded_rows(
-    cols: dict[str, list], ents: list[list], per_positive: int, seed: int, counts: Counter
-) -> list[int]:
-    """Every equivalent and unrelated row, and per positive its first ``per_positive``
-    divergent rows with entity scores in a seeded order; what is left out, counted."""
-    from parasim.partition import seeded_key
-
-    ids = {cols["id"][i] for i, g in enumerate(cols["grade"]) if g == "equivalent"}
-    by_parent: dict[str, list[int]] = {}
-    for i, g in enumerate(cols["grade"]):
-        if g != "divergent":
-            continue
-        if all(v is None for v in ents[i]):
-            counts["rows_divergent_without_entities_left_out"] += 1
-        elif cols["parent_id"][i] not in ids:
-            counts["rows_divergent_parent_not_in_split"] += 1
-        else:
-            by_parent.setdefault(cols["parent_id"][i], []).append(i)
-    chosen: set[int] = set()
-    for parent, rows in by_parent.items():
-        rows.sort(key=lambda i: seeded_key(seed, "entity_siamese", parent, cols["id"][i]))
-        chosen.update(rows[:per_positive])
-        counts["rows_divergent_spare_left_out"] += max(0, len(rows) - per_positive)
-    counts["rows_divergent"] += len(chosen)
-    return [i for i, g in enumerate(cols["grade"]) if g != "divergent" or i in chosen]
 
 
 def feature_matrix(cos: Sequence[float], pairs: Pairs, n_features: int):

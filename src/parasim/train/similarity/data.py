@@ -7,7 +7,7 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from parasim.train.core.data import Split
+from parasim.train.core.data import Split, with_divergent
 
 from .settings import SimilarityConfig, combined_name
 
@@ -46,7 +46,7 @@ def read_split(
     cols = ds.to_dict()
     keep = range(len(cols["label"]))
     if graded and grades == "graded":
-        keep = _with_divergent(cols, divergent_per_positive, seed)
+        keep, _ = with_divergent(cols, divergent_per_positive, seed, "similarity")
     return Split(
         [cols["sentence1"][i] for i in keep], [cols["sentence2"][i] for i in keep],
         [int(cols["label"][i]) for i in keep],
@@ -54,27 +54,6 @@ def read_split(
         [cols["lang_pair"][i] for i in keep],
         [cols["grade"][i] for i in keep] if graded else [None] * len(keep),
     )  # fmt: skip
-
-
-def _with_divergent(cols: Mapping[str, list], per_positive: int, seed: int) -> list[int]:
-    """The rows kept under ``graded``: every equivalent and unrelated row, and per positive its
-    first ``per_positive`` divergent rows in a seeded order (rows whose parent is not a positive
-    of this split are left out)."""
-    from parasim.partition import seeded_key
-
-    ids = {cols["id"][i] for i, g in enumerate(cols["grade"]) if g == "equivalent"}
-    by_parent: dict[str, list[int]] = {}
-    for i, (g, parent) in enumerate(zip(cols["grade"], cols["parent_id"], strict=True)):
-        if g == "divergent" and parent in ids:
-            by_parent.setdefault(parent, []).append(i)
-    chosen = {
-        i
-        for parent, rows in by_parent.items()
-        for i in sorted(rows, key=lambda i: seeded_key(seed, "similarity", parent, cols["id"][i]))[
-            :per_positive
-        ]
-    }
-    return [i for i, g in enumerate(cols["grade"]) if g != "divergent" or i in chosen]
 
 
 def _partition_members(

@@ -144,3 +144,17 @@ def test_the_character_level_tiny_model_reads_real_text(tmp_path):
     assert tok.unk_token_id not in sum(enc["input_ids"], [])
     again = make_tiny_bert(tmp_path / "again", chars=True)
     assert max_diff(model_weights_encoder(Path(d)), model_weights_encoder(Path(again))) == 0
+
+
+def test_accuracy_by_grade_counts_each_grade_against_its_gold():
+    from parasim.train.core.metrics import accuracy_by_grade
+
+    grades = ["equivalent", "divergent", "divergent", "unrelated", None]
+    gold = [1, 0, 0, 0, 1]
+    said = {"model": [1, 1, 0, 0, 0], "baseline": [0, 1, 1, 0, 1]}
+    assert accuracy_by_grade(grades, gold, said) == {
+        "divergent": {"rows": 2, "model": 0.5, "baseline": 0.0},
+        "equivalent": {"rows": 1, "model": 1.0, "baseline": 0.0},
+        "unrelated": {"rows": 1, "model": 1.0, "baseline": 1.0},
+    }
+    assert accuracy_by_grade([None, None], [1, 0], said) == {}

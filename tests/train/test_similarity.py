@@ -7,6 +7,7 @@ import json
 import random
 import subprocess
 import sys
+from collections import Counter
 from pathlib import Path
 
 import pytest
@@ -326,8 +327,11 @@ def test_graded_rows_take_divergent_hard_negatives_per_positive(graded_corpus):
 
     binary = read_split(graded_corpus, "EN-FR-G", "train", "binary")
     assert len(binary) == 48 and set(binary.grade) == {"equivalent", "unrelated"}
-    one = read_split(graded_corpus, "EN-FR-G", "train", "graded", 1, seed=0)
+    drawn: Counter = Counter()
+    one = read_split(graded_corpus, "EN-FR-G", "train", "graded", 1, seed=0, counts=drawn)
     assert len(one) == 48 + 24 and one.grade.count("divergent") == 24  # 24 positives, 1 each
+    # the spare divergent rows left out are counted, not dropped unsaid
+    assert drawn["divergent"] == 24 and drawn["divergent_spare_left_out"] == 24
     assert read_split(graded_corpus, "EN-FR-G", "train", "graded", 1, seed=0) == one  # seeded
     other_seed = read_split(graded_corpus, "EN-FR-G", "train", "graded", 1, seed=5)
     assert other_seed.s2 != one.s2 and len(other_seed) == len(one)
@@ -348,6 +352,8 @@ def test_graded_bilstm_learns_three_classes_and_reports_each_grade(
     section = settings("bilstm", word_vectors=str(vectors_file), epochs=2, max_folds=2)
     metrics, out, ev = run(graded_corpus, tmp_path, "bilstm", "EN-FR-G", section)
     assert metrics["data"]["train_divergent"] == 24
+    assert metrics["data"]["train_divergent_spare_left_out"] == 24
+    assert metrics["data"]["train_divergent_parent_not_in_split"] == 0
     model = load_classifier(out / "model")
     assert model.info["classes"] == 3 and model.head.net[-1].out_features == 3
     test = json.loads((ev / "test.json").read_text())

@@ -5,7 +5,7 @@ called)."""
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 
 
 def prf(gold: Sequence, pred: Sequence, cls) -> dict[str, float]:
@@ -155,3 +155,20 @@ def row_cosines(a, b):
     na = np.linalg.norm(a, axis=1)
     nb = np.linalg.norm(b, axis=1)
     return (a * b).sum(1) / np.maximum(na * nb, 1e-12)
+
+
+def accuracy_by_grade(
+    grades: Sequence[str | None], gold: Sequence[int], said: Mapping[str, Sequence[int]]
+) -> dict[str, dict]:
+    """Per grade of a graded test split (rows without a grade left out): its row count and each
+    model's accuracy on its rows, ``{grade: {"rows": n, model: accuracy}}`` with ``said`` the
+    models' 0/1 calls on every row (a divergent or unrelated row is right when called 0,
+    against its gold ``label``)."""
+    out: dict[str, dict] = {}
+    for grade in sorted({g for g in grades if g is not None}):
+        idx = [i for i, g in enumerate(grades) if g == grade]
+        row: dict = {"rows": len(idx)}
+        for name, calls in said.items():
+            row[name] = sum(int(calls[i]) == int(gold[i]) for i in idx) / len(idx)
+        out[grade] = row
+    return out

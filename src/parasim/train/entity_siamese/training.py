@@ -479,22 +479,16 @@ def grade_accuracy(
     """Per grade of the test rows: their count and each model's accuracy at its cut (as
     :func:`~.evaluate.binary_table`: a cosine above its cut, a probability at least 0.5; a
     divergent or unrelated row is right when called not similar)."""
+    from parasim.train.core.metrics import accuracy_by_grade
+
     from .evaluate import COSINE_MODELS
 
-    out: dict[str, dict] = {}
-    for grade in sorted({g for g in test.grade if g is not None}):
-        idx = [i for i, g in enumerate(test.grade) if g == grade]
-        row: dict[str, Any] = {"rows": len(idx)}
-        for name, cut in cuts.items():
-            if name in scores:
-                sc = scores[name]
-                said = [
-                    int(sc[i] > cut) if name in COSINE_MODELS else int(sc[i] >= 0.5) for i in idx
-                ]
-                right = sum(s == int(test.label[i]) for s, i in zip(said, idx, strict=True))
-                row[name] = right / len(idx)
-        out[grade] = row
-    return out
+    said = {
+        name: [int(x > cut) if name in COSINE_MODELS else int(x >= 0.5) for x in scores[name]]
+        for name, cut in cuts.items()
+        if name in scores
+    }
+    return accuracy_by_grade(test.grade, test.label, said)
 
 
 def evaluate_run(

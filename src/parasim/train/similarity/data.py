@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+from collections import Counter
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
@@ -21,13 +22,17 @@ def read_split(
     grades: str = "binary",
     divergent_per_positive: int = 1,
     seed: int = 0,
+    counts: Counter | None = None,
 ) -> Split:
     """One partition's ``train`` or ``test`` split through `datasets` (empty when absent).
 
     ``binary`` (seed 001's protocol): its equivalent and unrelated rows, the divergent grade left
     out. ``graded``: also, per positive, ``divergent_per_positive`` of its divergent rows (those
     whose ``parent_id`` is its id, a seeded choice), label 0 and grade ``divergent``, in the
-    corpus's row order (a divergent row has its parent's split and fold).
+    corpus's row order (a divergent row has its parent's split and fold). ``counts``, when
+    given, is added the divergent rows counted by
+    :func:`~parasim.train.core.data.with_divergent` (kept, parent not in the split, spare ones
+    past ``divergent_per_positive``), so that none is left out unsaid.
     """
     from parasim.train.core.data import load_parquet
 
@@ -46,7 +51,9 @@ def read_split(
     cols = ds.to_dict()
     keep = range(len(cols["label"]))
     if graded and grades == "graded":
-        keep, _ = with_divergent(cols, divergent_per_positive, seed, "similarity")
+        keep, drawn = with_divergent(cols, divergent_per_positive, seed, "similarity")
+        if counts is not None:
+            counts.update(drawn)
     return Split(
         [cols["sentence1"][i] for i in keep], [cols["sentence2"][i] for i in keep],
         [int(cols["label"][i]) for i in keep],

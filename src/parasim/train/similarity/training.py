@@ -280,8 +280,13 @@ def _read_corpus(
     members = _partition_members(partition, corpus_section, sim, found)
     base = {"encoder": encoder, "partition": partition, "members": members}
 
+    drawn: Counter = Counter()  # the train split's divergent rows, kept and left out
+
     def read(p: str, split: str) -> Split:
-        return read_split(corpus_dir, p, split, sim.grades, sim.divergent_per_positive, args.seed)
+        return read_split(
+            corpus_dir, p, split, sim.grades, sim.divergent_per_positive, args.seed,
+            drawn if split == "train" else None,
+        )  # fmt: skip
 
     train = Split.concat([read(p, "train") for p in members if p in found])
     tests = {p: read(p, "test") for p in found}
@@ -292,6 +297,8 @@ def _read_corpus(
     )
     if sim.grades == "graded":
         counts["train_divergent"] = sum(g == "divergent" for g in train.grade)
+        for key in ("divergent_parent_not_in_split", "divergent_spare_left_out"):
+            counts[f"train_{key}"] = drawn[key]
     if not train:
         return _skip(
             out,
@@ -552,17 +559,12 @@ def _test_row(
         "untrained_cosine_baseline": accuracy(gold, [int(c > run.threshold) for c in cos]),
     }
     if run.sim.grades == "graded" and grades and any(g is not None for g in grades):
-        row["by_grade"] = {}
-        for grade in sorted({g for g in grades if g is not None}):
-            idx = [i for i, g in enumerate(grades) if g == grade]
-            sub = [gold[i] for i in idx]
-            row["by_grade"][grade] = {
-                "rows": len(idx),
-                "best_fold_model": accuracy(sub, [int(best_p[i] >= 0.5) for i in idx]),
-                "untrained_cosine_baseline": accuracy(
-                    sub, [int(cos[i] > run.threshold) for i in idx]
-                ),
-            }
+        from parasim.train.core.metrics import accuracy_by_grade
+
+        row["by_grade"] = accuracy_by_grade(grades, gold, {
+            "best_fold_model": [int(p >= 0.5) for p in best_p],
+            "untrained_cosine_baseline": [int(c > run.threshold) for c in cos],
+        })  # fmt: skip
     return row
 
 

@@ -107,12 +107,14 @@ def test_the_three_variants_are_trained_scored_and_compared(inputs, tmp_path, ca
     assert main(_argv(inputs, out)) == 0
     table = capsys.readouterr().out
     assert "| REFreSD binary weighted F1 | 9 |" in table
-    for col in ("untrained", "binary", "graded", "graded - binary", "graded - untrained"):
+    for col in ("untrained", "binary", "graded", "graded - binary", "graded - untrained",
+                "graded-ranking - untrained", "graded-ranking - binary"):  # fmt: skip
         assert col in table
     res = json.loads((out / "teach.json").read_text())
-    assert set(res["variants"]) == {"untrained", "binary", "graded"}
+    assert set(res["variants"]) == {"untrained", "binary", "graded", "graded-ranking"}
     assert set(res["comparisons"]) == {
         "binary - untrained", "graded - untrained", "graded - binary",
+        "graded-ranking - untrained", "graded-ranking - binary",
     }  # fmt: skip
     assert res["eval_sets"] == {
         "refresd": {"n": 9, "classes": dict.fromkeys(THREE_CLASSES, 3)},
@@ -121,11 +123,16 @@ def test_the_three_variants_are_trained_scored_and_compared(inputs, tmp_path, ca
     }
     # both partitions: the French ones and the Spanish positive with an unrelated row
     assert res["triples"]["graded"]["triples"] == 10 and res["triples"]["binary"]["triples"] == 7
-    for v in ("binary", "graded"):
+    assert res["triples"]["graded-ranking"] == res["triples"]["graded"]  # the same triples
+    for v in ("binary", "graded", "graded-ranking"):
         train = res["variants"][v]["train"]
         assert train["global_step"] == 2 and train["steps_run"] == 2 and train["device"] == "cpu"
         assert (out / v / "done.json").is_file() and (out / v / "run" / "model").is_dir()
         assert not (out / v / "run" / "checkpoints").exists()  # removed once done
+        run_file = json.loads((out / v / "run" / "model" / "parasim_contrastive.json").read_text())
+        assert run_file["settings"]["loss"] == (
+            "GradedRankingLoss" if v == "graded-ranking" else "MultipleNegativesRankingLoss"
+        )
     assert res["machine"]["torch_device"] == "cpu" and res["machine"]["cpu"]
     assert res["majority"]["refresd_binary_weighted_f1"] == pytest.approx(
         2 * (6 / 9) * 1 / (6 / 9 + 1) * 6 / 9  # all divergent: F1 of divergent, weight 6/9

@@ -300,3 +300,72 @@ def test_fit_refuses_bad_settings(corpus, char_bert, tmp_path):
         fit_contrastive(char_bert, data, tmp_path, steps=1, batch_size=2, warmup_ratio=1.5)
     with pytest.raises(ValueError, match="steps"):
         fit_contrastive(char_bert, data, tmp_path, steps=0, batch_size=2)
+    with pytest.raises(ValueError, match="loss one of"):
+        fit_contrastive(char_bert, data, tmp_path, steps=1, batch_size=2, loss="triplet")
+
+
+def test_the_graded_ranking_loss_is_cosent_over_every_pair_of_the_batch():
+    """The loss against its definition, pair of pairs by pair of pairs."""
+    import itertools
+
+    import torch
+
+    from parasim.train.core.losses import graded_ranking_loss
+
+    torch.manual_seed(0)
+    b, d, scale = 3, 5, 20.0
+    anchor, positive, negative = (torch.randn(b, d) for _ in range(3))
+    grade = torch.tensor([1.0, 0.0, 1.0])  # divergent, unrelated, divergent negatives
+    cos = torch.nn.functional.cosine_similarity
+    pairs = []  # (grade, scaled cosine) of every anchor against every positive and negative
+    for i in range(b):
+        for j in range(b):
+            pairs.append((2.0 if i == j else 0.0, scale * cos(anchor[i], positive[j], dim=0)))
+            g = float(grade[i]) if i == j else 0.0
+            pairs.append((g, scale * cos(anchor[i], negative[j], dim=0)))
+    terms = [torch.tensor(0.0)] + [
+        lo - hi for (g_hi, hi), (g_lo, lo) in itertools.permutations(pairs, 2) if g_hi > g_lo
+    ]
+    expected = torch.logsumexp(torch.stack(terms), dim=0)
+    got = graded_ranking_loss(anchor, positive, negative, grade, scale)
+    assert float(got) == pytest.approx(float(expected), rel=1e-5)
+    # the order it asks for: a batch ranked by grade scores lower than the same batch reversed
+    good = graded_ranking_loss(anchor, anchor + 0.01 * positive, anchor + 0.5 * negative,
+                               torch.ones(b))  # fmt: skip
+    bad = graded_ranking_loss(anchor, anchor + 0.5 * negative, anchor + 0.01 * positive,
+                              torch.ones(b))  # fmt: skip
+    assert float(good) < float(bad)
+
+
+def test_the_graded_ranking_loss_trains_on_the_negatives_grades(corpus, char_bert, tmp_path):
+    from parasim.train.core.contrastive import (
+        RANK_DIVERGENT,
+        RANK_UNRELATED,
+        RUN_FILE,
+        fit_contrastive,
+        triples,
+    )
+
+    data = triples(corpus, [FR])
+    grades = data.negative_grades()
+    assert grades == [
+        RANK_UNRELATED if s == "unrelated" else RANK_DIVERGENT for s in data.source
+    ] and set(grades) == {RANK_DIVERGENT, RANK_UNRELATED}
+    ds = data.dataset(with_grades=True)
+    assert ds.column_names == ["anchor", "positive", "negative", "label"]
+    assert ds["label"] == grades and data.dataset().column_names == ds.column_names[:3]
+    res = fit_contrastive(
+        char_bert, data, tmp_path / "run", steps=2, batch_size=4, learning_rate=1e-3, seed=0,
+        max_length=32, save_steps=100, logging_steps=1, device="cpu", dtype="float32",
+        loss="graded_ranking",
+    )  # fmt: skip
+    assert res.global_step == 2 and all(math.isfinite(x) for _, x in res.losses)
+    record = json.loads((res.model_dir / RUN_FILE).read_text())
+    assert record["settings"]["loss"] == "GradedRankingLoss"
+    assert "GradedRankingLoss" in (res.model_dir / "README.md").read_text()
+    # another loss is another run: its checkpoints are not resumed
+    other = fit_contrastive(
+        char_bert, data, tmp_path / "run", steps=2, batch_size=4, learning_rate=1e-3, seed=0,
+        max_length=32, save_steps=1, device="cpu", dtype="float32",
+    )  # fmt: skip
+    assert other.resumed_from is None

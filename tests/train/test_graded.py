@@ -85,6 +85,7 @@ def test_the_command_trains_measures_and_writes_a_verdict_and_a_card(inputs, tmp
     assert card.startswith("# graded-encoder: too little data to tell")
     assert (out / "model" / "README.md").read_text() == card
     assert "parasim.train.core.contrastive" in (out / "run" / "model" / "README.md").read_text()
+    assert "GradedRankingLoss" in card and m["settings"]["loss"] == "graded_ranking"  # default
     assert (out / "training_curve.png").is_file() and (out / "run" / "done.json").is_file()
     assert not (out / "run" / "checkpoints").exists()  # removed once done
     # the models table reads it as it reads every family's
@@ -101,6 +102,11 @@ def test_the_command_trains_measures_and_writes_a_verdict_and_a_card(inputs, tmp
     # other settings: trained again (no evaluation set: nothing to score)
     third = _run(inputs, out, _section(inputs["model"], max_steps=3), refresd=False, sts=False)
     assert third["train"]["trained_now"] and third["train"]["global_step"] == 3
+    # the other loss: trained again, and the card says which
+    mnrl = _run(inputs, out, _section(inputs["model"], max_steps=3, loss="mnrl"), refresd=False,
+                sts=False)  # fmt: skip
+    assert mnrl["train"]["trained_now"] and mnrl["settings"]["loss"] == "mnrl"
+    assert "MultipleNegativesRankingLoss" in (out / "README.md").read_text()
 
 
 def test_without_refresd_it_trains_and_the_verdict_says_why(inputs, tmp_path):

@@ -1,11 +1,15 @@
 """What the corpus teaches: an encoder fine-tuned on graded or binary triples, or untrained.
 
-The same encoder (multilingual-e5-small by default) is fine-tuned two ways on the same budget
-(steps, batch size, learning rate, seed) with :func:`parasim.train.core.contrastive.fit_contrastive`
-(multiple-negatives ranking loss with one hard negative per positive): on the corpus's
-**graded** triples (a divergent row as the hard negative, else an unrelated one) and on its
-**binary** triples (seed 001's unrelated rows only), and it is kept **untrained** as the
-baseline. Each is then measured on public sets the corpus was not built from:
+The same encoder (multilingual-e5-small by default) is fine-tuned four ways on the same budget
+(steps, batch size, learning rate, seed) with
+:func:`parasim.train.core.contrastive.fit_contrastive`, one hard negative per positive: on
+the corpus's **graded** triples (a divergent row as the hard negative, else an unrelated one)
+and on its **binary** triples (seed 001's unrelated rows only), each with sentence-transformers'
+multiple-negatives ranking loss (``graded``, ``binary``) and with the ranking loss over the
+grades, :class:`parasim.train.core.losses.GradedRankingLoss` (``graded-ranking``,
+``binary-ranking``: on the binary triples every negative is unrelated, so it ranks the
+translations above the rest only); it is kept **untrained** as the baseline. Each is then
+measured on public sets the corpus was not built from:
 
 * REFreSD dev: the cosine of the English and French sides (with the training prefix). Binary
   weighted F1 (equivalent above the threshold) and 3-class weighted F1 (no meaning difference
@@ -16,12 +20,14 @@ baseline. Each is then measured on public sets the corpus was not built from:
 * STSb-multi-mt dev, cross-lingual: sentence1 of the English file against sentence2 of the
   French (EN-FR) or Spanish (EN-ES) file, same row; Spearman of the cosine with the gold score.
 
-Differences (each trained model minus the untrained one, graded minus binary) come with paired
+Differences (:data:`COMPARISONS`: each trained model minus the untrained one, the graded ones
+minus the binary ones) come with paired
 bootstrap 95 % intervals and verdicts (:func:`parasim.train.core.verdict.compare`: the same
 resamples of the items for every comparison; thresholds stay fixed at their dev values).
 The sets, the thresholds and the measures are :mod:`parasim.train.eval.cosine`'s, shared with
 the workflow's graded encoder (:mod:`parasim.train.graded`, rule ``train_graded_encoder``: the
-graded variant against the untrained one, as a model of every run).
+graded triples under ``train.graded.loss`` against the untrained encoder, as a model of every
+run).
 
 Every variant lies in ``DIR/<variant>/``: the training run (``run/``: checkpoints while it
 trains, the final ``run/model/``), its done marker ``done.json`` (a variant finished under the
@@ -34,7 +40,7 @@ Run::
 
     parasim bench teach --corpus results/corpus --out teach --steps 1000 --batch-size 16 \\
         --seed 0 [--partitions EN-FR-G ...] [--model e5-torch] [--data ../shared/data] \\
-        [--only graded binary untrained]
+        [--only graded-ranking graded binary untrained ...]
 """
 
 from __future__ import annotations
@@ -68,9 +74,25 @@ from parasim.train.eval.cosine import eval_sets as read_sets
 log = logging.getLogger("parasim.bench.teach")
 
 #: The variants, in the table's order: the baseline first.
-VARIANTS = ("untrained", "binary", "graded")
+VARIANTS = ("untrained", "binary", "graded", "binary-ranking", "graded-ranking")
+#: Each trained variant's triples (``grades`` of :func:`~parasim.train.core.contrastive.triples`)
+#: and loss (:data:`~parasim.train.core.contrastive.LOSSES`).
+RECIPES = {
+    "binary": ("binary", "mnrl"),
+    "graded": ("graded", "mnrl"),
+    "binary-ranking": ("binary", "graded_ranking"),
+    "graded-ranking": ("graded", "graded_ranking"),
+}
 #: The comparisons: (model, baseline) variants.
-COMPARISONS = (("binary", "untrained"), ("graded", "untrained"), ("graded", "binary"))
+COMPARISONS = (
+    ("binary", "untrained"),
+    ("graded", "untrained"),
+    ("graded", "binary"),
+    ("binary-ranking", "untrained"),
+    ("graded-ranking", "untrained"),
+    ("graded-ranking", "binary"),
+    ("graded-ranking", "binary-ranking"),
+)
 DONE, SCORES = "done.json", "scores.json"
 
 
@@ -124,12 +146,13 @@ def _fingerprint(obj: Any) -> str:
 
 
 def train_variant(variant: str, args: argparse.Namespace, out: Path) -> dict:
-    """Train ``variant`` (``graded`` or ``binary``) unless its done marker says it is done under
+    """Train ``variant`` (one of :data:`RECIPES`) unless its done marker says it is done under
     the same settings and triples; its done marker's content."""
     from parasim.train.core.contrastive import MODEL_DIR, fit_contrastive, triples
 
     vdir = out / variant
-    data = triples(args.corpus, args.partitions, "train", variant, args.seed)
+    grades, loss = RECIPES[variant]
+    data = triples(args.corpus, args.partitions, "train", grades, args.seed)
     settings = _train_settings(args)
     fp = _fingerprint([settings, variant, data.fingerprint()])
     done = _read_json(vdir / DONE)
@@ -142,7 +165,8 @@ def train_variant(variant: str, args: argparse.Namespace, out: Path) -> dict:
         learning_rate=args.learning_rate, freeze_embeddings=not args.train_embeddings,
         seed=args.seed, max_length=args.max_length, prefix=args.prefix,
         warmup_ratio=args.warmup_ratio, save_steps=args.save_steps, device=args.device,
-        dtype=args.dtype, name=f"e5 fine-tuned on the {variant} triples (parasim bench teach)",
+        dtype=args.dtype, loss=loss,
+        name=f"e5 fine-tuned on the {grades} triples, loss {loss} (parasim bench teach)",
     )  # fmt: skip
     record = {
         "fingerprint": fp,
@@ -281,7 +305,8 @@ def markdown(result: Mapping[str, Any]) -> str:
         "",
         f"{result['settings']['model']} fine-tuned {result['settings']['steps']} steps of "
         f"{result['settings']['batch_size']} triples (lr {result['settings']['learning_rate']}, "
-        f"seed {result['settings']['seed']}) on the graded or the binary triples, or untrained. "
+        f"seed {result['settings']['seed']}) on the graded or the binary triples (loss: "
+        "multiple-negatives ranking, or `-ranking`: the ranking over the grades), or untrained. "
         "Differences with paired bootstrap 95 % intervals (the same resamples for every "
         "comparison) and verdicts (`parasim.train.core.verdict`).",
         "",

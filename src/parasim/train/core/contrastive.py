@@ -1,4 +1,4 @@
-"""Fine-tuning a sentence encoder on the corpus's triples with a multiple-negatives ranking loss.
+"""Fine-tuning a sentence encoder on the corpus's triples with a ranking loss.
 
 :func:`triples` turns the corpus into (anchor, positive, hard negative) triples: every
 equivalent row of a split is a positive pair (its English sentence and its translation), and its
@@ -8,7 +8,9 @@ without a hard negative are left out and counted.
 
 :func:`fit_contrastive` fine-tunes a transformers encoder, mean-pooled, on those triples with
 sentence-transformers' ``MultipleNegativesRankingLoss`` (each anchor against its positive, its
-hard negative and the other rows' positives and negatives of the batch) through
+hard negative and the other rows' positives and negatives of the batch) or with
+:class:`parasim.train.core.losses.GradedRankingLoss` (the batch's pairs ranked by grade:
+translations above divergent rows above unrelated ones) through
 ``SentenceTransformerTrainer``: Hugging Face Trainer conventions (a `datasets` input, seeded,
 checkpoints every ``save_steps`` steps under the output folder, resumed from the newest complete
 one after a ``kill -9``), and a final ``save_pretrained`` folder with a model card that loads with
@@ -33,6 +35,20 @@ log = logging.getLogger("parasim.train")
 
 #: The two ways of picking a positive's hard negative (:func:`triples`).
 GRADES = ("graded", "binary")
+#: The losses :func:`fit_contrastive` trains with: sentence-transformers'
+#: ``MultipleNegativesRankingLoss`` (``"mnrl"``) or
+#: :class:`~parasim.train.core.losses.GradedRankingLoss`
+#: (``"graded_ranking"``), each under its name in the run's settings.
+LOSSES = {"mnrl": "MultipleNegativesRankingLoss", "graded_ranking": "GradedRankingLoss"}
+#: The grade of each scored pair of :class:`~parasim.train.core.losses.GradedRankingLoss`: an
+#: anchor and its positive, its divergent hard negative, and anything else (an unrelated hard
+#: negative, the batch's other rows).
+RANK_EQUIVALENT, RANK_DIVERGENT, RANK_UNRELATED = 2.0, 1.0, 0.0
+#: Each loss in words (model cards).
+LOSS_WORDS = {
+    "mnrl": "sentence-transformers' MultipleNegativesRankingLoss",
+    "graded_ranking": "parasim's GradedRankingLoss (CoSENT's ranking over three grades)",
+}
 #: Where a triple's negative came from: a divergent row whose other-language side (or, flipped,
 #: whose English side) was edited or mined, or an unrelated row.
 NEGATIVE_SOURCES = ("divergent_other", "divergent_en", "unrelated")
@@ -74,14 +90,24 @@ class Triples:
     def __len__(self) -> int:
         return len(self.anchor)
 
-    def dataset(self):
+    def dataset(self, with_grades: bool = False):
         """The triples as a `datasets` Dataset with columns anchor, positive, negative (the
-        order ``MultipleNegativesRankingLoss`` reads them in)."""
+        order ``MultipleNegativesRankingLoss`` reads them in); ``with_grades``: and ``label``,
+        the grade of each negative (:meth:`negative_grades`), which the trainer hands to
+        :class:`~parasim.train.core.losses.GradedRankingLoss` as its labels."""
         import datasets
 
-        return datasets.Dataset.from_dict(
-            {"anchor": self.anchor, "positive": self.positive, "negative": self.negative}
-        )
+        cols = {"anchor": self.anchor, "positive": self.positive, "negative": self.negative}
+        if with_grades:
+            cols["label"] = self.negative_grades()
+        return datasets.Dataset.from_dict(cols)
+
+    def negative_grades(self) -> list[float]:
+        """Each negative's grade against its anchor: `RANK_DIVERGENT` for a divergent row,
+        `RANK_UNRELATED` for an unrelated one."""
+        return [
+            RANK_DIVERGENT if src.startswith("divergent") else RANK_UNRELATED for src in self.source
+        ]
 
     def fingerprint(self) -> str:
         """A short hash of the texts: a checkpoint resumes only on the same triples."""
@@ -353,6 +379,17 @@ def _progress_callback():
     return Progress()
 
 
+def _loss(name: str, st):
+    """The loss module ``name`` (:data:`LOSSES`) for the model ``st``."""
+    if name == "graded_ranking":
+        from parasim.train.core.losses import GradedRankingLoss
+
+        return GradedRankingLoss(st)
+    from sentence_transformers.sentence_transformer.losses import MultipleNegativesRankingLoss
+
+    return MultipleNegativesRankingLoss(st)
+
+
 def fit_contrastive(
     model: str,
     data: Triples,
@@ -372,8 +409,9 @@ def fit_contrastive(
     device: str = "auto",
     dtype: str = "auto",
     name: str = "contrastive encoder",
+    loss: str = "mnrl",
 ) -> ContrastiveResult:
-    """Fine-tune ``model`` on ``data`` with ``MultipleNegativesRankingLoss`` for ``steps`` steps.
+    """Fine-tune ``model`` on ``data`` with ``loss`` for ``steps`` steps.
 
     The run's folder ``out_dir`` holds ``checkpoints/checkpoint-<step>`` (every ``save_steps``
     steps, the ``save_total_limit`` newest kept) and, at the end, the final folder
@@ -409,20 +447,24 @@ def fit_contrastive(
         dtype: ``"auto"`` (bf16 where :mod:`parasim.accel` finds it native), ``"float32"``,
             ``"bfloat16"`` or ``"float16"`` (no fp16 autocast on a CPU).
         name: the model card's title.
+        loss: ``"mnrl"``, sentence-transformers' ``MultipleNegativesRankingLoss`` (each anchor
+            against its positive, its hard negative and the batch's other texts, a softmax), or
+            ``"graded_ranking"``, :class:`parasim.train.core.losses.GradedRankingLoss` (CoSENT's
+            ranking over the batch's pairs: translations above divergent rows above the rest;
+            the negatives' grades from ``data.source``).
 
     Returns:
         :class:`ContrastiveResult`.
 
     Raises:
         ValueError: no triples, ``steps`` or ``batch_size`` below 1, a ``warmup_ratio`` outside
-            [0, 1).
+            [0, 1), an unknown ``loss``.
     """
     from sentence_transformers import (
         SentenceTransformerTrainer,
         SentenceTransformerTrainingArguments,
     )
     from sentence_transformers.base.sampler import BatchSamplers
-    from sentence_transformers.sentence_transformer.losses import MultipleNegativesRankingLoss
     from transformers import PrinterCallback
 
     from parasim.accel import resolve_device
@@ -435,6 +477,8 @@ def fit_contrastive(
         raise ValueError(f"fit_contrastive: steps {steps} and batch_size {batch_size} must be >= 1")
     if not 0 <= warmup_ratio < 1:
         raise ValueError(f"fit_contrastive: warmup_ratio in [0, 1), not {warmup_ratio}")
+    if loss not in LOSSES:
+        raise ValueError(f"fit_contrastive: loss one of {sorted(LOSSES)}, not {loss!r}")
     out_dir = Path(out_dir)
     dev = resolve_device(device, "device")
     precision = _precision(dev, dtype)
@@ -442,7 +486,7 @@ def fit_contrastive(
         "model": model, "steps": steps, "batch_size": batch_size,
         "learning_rate": learning_rate, "freeze_embeddings": freeze_embeddings, "seed": seed,
         "max_length": max_length, "prefix": prefix, "warmup_ratio": warmup_ratio,
-        "loss": "MultipleNegativesRankingLoss", "batch_sampler": "no_duplicates",
+        "loss": LOSSES[loss], "batch_sampler": "no_duplicates",
         "device": dev, "precision": precision,
     }  # fmt: skip
     fp = fingerprint([settings, data.fingerprint()])
@@ -481,8 +525,8 @@ def fit_contrastive(
     trainer = SentenceTransformerTrainer(
         model=st,
         args=args,
-        train_dataset=data.dataset(),
-        loss=MultipleNegativesRankingLoss(st),
+        train_dataset=data.dataset(with_grades=loss == "graded_ranking"),
+        loss=_loss(loss, st),
         callbacks=[progress],
     )
     trainer.remove_callback(PrinterCallback)  # the logs go to parasim's log (_progress_callback)
@@ -522,7 +566,7 @@ def fit_contrastive(
             tmp / "README.md",
             name,
             "A sentence encoder fine-tuned by `parasim.train.core.contrastive` with "
-            "sentence-transformers' MultipleNegativesRankingLoss on (anchor, positive, hard "
+            f"{LOSS_WORDS[loss]} on (anchor, positive, hard "
             f"negative) triples of the corpus ({data.grades} negatives), mean-pooled. Load it "
             "with `SentenceTransformer(path)`; `encode` prepends the training prefix "
             f"{prefix!r} (its default prompt).",

@@ -4,9 +4,11 @@ The encoder (``train.graded.model``, default the rebuilt multilingual-e5-small, 
 fine-tuned on the graded triples of the corpus's train split
 (:func:`parasim.train.core.contrastive.triples`): each equivalent row is an (anchor, positive)
 pair whose hard negative is one of its divergent rows (a synthetic edit or a mined line), else
-its unrelated row (seed 001's LDA negative). The loss is sentence-transformers'
-``MultipleNegativesRankingLoss`` (each anchor against its positive, its hard negative and the
-batch's other positives and negatives) through
+its unrelated row (seed 001's LDA negative). The loss (``train.graded.loss``) is
+:class:`parasim.train.core.losses.GradedRankingLoss` (the default: CoSENT's ranking over the
+batch's pairs, every translation above every divergent pair above every unrelated one) or
+sentence-transformers' ``MultipleNegativesRankingLoss`` (each anchor against its positive, its
+hard negative and the batch's other positives and negatives), trained through
 :func:`parasim.train.core.contrastive.fit_contrastive`: checkpointed, resumed after a ``kill
 -9``, a ``save_pretrained`` folder that loads with ``SentenceTransformer(path)``.
 

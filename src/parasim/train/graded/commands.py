@@ -35,8 +35,9 @@ def register(add: Callable[..., argparse.ArgumentParser], site_opts: Callable) -
     sp = add(
         "train-graded-encoder",
         cmd_train_graded_encoder,
-        "Fine-tune a sentence encoder on the corpus's graded triples (multiple-negatives "
-        "ranking loss); REFreSD dev and STSb cross-lingual beside its untrained start.",
+        "Fine-tune a sentence encoder on the corpus's graded triples (a ranking loss over "
+        "the grades, train.graded.loss); REFreSD dev and STSb cross-lingual beside its "
+        "untrained start.",
     )
     sp.add_argument("--corpus", required=True, help="the corpus folder (results/corpus)")
     sp.add_argument("--settings-json", help="the train: config section as JSON")

@@ -29,6 +29,9 @@ class GradedConfig(PartialSettings, section="train.graded"):
         warmup_ratio: share of the steps of linear warm-up (then linear decay to 0).
         eval_batch_size: sentences per forward pass when encoding the evaluation sets.
         sts_max_pairs: STSb dev rows evaluated per language pair (the first; None: all).
+        loss: ``graded_ranking`` (:class:`parasim.train.core.losses.GradedRankingLoss`: the
+            batch's pairs ranked by grade) or ``mnrl`` (multiple-negatives ranking with the hard
+            negative); :data:`parasim.train.core.contrastive.LOSSES`.
     """
 
     model: str
@@ -39,6 +42,7 @@ class GradedConfig(PartialSettings, section="train.graded"):
     warmup_ratio: float
     eval_batch_size: int
     sts_max_pairs: int | None
+    loss: str
 
 
 def graded_settings(section: Mapping[str, Any] | None) -> tuple[TrainingArguments, GradedConfig]:

@@ -36,7 +36,7 @@ log = logging.getLogger("parasim.train")
 #: The training run's folder in the model folder, and its done marker.
 RUN_DIR, DONE = "run", "done.json"
 #: The code a finished run was trained by (under ``parasim/train/``): other code, retrained.
-CODE = ("core/contrastive.py", "graded/settings.py", "graded/training.py")
+CODE = ("core/contrastive.py", "core/losses.py", "graded/settings.py", "graded/training.py")
 #: The counts of the triples that say how many took a divergent row as their hard negative.
 DIVERGENT_SOURCES = ("negative_divergent_other", "negative_divergent_en")
 
@@ -155,7 +155,7 @@ def _train_settings(run: _GradedRun) -> dict[str, Any]:
         "model": c.model, "steps": run.steps, "batch_size": a.batch_size,
         "learning_rate": a.learning_rate, "freeze_embeddings": c.freeze_embeddings,
         "seed": a.seed, "max_length": c.max_length, "prefix": c.prefix,
-        "warmup_ratio": c.warmup_ratio, "device": a.device, "dtype": a.dtype,
+        "warmup_ratio": c.warmup_ratio, "device": a.device, "dtype": a.dtype, "loss": c.loss,
     }  # fmt: skip
 
 
@@ -200,7 +200,7 @@ def train(run: _GradedRun) -> None:
         warmup_ratio=cfg.warmup_ratio,
         save_steps=args.checkpoint_every or run.steps,  # 0: only the end's (always written)
         save_total_limit=args.keep_checkpoints, logging_steps=args.log_every,
-        device=args.device, dtype=args.dtype, name=f"{MODEL_NAME} ({cfg.model})",
+        device=args.device, dtype=args.dtype, name=f"{MODEL_NAME} ({cfg.model})", loss=cfg.loss,
     )  # fmt: skip
     # one copy on disk of what the model shares with the other e5 folders (its frozen rows)
     share_weights(res.model_dir, run.out.parent / ".weights")
@@ -247,6 +247,7 @@ def write_outputs(run: _GradedRun, evaluation: Mapping[str, Any], wall_s: float)
     """``metrics.json``, ``training_curve.png`` and ``history.json``, and the model card
     (``README.md``, also in ``model/``); returns the metrics."""
     from parasim.train.core.card import write_model_card, write_run
+    from parasim.train.core.contrastive import LOSS_WORDS, LOSSES
     from parasim.train.core.loop import peak_gpu_mb, peak_rss_mb
     from parasim.train.core.verdict import fmt
 
@@ -271,7 +272,7 @@ def write_outputs(run: _GradedRun, evaluation: Mapping[str, Any], wall_s: float)
     history = [
         {"kind": "train", "step": s, "epoch": None, "loss": x} for s, x in run.train["losses"]
     ]
-    write_run(out, history, metrics, f"{MODEL_NAME} ({cfg.model}): multiple-negatives ranking")
+    write_run(out, history, metrics, f"{MODEL_NAME} ({cfg.model}): {LOSSES[cfg.loss]}")
     figures = evaluation["figures"]
     summary: dict[str, Any] = {
         f"{m} ({enc})": fmt(v) for enc, f in figures.items() for m, v in f.items()
@@ -282,7 +283,7 @@ def write_outputs(run: _GradedRun, evaluation: Mapping[str, Any], wall_s: float)
         out / "README.md",
         MODEL_NAME,
         f"{cfg.model} (mean pooling) fine-tuned by `parasim train-graded-encoder` with "
-        "sentence-transformers' MultipleNegativesRankingLoss on the graded triples of the "
+        f"{LOSS_WORDS[cfg.loss]} on the graded triples of the "
         f"corpus's train split ({', '.join(data.partitions)}): each aligned pair (anchor, "
         "positive) with one of its divergent rows as the hard negative (a synthetic edit or a "
         "mined line; its unrelated row when it has none). Measured beside its untrained start "

@@ -92,7 +92,7 @@ def _argv(inputs, out: Path, *extra: str, steps: int = 2) -> list[str]:
     ]  # fmt: skip
 
 
-def test_the_three_variants_are_trained_scored_and_compared(inputs, tmp_path, capsys):
+def test_the_variants_are_trained_scored_and_compared(inputs, tmp_path, capsys):
     from parasim.bench import available
     from parasim.bench.teach import main
     from parasim.train.eval.cosine import (
@@ -111,11 +111,20 @@ def test_the_three_variants_are_trained_scored_and_compared(inputs, tmp_path, ca
                 "graded-ranking - untrained", "graded-ranking - binary"):  # fmt: skip
         assert col in table
     res = json.loads((out / "teach.json").read_text())
-    assert set(res["variants"]) == {"untrained", "binary", "graded", "graded-ranking"}
+    assert set(res["variants"]) == {
+        "untrained", "binary", "graded", "binary-ranking", "graded-ranking",
+        "graded-ranking-merged",
+    }  # fmt: skip
     assert set(res["comparisons"]) == {
         "binary - untrained", "graded - untrained", "graded - binary",
-        "graded-ranking - untrained", "graded-ranking - binary",
+        "binary-ranking - untrained", "graded-ranking - untrained", "graded-ranking - binary",
+        "graded-ranking - binary-ranking", "graded-ranking-merged - untrained",
+        "graded-ranking-merged - binary", "graded-ranking-merged - graded-ranking",
     }  # fmt: skip
+    merged = res["variants"]["graded-ranking-merged"]
+    assert merged["merge"]["of"] == "graded-ranking" and merged["merge"]["share"] == 0.5
+    assert merged["train"] is None and (out / "graded-ranking-merged" / "model").is_dir()
+    assert res["triples"]["graded-ranking-merged"] == res["triples"]["graded"]
     assert res["eval_sets"] == {
         "refresd": {"n": 9, "classes": dict.fromkeys(THREE_CLASSES, 3)},
         "stsb en-fr": {"n": 6},
@@ -124,14 +133,15 @@ def test_the_three_variants_are_trained_scored_and_compared(inputs, tmp_path, ca
     # both partitions: the French ones and the Spanish positive with an unrelated row
     assert res["triples"]["graded"]["triples"] == 10 and res["triples"]["binary"]["triples"] == 7
     assert res["triples"]["graded-ranking"] == res["triples"]["graded"]  # the same triples
-    for v in ("binary", "graded", "graded-ranking"):
+    assert res["triples"]["binary-ranking"] == res["triples"]["binary"]
+    for v in ("binary", "graded", "binary-ranking", "graded-ranking"):
         train = res["variants"][v]["train"]
         assert train["global_step"] == 2 and train["steps_run"] == 2 and train["device"] == "cpu"
         assert (out / v / "done.json").is_file() and (out / v / "run" / "model").is_dir()
         assert not (out / v / "run" / "checkpoints").exists()  # removed once done
         run_file = json.loads((out / v / "run" / "model" / "parasim_contrastive.json").read_text())
         assert run_file["settings"]["loss"] == (
-            "GradedRankingLoss" if v == "graded-ranking" else "MultipleNegativesRankingLoss"
+            "GradedRankingLoss" if v.endswith("-ranking") else "MultipleNegativesRankingLoss"
         )
     assert res["machine"]["torch_device"] == "cpu" and res["machine"]["cpu"]
     assert res["majority"]["refresd_binary_weighted_f1"] == pytest.approx(
@@ -162,6 +172,7 @@ def test_the_three_variants_are_trained_scored_and_compared(inputs, tmp_path, ca
     again = json.loads((out / "teach.json").read_text())
     assert not again["variants"]["graded"]["trained_now"]
     assert not again["variants"]["binary"]["trained_now"]
+    assert not again["variants"]["graded-ranking-merged"]["trained_now"]
     assert {p: p.stat().st_mtime_ns for p in out.glob("*/*.json")} == marks
     assert again["comparisons"] == res["comparisons"]
     # other settings: that variant is trained again

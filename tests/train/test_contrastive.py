@@ -369,3 +369,44 @@ def test_the_graded_ranking_loss_trains_on_the_negatives_grades(corpus, char_ber
         max_length=32, save_steps=1, device="cpu", dtype="float32",
     )  # fmt: skip
     assert other.resumed_from is None
+
+
+def test_merged_weights_lie_between_the_start_and_the_fine_tuned_model(corpus, char_bert, tmp_path):
+    import torch
+
+    from parasim.train.core.contrastive import (
+        MERGE_FILE,
+        RUN_FILE,
+        build_model,
+        fit_contrastive,
+        merge_weights,
+        triples,
+    )
+
+    res = fit_contrastive(
+        char_bert, triples(corpus, [FR]), tmp_path / "run", steps=2, batch_size=4,
+        learning_rate=1e-2, seed=0, max_length=32, save_steps=100, device="cpu",
+        dtype="float32", loss="graded_ranking",
+    )  # fmt: skip
+    start = {k: v.detach().clone() for k, v in build_model(char_bert, max_length=32)
+             .state_dict().items()}  # fmt: skip
+    tuned = _weights(res.model_dir)
+    moved = [k for k in tuned if tuned[k].is_floating_point() and not torch.equal(tuned[k],
+             start[k])]  # fmt: skip
+    assert moved  # the fine-tuning changed weights
+    for share in (0.0, 0.5, 1.0):
+        out = merge_weights(char_bert, res.model_dir, share, tmp_path / f"m{share}", max_length=32)
+        merged = _weights(out)
+        assert merged.keys() == tuned.keys()
+        for k in moved:
+            want = (1 - share) * start[k] + share * tuned[k]
+            assert torch.allclose(merged[k], want, atol=1e-6), k
+        record = json.loads((out / MERGE_FILE).read_text())
+        assert record["share"] == share and record["method"] == "WiSE-FT"
+        assert (out / RUN_FILE).is_file() and "WiSE-FT" in (out / "README.md").read_text()
+    with pytest.raises(ValueError, match="must lie in"):
+        merge_weights(char_bert, res.model_dir, 1.5, tmp_path / "bad", max_length=32)
+    other = make_tiny_bert(tmp_path / "word-bert")  # another vocabulary: other shapes
+    with pytest.raises(ValueError, match="cannot merge"):
+        merge_weights(other, res.model_dir, 0.5, tmp_path / "bad", max_length=32)
+    assert not (tmp_path / "bad").exists()

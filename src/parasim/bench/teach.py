@@ -8,7 +8,10 @@ and on its **binary** triples (seed 001's unrelated rows only), each with senten
 multiple-negatives ranking loss (``graded``, ``binary``) and with the ranking loss over the
 grades, :class:`parasim.train.core.losses.GradedRankingLoss` (``graded-ranking``,
 ``binary-ranking``: on the binary triples every negative is unrelated, so it ranks the
-translations above the rest only); it is kept **untrained** as the baseline. Each is then
+translations above the rest only); it is kept **untrained** as the baseline; and
+``graded-ranking-merged`` is the ``graded-ranking`` model's weights moved back towards the
+untrained start (:func:`parasim.train.core.contrastive.merge_weights`, WiSE-FT: ``--merge-share``
+of the fine-tuned weights, 0.5 by default, WiSE-FT's; no training of its own). Each is then
 measured on public sets the corpus was not built from:
 
 * REFreSD dev: the cosine of the English and French sides (with the training prefix). Binary
@@ -40,7 +43,7 @@ Run::
 
     parasim bench teach --corpus results/corpus --out teach --steps 1000 --batch-size 16 \\
         --seed 0 [--partitions EN-FR-G ...] [--model e5-torch] [--data ../shared/data] \\
-        [--only graded-ranking graded binary untrained ...]
+        [--only graded-ranking graded binary untrained ...] [--merge-share 0.5]
 """
 
 from __future__ import annotations
@@ -74,7 +77,9 @@ from parasim.train.eval.cosine import eval_sets as read_sets
 log = logging.getLogger("parasim.bench.teach")
 
 #: The variants, in the table's order: the baseline first.
-VARIANTS = ("untrained", "binary", "graded", "binary-ranking", "graded-ranking")
+VARIANTS = (
+    "untrained", "binary", "graded", "binary-ranking", "graded-ranking", "graded-ranking-merged",
+)  # fmt: skip
 #: Each trained variant's triples (``grades`` of :func:`~parasim.train.core.contrastive.triples`)
 #: and loss (:data:`~parasim.train.core.contrastive.LOSSES`).
 RECIPES = {
@@ -83,6 +88,8 @@ RECIPES = {
     "binary-ranking": ("binary", "graded_ranking"),
     "graded-ranking": ("graded", "graded_ranking"),
 }
+#: The merged variants: the trained variant whose weights are merged with the untrained start.
+MERGED = {"graded-ranking-merged": "graded-ranking"}
 #: The comparisons: (model, baseline) variants.
 COMPARISONS = (
     ("binary", "untrained"),
@@ -92,6 +99,9 @@ COMPARISONS = (
     ("graded-ranking", "untrained"),
     ("graded-ranking", "binary"),
     ("graded-ranking", "binary-ranking"),
+    ("graded-ranking-merged", "untrained"),
+    ("graded-ranking-merged", "binary"),
+    ("graded-ranking-merged", "graded-ranking"),
 )
 DONE, SCORES = "done.json", "scores.json"
 
@@ -193,6 +203,40 @@ def train_variant(variant: str, args: argparse.Namespace, out: Path) -> dict:
 
     write_metrics(vdir / DONE, record)
     shutil.rmtree(vdir / "run" / "checkpoints", ignore_errors=True)  # done: no resume needed
+    return {**record, "trained_now": True}
+
+
+def merge_variant(
+    variant: str, tuned: Mapping[str, Any], args: argparse.Namespace, out: Path
+) -> dict:
+    """Merge the model of ``tuned`` (its trained variant's done marker) with the untrained
+    start at ``--merge-share`` unless done for the same model and share; the done marker."""
+    from parasim.train.core.card import write_metrics
+    from parasim.train.core.contrastive import merge_weights
+
+    vdir = out / variant
+    merge = {"of": MERGED[variant], "share": args.merge_share}
+    fp = _fingerprint([tuned["fingerprint"], variant, merge])
+    done = _read_json(vdir / DONE)
+    if done and done.get("fingerprint") == fp and (vdir / "model").is_dir():
+        log.info("%s: done (%s), not merged again", variant, vdir / DONE)
+        return {**done, "trained_now": False}
+    (vdir / DONE).unlink(missing_ok=True)
+    t0 = time.perf_counter()
+    model_dir = merge_weights(
+        args.model, tuned["model_dir"], args.merge_share, vdir / "model",
+        max_length=args.max_length, prefix=args.prefix,
+        name=f"e5 fine-tuned as {MERGED[variant]}, merged with its start (parasim bench teach)",
+    )  # fmt: skip
+    record = {
+        "fingerprint": fp,
+        "settings": tuned["settings"],
+        "model_dir": str(model_dir),
+        "triples": tuned["triples"],
+        "merge": merge | {"seconds": round(time.perf_counter() - t0, 2)},
+        "train": None,
+    }
+    write_metrics(vdir / DONE, record)
     return {**record, "trained_now": True}
 
 
@@ -333,6 +377,11 @@ def markdown(result: Mapping[str, Any]) -> str:
                 f"{'n/a' if per is None else per} s a step (median) on {t['device']} "
                 f"(precision {t['precision']}), final loss {_fmt(t['train_loss'])}"
             )
+        if merge := result["variants"][v].get("merge"):
+            lines.append(
+                f"- {v}: the {merge['of']} model's weights, {merge['share']:g} of them merged "
+                f"with {1 - merge['share']:g} of the untrained start's (WiSE-FT)"
+            )
     m = result["machine"]
     lines.append(f"- machine: {m['cpu']} ({m['cpu_count']} CPUs), GPU {m['gpu'] or 'none'}, "
                  f"torch device {m['torch_device']}")  # fmt: skip
@@ -350,13 +399,25 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
     sets, missing = eval_sets(Path(args.data))
     if not sets:
         raise SystemExit(f"bench teach: no evaluation set under {args.data}: {missing}")
-    asked = args.only or list(VARIANTS)
+    asked = set(args.only or VARIANTS)
+    asked |= {MERGED[v] for v in asked if v in MERGED}  # a merge needs its trained variant
     settings = _train_settings(args)
     done: dict[str, dict] = {}
-    for v in VARIANTS[1:]:  # the trained ones: those asked for, and those done before
+    for v in RECIPES:  # the trained ones: those asked for, and those done before
         if v in asked:
             done[v] = train_variant(v, args, out)
         elif (rec := _read_json(out / v / DONE)) and rec.get("settings") == settings:
+            done[v] = {**rec, "trained_now": False}
+    for v, of in MERGED.items():
+        if of not in done:
+            continue
+        if v in asked:
+            done[v] = merge_variant(v, done[of], args, out)
+        elif (
+            (rec := _read_json(out / v / DONE))
+            and rec.get("settings") == settings
+            and (rec["merge"]["share"] == args.merge_share)
+        ):
             done[v] = {**rec, "trained_now": False}
     scored: dict[str, dict] = {}
     for v in VARIANTS:
@@ -373,7 +434,8 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
     result: dict[str, Any] = {
         "benchmark": "teach",
         "command": "parasim bench teach " + " ".join(args.argv),
-        "settings": settings | {"data": str(args.data), "n_boot": args.n_boot},
+        "settings": settings
+        | {"data": str(args.data), "n_boot": args.n_boot, "merge_share": args.merge_share},
         "machine": machine(args),
         "eval_sets": {name: {"n": len(s["s1"])} for name, s in sets.items()},
         "missing_sets": missing,
@@ -396,6 +458,8 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
         }
         if v in done:
             entry |= {k: done[v][k] for k in ("model_dir", "train", "trained_now")}
+            if "merge" in done[v]:
+                entry["merge"] = done[v]["merge"]
         result["variants"][v] = entry
     write_metrics(out / "teach.json", result)
     return result
@@ -421,6 +485,12 @@ def main(argv: Sequence[str] | None = None) -> int:
         default=None,
         help="train/score only these variants (the others done before are read)",
     )
+    ap.add_argument(
+        "--merge-share",
+        type=float,
+        default=0.5,
+        help="graded-ranking-merged: the fine-tuned weights' share (WiSE-FT; default 0.5)",
+    )
     ap.add_argument("--learning-rate", type=float, default=2e-5)
     ap.add_argument("--max-length", type=int, default=128)
     ap.add_argument("--prefix", default="query: ", help="e5's prefix, on both sides")
@@ -438,6 +508,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     ap.add_argument("--json", action="store_true", help="print teach.json instead of the table")
     argv = list(sys.argv[1:] if argv is None else argv)
     args = ap.parse_args(argv)
+    if not 0.0 <= args.merge_share <= 1.0:
+        ap.error(f"--merge-share {args.merge_share}: must lie in [0, 1]")
     args.argv = argv
     logging.basicConfig(level=logging.INFO, stream=sys.stderr, format="%(name)s: %(message)s")
     result = run(args)

@@ -582,3 +582,86 @@ def fit_contrastive(
         result.global_step, result.train_loss, seconds, result.model_dir,
     )  # fmt: skip
     return result
+
+
+MERGE_FILE = "parasim_merge.json"
+
+
+def merge_weights(
+    start: str,
+    tuned_dir: str | Path,
+    share: float,
+    out_dir: str | Path,
+    *,
+    max_length: int = 128,
+    prefix: str = "query: ",
+    name: str = "parasim merged encoder",
+) -> Path:
+    """The fine-tuned encoder's weights moved back towards its untrained start (WiSE-FT:
+    Wortsman et al. 2022, "Robust fine-tuning of zero-shot models"): every floating weight
+    becomes ``(1 - share) * start + share * tuned``; ``share`` 1 keeps the fine-tuned model, 0
+    the untrained one. The fine-tuned model keeps what it learnt on the corpus's grades and
+    the start keeps more of what it knew of other text (general STS).
+
+    Args:
+        start: the model the fine-tuning started from (a HF folder or an offline name,
+            :func:`build_model`'s).
+        tuned_dir: the fine-tuned ``SentenceTransformer`` folder (:func:`fit_contrastive`'s).
+        share: the fine-tuned model's share, in [0, 1].
+        out_dir: the merged model's folder (written whole or not at all), loading with
+            ``SentenceTransformer(out_dir)``; its :data:`MERGE_FILE` says what was merged.
+        max_length, prefix: :func:`build_model`'s, as in the fine-tuning.
+
+    Raises:
+        ValueError: ``share`` outside [0, 1], or two models whose weights do not line up (not
+            the same architecture), naming the first weight that differs.
+    """
+    import torch
+    from sentence_transformers import SentenceTransformer
+
+    from parasim.train.core.card import write_dir, write_model_card
+
+    if not 0.0 <= share <= 1.0:
+        raise ValueError(f"merge share {share}: must lie in [0, 1] (the fine-tuned model's share)")
+    tuned = SentenceTransformer(str(tuned_dir), device="cpu")
+    base = build_model(start, max_length=max_length, prefix=prefix, device="cpu")
+    w0, w1 = base.state_dict(), tuned.state_dict()
+    if w0.keys() != w1.keys():
+        odd = sorted(set(w0) ^ set(w1))
+        raise ValueError(f"cannot merge {tuned_dir} with {start}: weight {odd[0]!r} is in one only")
+    merged = {}
+    for key, t in w1.items():
+        s = w0[key]
+        if s.shape != t.shape:
+            raise ValueError(
+                f"cannot merge {tuned_dir} with {start}: weight {key!r} is {tuple(t.shape)} "
+                f"against {tuple(s.shape)}"
+            )
+        if t.is_floating_point():
+            mix = (1.0 - share) * s.to(torch.float32) + share * t.to(torch.float32)
+            merged[key] = mix.to(t.dtype)
+        else:
+            merged[key] = t
+    tuned.load_state_dict(merged)
+    record = {"start": start, "tuned": str(tuned_dir), "share": share, "method": "WiSE-FT"}
+
+    def write(tmp: Path) -> None:
+        tuned.save_pretrained(str(tmp), create_model_card=False)
+        write_model_card(
+            tmp / "README.md",
+            name,
+            f"The weights of `{tuned_dir}` merged with those of its untrained start `{start}`: "
+            f"{share:g} × fine-tuned + {1 - share:g} × start (WiSE-FT, Wortsman et al. 2022). "
+            "Load it with `SentenceTransformer(path)`.",
+            {},
+            record,
+            {},
+        )
+        if (Path(tuned_dir) / RUN_FILE).is_file():  # the fine-tuning's settings and data
+            shutil.copy2(Path(tuned_dir) / RUN_FILE, tmp / RUN_FILE)
+        (tmp / MERGE_FILE).write_text(json.dumps(record, indent=2) + "\n")
+
+    out = Path(out_dir)
+    write_dir(out, write)
+    log.info("merged %s with %s at share %g: %s", tuned_dir, start, share, out)
+    return out

@@ -363,6 +363,26 @@ def test_a_directory_alone_keeps_its_url():
     assert pairs.column("evidence").to_pylist() == [["toggle"]]
 
 
+def test_the_default_document_is_the_sites_index_files():
+    """A server whose directory URL serves default.aspx: with index_files [default.aspx],
+    /en/ and /en/default.aspx are one page (the file's URL), and a toggle to /fr/ reaches the
+    page fetched as /fr/default.aspx only; with the default names they stay two pages."""
+    import dataclasses
+
+    en = html("en", toggles=[("fr", "/fr/")], text="English home page")
+    fr = html("fr", toggles=[("en", "/en/default.aspx")], text="Page d'accueil")
+    rows = [page("/en/", en, "en"), page("/en/default.aspx", en.replace("home", "Home"), "en"),
+            page("/fr/default.aspx", fr, "fr")]  # fmt: skip
+    aspx = dataclasses.replace(site(), index_files=("default.aspx",))
+    pairs, stats = pair_pages(table(*rows), aspx, 1)
+    assert urlpairs(pairs) == [("/en/default.aspx", "/fr/default.aspx")]
+    assert pairs.column("evidence").to_pylist()[0] == ["toggle", f"en_alias:{ORIGIN}/en/"]
+    assert stats.counts["english_pages"] == 1
+    plain, counts = pair_pages(table(*rows), site(), 1)  # index.html: two English pages,
+    assert counts.counts["english_pages"] == 2  # paired by the French page's back link only
+    assert plain.column("evidence").to_pylist() == [["toggle"]]
+
+
 EN_TEXT = "The plugin shows the events of the current month and the next one in a calendar."
 FR_TEXT = (
     "Le plugiciel affiche les événements du mois en cours et du mois suivant dans un calendrier."

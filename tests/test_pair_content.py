@@ -114,6 +114,9 @@ def test_blocked_candidates_pair_as_the_exact_scores_do():
     blocked, stats = run(site_pages(), exact_max_pairs=1, neighbours=3, svd_dims=4)
     assert as_set(blocked) == as_set(exact) == gold()
     assert stats.counts["content_scored_pairs"] < 49  # fewer than every pair
+    # the search over the other side's pages as an HNSW graph (above exact_search_max)
+    graph, _ = run(site_pages(), exact_max_pairs=1, neighbours=3, svd_dims=4, exact_search_max=1)
+    assert as_set(graph) == gold()
 
 
 def test_a_margin_leaves_out_a_page_whose_two_best_matches_tie():

@@ -223,6 +223,8 @@ class SiteConfig:
     crawl_order: str = "breadth_first"
     sitemaps: bool = False
     drop_query_params: tuple[str, ...] = ()
+    #: the file names a directory URL serves: ``X/`` and ``X/index.html`` are one page
+    index_files: tuple[str, ...] = ("index.html", "index.htm")
     #: what content evidence does with a link pair whose pages it finds to be of other pages
     content_disagrees: str = "flag"
     max_pages: int = 5000
@@ -279,6 +281,7 @@ class SiteConfig:
             crawl_order=d.get("crawl_order", cls.crawl_order),
             sitemaps=bool(d.get("sitemaps", cls.sitemaps)),
             drop_query_params=tuple(d.get("drop_query_params", ())),
+            index_files=tuple(d.get("index_files", cls.index_files)),
             content_disagrees=pairing.get("content_disagrees", cls.content_disagrees),
             max_pages=limits.get("max_pages", cls.max_pages),
             max_depth=limits.get("max_depth", cls.max_depth),

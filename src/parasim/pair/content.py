@@ -74,6 +74,7 @@ class ContentPairingSettings(Settings, section="content_pairing"):
     exact_max_pairs: int
     neighbours: int
     svd_dims: int
+    exact_search_max: int
     hnsw_m: int
     hnsw_ef: int
 
@@ -233,7 +234,7 @@ def _blocked(a: Side, b: Side, s: ContentPairingSettings) -> tuple[np.ndarray, n
         parts_b.append(z[len(a.pages) :])
     qa = np.ascontiguousarray(np.hstack(parts_a), dtype=np.float32)
     qb = np.ascontiguousarray(np.hstack(parts_b), dtype=np.float32)
-    knn = dict(exact_max=20_000, hnsw_m=s.hnsw_m, hnsw_ef=s.hnsw_ef)
+    knn = dict(exact_max=s.exact_search_max, hnsw_m=s.hnsw_m, hnsw_ef=s.hnsw_ef)
     _, ab, _ = nearest(qa, qb, s.neighbours, **knn)
     _, ba, _ = nearest(qb, qa, s.neighbours, **knn)
     ia = np.concatenate([np.repeat(np.arange(len(a.pages)), ab.shape[1]), ba.ravel()])

@@ -56,7 +56,7 @@ import logging
 import re
 import time
 from collections import Counter, defaultdict
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 from urllib.parse import urldefrag, urljoin
@@ -269,17 +269,20 @@ class _Pages:
     main_lines: dict[int, list[str]] = field(default_factory=dict)
     #: document -> the URLs linked that redirected to it (``en_alias:`` ... in the pairs)
     redirect_alias: dict[int, list[str]] = field(default_factory=dict)
+    #: the file names a directory URL serves (the site's ``index_files``)
+    index_files: tuple[str, ...] = ("index.html", "index.htm")
 
     def target(self, url: str) -> tuple[int | None, str | None]:
         """The document ``url`` leads to, or None and why not.
 
         A URL the crawl did not store as such is tried in its other forms: canonical (as the
         crawl stores URLs: ``https://h`` is ``https://h/``, query parameters sorted), and ``X``,
-        ``X/`` and ``X/index.html`` as one page.
+        ``X/`` and ``X/index.html`` (the site's ``index_files``) as one page.
         """
         j = self.lookup.get(url)
         if j is None:
-            j = next((self.lookup[u] for u in _url_forms(url) if u in self.lookup), None)
+            forms = _url_forms(url, self.index_files)
+            j = next((self.lookup[u] for u in forms if u in self.lookup), None)
         if j is None:
             return None, "target_not_fetched"
         if not self.ok[j]:
@@ -339,8 +342,12 @@ def _check_input(pages: pa.Table, site: SiteConfig, n_shards: int) -> None:
         )
 
 
-def index_pages(pages: pa.Table) -> _Pages:
-    """Step 1: clean URLs, a URL -> page lookup, one representative per content, the documents."""
+def index_pages(pages: pa.Table, index_files: Sequence[str] | None = None) -> _Pages:
+    """Step 1: clean URLs, a URL -> page lookup, one representative per content, the documents.
+
+    ``index_files``: the file names a directory URL ``X/`` serves (the site's default
+    documents; default :data:`INDEX_FILES`)."""
+    index_files = INDEX_FILES if index_files is None else tuple(index_files)
     urls = pages.column("url").to_pylist()
     finals = pages.column("final_url").to_pylist()
     declared = [norm_lang(v) for v in pages.column("declared_lang").to_pylist()]
@@ -370,13 +377,13 @@ def index_pages(pages: pa.Table) -> _Pages:
         pages.column("content_hash").to_pylist() if "content_hash" in pages.column_names else []
     )
     # A page is named by the URL it was served from (after redirects): cf.
-    rep = _same_page_representatives(cf, ok, hashes)
+    rep = _same_page_representatives(cf, ok, hashes, index_files)
     same_content = sum(1 for i, r in rep.items() if r != i)
     lookup = {u: rep.get(j, j) for u, j in lookup.items()}
     dir_alias = {
         r: cf[i]
         for i, r in sorted(rep.items())
-        if r != i and cf[i] and cf[r] and index_dir(cf[r]) == cf[i]
+        if r != i and cf[i] and cf[r] and index_dir(cf[r], index_files) == cf[i]
     }
 
     # Documents: one fetched page per final URL (two URLs redirecting to one page are one document).
@@ -388,51 +395,59 @@ def index_pages(pages: pa.Table) -> _Pages:
             redirected[lookup[cf[i]]].add(cu[i])
     pages = _Pages(urls, declared, htmls, ok, cu, cf, lookup, docs, same_content, dir_alias)
     pages.redirect_alias = {j: sorted(v) for j, v in redirected.items()}
+    pages.index_files = index_files
     return pages
 
 
-#: File names a web server serves for a directory URL (``X/`` is ``X/index.html``).
+#: File names a web server serves for a directory URL (``X/`` is ``X/index.html``): the default
+#: of a site's ``index_files`` (``default.aspx``, ``index.php`` ... on other servers).
 INDEX_FILES = ("index.html", "index.htm")
 
 
-def index_dir(url: str) -> str | None:
-    """``X/`` for an index file URL ``X/index.html`` (no query), else None."""
+def index_dir(url: str, index_files: Sequence[str] = INDEX_FILES) -> str | None:
+    """``X/`` for an index file URL ``X/index.html`` (no query; a name of ``index_files``),
+    else None."""
     if "?" in url:
         return None
     head, sep, name = url.rpartition("/")
-    return head + "/" if sep and name in INDEX_FILES else None
+    return head + "/" if sep and name in index_files else None
 
 
-def _url_forms(url: str) -> list[str]:
-    """The other URLs of the page at ``url``: canonical, and ``X`` / ``X/`` / ``X/index.html``."""
+def _url_forms(url: str, index_files: Sequence[str] = INDEX_FILES) -> list[str]:
+    """The other URLs of the page at ``url``: canonical, and ``X`` / ``X/`` / ``X/index.html``
+    (each name of ``index_files``)."""
     out = []
     for u in (canonical(url) or url, url):
         head = u.split("?", 1)[0]
-        if "?" in u or head.endswith((".html", ".htm")) and not index_dir(head):
+        d = index_dir(u, index_files)
+        if "?" in u or head.endswith((".html", ".htm")) and not d:
             out.append(u)
             continue
-        if index_dir(u):
-            out += [u, index_dir(u), index_dir(u).rstrip("/")]
+        if d:
+            out += [u, d, d.rstrip("/")]
         elif u.endswith("/"):
-            out += [u, *(u + name for name in INDEX_FILES), u.rstrip("/")]
+            out += [u, *(u + name for name in index_files), u.rstrip("/")]
         else:
-            out += [u, u + "/", *(u + "/" + name for name in INDEX_FILES)]
+            out += [u, u + "/", *(u + "/" + name for name in index_files)]
     return [u for u in dict.fromkeys(out) if u and u != url]
 
 
-def _canonical_order(url: str) -> tuple:
+def _canonical_order(url: str, index_files: Sequence[str] = INDEX_FILES) -> tuple:
     """Sort key of the URLs of one page; the first is its canonical URL.
 
     Without a query first, then the shortest and smallest, where an index file counts as its
     directory URL and wins over it (``X/index.html`` before ``X/``: the name a gold list written
     from the site's files uses, and the same choice whichever URL the crawl met first).
     """
-    base = index_dir(url)
+    base = index_dir(url, index_files)
     return ("?" in url, len(base or url), base or url, base is None, url)
 
 
 def _same_page_representatives(
-    cu: list[str | None], ok: list[bool], hashes: list[str | None]
+    cu: list[str | None],
+    ok: list[bool],
+    hashes: list[str | None],
+    index_files: Sequence[str] = INDEX_FILES,
 ) -> dict[int, int]:
     """Fetched page -> the page that represents it (same content hash, or X/ and X/index.html)."""
     parent = {i: i for i in range(len(cu)) if ok[i] and cu[i]}
@@ -446,7 +461,7 @@ def _same_page_representatives(
     first_of: dict[str, int] = {}
     for i in parent:
         keys = [f"hash:{hashes[i]}"] if i < len(hashes) and hashes[i] else []
-        keys.append(f"dir:{index_dir(cu[i]) or cu[i]}")  # X/ and X/index.html share a key
+        keys.append(f"dir:{index_dir(cu[i], index_files) or cu[i]}")  # X/, X/index.html: one
         for key in keys:
             j = first_of.setdefault(key, i)
             parent[find(i)] = find(j)
@@ -455,7 +470,7 @@ def _same_page_representatives(
         groups[find(i)].append(i)
     rep: dict[int, int] = {}
     for members in groups.values():
-        best = min(members, key=lambda i: _canonical_order(cu[i]))
+        best = min(members, key=lambda i: _canonical_order(cu[i], index_files))
         rep.update({i: best for i in members})
     return rep
 
@@ -889,7 +904,7 @@ def pair_pages(
     """
     _check_input(pages, site, n_shards)
     others = set(site.other_languages)
-    pg = index_pages(pages)
+    pg = index_pages(pages, site.index_files)
     ev = collect_evidence(pg, site)
     valid = score_candidates(pg, ev, others)
     if len(others) > 1:  # a list that names some languages and not another needs two others

@@ -19,7 +19,7 @@ from parasim.bench.pairs import pair_metrics, read_gold
 from parasim.config import ConfigError, SiteConfig, validate_config
 from parasim.crawl.content import language_links, page_links, parse_html
 from parasim.crawl.frontier import Frontier, OriginMap
-from parasim.crawl.sitemap import parse_sitemap, robots_sitemaps
+from parasim.crawl.sitemap import parse_alternates, parse_sitemap, robots_sitemaps
 from parasim.io import PAGES_SCHEMA, read_table, rows_to_table
 from parasim.pair import pair_pages
 from parasim.stats import Recorder
@@ -119,6 +119,21 @@ def test_sitemaps_parse():
     )
     assert parse_sitemap(index) == ([], ["https://s.example/sm-1.xml"])
     assert parse_sitemap(b"<html><body>not one</body></html>") == ([], [])
+    alternates = (
+        b'<urlset xmlns="http://www.sitemaps.org/schemas/sitemap/0.9" xmlns:xhtml='
+        b'"http://www.w3.org/1999/xhtml"><url><loc>https://s.example/en/</loc>'
+        b'<xhtml:link rel="alternate" hreflang="fr" href="https://s.example/fr/"/>'
+        b'<xhtml:link rel="alternate" hreflang="en" href="https://s.example/en/"/>'
+        b'<xhtml:link rel="canonical" hreflang="de" href="https://s.example/de/"/>'
+        b'<xhtml:link rel="alternate" href="https://s.example/nolang/"/></url>'
+        b"<url><loc>https://s.example/b</loc></url></urlset>"
+    )
+    assert parse_alternates(alternates) == [
+        ("https://s.example/en/", "fr", "https://s.example/fr/"),
+        ("https://s.example/en/", "en", "https://s.example/en/"),
+    ]
+    assert parse_sitemap(alternates)[0] == ["https://s.example/en/", "https://s.example/b"]
+    assert parse_alternates(urlset) == [] and parse_alternates(index) == []
     with pytest.raises(ValueError, match="not XML"):
         parse_sitemap(b"\x00 plain text")
     robots = "User-agent: *\nDisallow: /private\nSitemap: https://s.example/sm.xml\n"
@@ -193,6 +208,40 @@ def two_host_site(root: Path) -> dict[str, Path]:
             f"<url><loc>https://{host}/{slug}/index.html</loc></url></urlset>"
         )
     return {"en.example": en_dir, "fr.example": fr_dir}
+
+
+def sitemap_site(root: Path) -> Path:
+    """A site whose pages name no translation (no hreflang, no toggle, slugs that differ by
+    language): only its sitemap's xhtml:link alternates say which page translates which."""
+    site = root / "sm"
+    pairs = list(zip(SLUGS, TEXTS, strict=True))
+    urls = []
+    for lang in ("en", "fr"):
+        nav = "".join(f'<a href="/{lang}/{e if lang == "en" else f}/">n</a>' for (e, f), _ in pairs)
+        home = site / lang / "index.html"
+        home.parent.mkdir(parents=True, exist_ok=True)
+        home.write_text(_page(lang, "Home", "Home page of the system " + lang, "", nav))
+        for (e, f), (t_en, x_en, t_fr, x_fr) in pairs:
+            here = e if lang == "en" else f
+            path = site / lang / here / "index.html"
+            path.parent.mkdir(parents=True, exist_ok=True)
+            path.write_text(_page(lang, t_en if lang == "en" else t_fr,
+                                  x_en if lang == "en" else x_fr, "", nav))  # fmt: skip
+    picker = '<a href="/en/">English</a><a href="/fr/">Français</a>'
+    (site / "index.html").write_text(_page("en", "Site", "Pick a language.", "", picker))
+    for e, f in [("", ""), *SLUGS]:
+        en, fr = (
+            f"https://sm.example/en/{e + '/' if e else ''}",
+            f"https://sm.example/fr/{f + '/' if f else ''}",
+        )
+        links = (f'<xhtml:link rel="alternate" hreflang="en" href="{en}"/>'
+                 f'<xhtml:link rel="alternate" hreflang="fr-CA" href="{fr}"/>')  # fmt: skip
+        urls += [f"<url><loc>{en}</loc>{links}</url>", f"<url><loc>{fr}</loc>{links}</url>"]
+    (site / "sitemap.xml").write_text(
+        '<?xml version="1.0"?><urlset xmlns="http://www.sitemaps.org/schemas/sitemap/0.9" '
+        'xmlns:xhtml="http://www.w3.org/1999/xhtml">' + "".join(urls) + "</urlset>"
+    )
+    return site
 
 
 def two_host_gold() -> set[tuple[str, str]]:
@@ -318,7 +367,109 @@ def test_a_web_component_site_is_crawled_and_paired_from_the_probe_suggestion(tm
     assert got == want
 
 
+@pytest.mark.slow
+def test_a_site_whose_translations_only_its_sitemap_names_is_probed_crawled_and_paired(tmp_path):
+    from parasim.crawl.sitemap import ALTERNATES_FILE
+
+    site = sitemap_site(tmp_path)
+    entry = _probe(tmp_path, "https://sm.example/", "--serve-dir", str(site))
+    assert entry["sitemaps"] is True and "sitemap" in entry["pairing"]["evidence"]
+    pairs, crawl = _crawl_and_pair_command(tmp_path, tmp_path / "s.yaml")
+    assert crawl["counts"]["sitemap_alternates"] == 20  # 10 <url>s, 2 alternates each
+    assert (tmp_path / "pages" / ALTERNATES_FILE).is_file()
+    want = {("https://sm.example/en/", "https://sm.example/fr/")}
+    want |= {(f"https://sm.example/en/{e}/", f"https://sm.example/fr/{f}/") for e, f in SLUGS}
+    assert urlpairs(pairs) == want
+    assert all("sitemap" in ev for ev in pairs.column("evidence").to_pylist())
+
+
+def _crawl_and_pair_command(tmp_path: Path, config: Path) -> tuple[object, dict]:
+    """The crawl, then the pair stage as the workflow runs it (`parasim pair-pages`)."""
+    entry = yaml.safe_load(config.read_text())["sites"][0]
+    pages, out = tmp_path / "pages", tmp_path / "pairs.parquet"
+    cli = [sys.executable, "-m", "parasim.cli"]
+    crawl = [
+        *cli,
+        "crawl-site",
+        "--config",
+        str(config),
+        "--site",
+        entry["name"],
+        "--out",
+        str(pages),
+        "--state",
+        str(tmp_path / "state"),
+        "--stats",
+        str(tmp_path / "c.json"),
+    ]
+    pair = [
+        *cli,
+        "pair-pages",
+        "--config",
+        str(config),
+        "--site",
+        entry["name"],
+        "--pages",
+        str(pages),
+        "--shards",
+        "1",
+        "--out",
+        str(out),
+        "--stats",
+        str(tmp_path / "p.json"),
+    ]
+    for cmd in (crawl, pair):
+        proc = subprocess.run(cmd, capture_output=True, text=True, cwd=ROOT, timeout=300)
+        assert proc.returncode == 0, proc.stderr[-3000:]
+    return read_table(out), json.loads((tmp_path / "c.json").read_text())
+
+
 # ---------------------------------------------------------------- the pair stage
+
+
+def test_sitemap_alternates_pair_pages_that_name_no_translation():
+    """Alternates (the page itself included, as sitemaps list them; fr-CA read as fr) pair
+    pages with nothing else between them; an alternate of a page not fetched names nothing;
+    without sitemap evidence they are not read."""
+    rows = [_row("/en/a/", "en", ""), _row("/fr/x/", "fr", ""), _row("/en/b/", "en", "")]
+    alts = [
+        (f"{ORIGIN}/en/a/", "en", f"{ORIGIN}/en/a/"),
+        (f"{ORIGIN}/en/a/", "fr-CA", f"{ORIGIN}/fr/x/"),
+        (f"{ORIGIN}/fr/x/", "en", f"{ORIGIN}/en/a/"),
+        (f"{ORIGIN}/en/b/", "fr", f"{ORIGIN}/fr/not-fetched/"),
+        (f"{ORIGIN}/gone/", "fr", f"{ORIGIN}/fr/x/"),
+    ]
+    site = _site(languages=("en", "fr"), evidence=("sitemap",), sitemaps=True)
+    rec = Recorder("pair", site="s")
+    pairs = pair_pages(rows_to_table(rows, PAGES_SCHEMA), site, 1, rec=rec, alternates=alts)
+    assert [(r["en_url"], r["other_url"], r["evidence"]) for r in pairs.to_pylist()] == [
+        (f"{ORIGIN}/en/a/", f"{ORIGIN}/fr/x/", ["sitemap"])
+    ]
+    assert rec.stats().dropped["target_not_fetched"] == 1  # /en/b/'s French page
+    plain = pair_pages(rows_to_table(rows, PAGES_SCHEMA), _site(languages=("en", "fr")), 1,
+                       rec=Recorder("pair", site="s"), alternates=alts)  # fmt: skip
+    assert plain.num_rows == 0
+
+
+def test_sitemap_evidence_needs_the_sitemaps_and_their_file(tmp_path):
+    entry = {"name": "s", "domain": "d", "languages": ["en", "fr"],
+             "start_urls": ["https://s.example/"],
+             "pairing": {"evidence": ["sitemap"]}}  # fmt: skip
+    with pytest.raises(ConfigError, match="sitemap needs sitemaps: true"):
+        validate_config({"sites": [entry]})
+    config = tmp_path / "c.yaml"
+    config.write_text(yaml.safe_dump({"sites": [entry | {"sitemaps": True}]}))
+    pages = tmp_path / "pages"
+    pages.mkdir()
+    from parasim.io import write_table
+
+    write_table(rows_to_table([_row("/en/a/", "en", "")], PAGES_SCHEMA), pages / "part-0.parquet")
+    cmd = [sys.executable, "-m", "parasim.cli", "pair-pages", "--config", str(config), "--site",
+           "s", "--pages", str(pages), "--shards", "1", "--out", str(tmp_path / "p.parquet"),
+           "--stats", str(tmp_path / "p.json")]  # fmt: skip
+    proc = subprocess.run(cmd, capture_output=True, text=True, cwd=ROOT, timeout=120)
+    assert proc.returncode != 0 and "sitemap_alternates.json: not found" in proc.stderr
+    assert "sitemaps: true" in proc.stderr
 
 
 def _row(url: str, lang: str, body: str, final: str | None = None) -> dict:
@@ -528,10 +679,10 @@ def test_the_sitemap_list_is_kept_with_the_crawl_state(tmp_path: Path):
     state = tmp_path / "state"
     state.mkdir()
     got = _sitemap_starts(site, settings, served, site_map, state, "fp1", log)
-    assert got == ["https://s.example/a.html"]  # on the site, a page
+    assert got == (["https://s.example/a.html"], [])  # on the site, a page; no alternates
     (site_dir / "sitemap.xml").unlink()
     assert _sitemap_starts(site, settings, served, site_map, state, "fp1", log) == got  # kept
-    assert _sitemap_starts(site, settings, served, site_map, state, "fp2", log) == []  # refetched
+    assert _sitemap_starts(site, settings, served, site_map, state, "fp2", log) == ([], [])
 
 
 def test_the_probe_reads_x_slash_and_x_index_html_as_one_page():

@@ -136,6 +136,11 @@ def validate_config(config: Mapping[str, Any], schema: dict | None = None) -> di
                     f"sites[{i}].serve.{host}: {folder!r} is not a folder "
                     f"(relative to {os.getcwd()})"
                 )
+        if "sitemap" in site["pairing"]["evidence"] and not site.get("sitemaps"):
+            problems.append(
+                f"sites[{i}].pairing.evidence: sitemap needs sitemaps: true (the crawl reads "
+                "the sitemaps' hreflang alternates only then)"
+            )
         for j, rw in enumerate(site["pairing"]["rewrites"]):
             unknown = sorted(set(rw) - set(site["languages"]))
             if unknown:

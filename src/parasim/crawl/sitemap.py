@@ -3,6 +3,9 @@
 A site with ``sitemaps: true`` starts its crawl from its start URLs and every page URL its hosts'
 sitemaps list (sitemap indexes are followed, gzipped sitemaps read). The list is fetched once,
 before the crawl, and kept in the crawl state, so a resumed crawl starts from the same URLs.
+A sitemap's ``<xhtml:link rel="alternate" hreflang="fr" href="...">`` entries name each listed
+page's translations, as hreflang links in the page's head do: the crawl keeps them beside its
+pages (:data:`ALTERNATES_FILE`), the pair stage's ``sitemap`` evidence.
 """
 
 from __future__ import annotations
@@ -21,6 +24,9 @@ from parasim.crawl.content import canonical, looks_like_page
 #: Most sitemap files read per site (an index may name many).
 MAX_SITEMAPS = 50
 _NS = "{http://www.sitemaps.org/schemas/sitemap/0.9}"
+_XHTML = "{http://www.w3.org/1999/xhtml}"
+#: The sitemaps' alternates, beside the crawl's pages: ``[[page URL, hreflang, URL], ...]``.
+ALTERNATES_FILE = "sitemap_alternates.json"
 _XML = etree.XMLParser(resolve_entities=False, no_network=True)
 
 
@@ -29,8 +35,19 @@ class SitemapResult:
     """The page URLs the sitemaps list, in order, and what was read."""
 
     urls: list[str] = field(default_factory=list)
+    #: (listed page URL, hreflang as written, alternate URL), canonical, in the order listed
+    alternates: list[tuple[str, str, str]] = field(default_factory=list)
     sitemaps_read: list[str] = field(default_factory=list)
     problems: list[str] = field(default_factory=list)
+
+
+def _root(body: bytes):
+    if body[:2] == b"\x1f\x8b":
+        body = gzip.decompress(body)
+    try:
+        return etree.fromstring(body, parser=_XML)
+    except etree.XMLSyntaxError as exc:
+        raise ValueError(f"not XML ({exc})") from None
 
 
 def parse_sitemap(body: bytes) -> tuple[list[str], list[str]]:
@@ -40,12 +57,37 @@ def parse_sitemap(body: bytes) -> tuple[list[str], list[str]]:
     Raises:
         ValueError: the body is not XML.
     """
-    if body[:2] == b"\x1f\x8b":
-        body = gzip.decompress(body)
-    try:
-        root = etree.fromstring(body, parser=_XML)
-    except etree.XMLSyntaxError as exc:
-        raise ValueError(f"not XML ({exc})") from None
+    return _locs(_root(body))
+
+
+def parse_alternates(body: bytes) -> list[tuple[str, str, str]]:
+    """The alternates of a ``<urlset>``: (the ``<url>``'s ``<loc>``, ``hreflang``, ``href``) of
+    every ``<xhtml:link rel="alternate">`` with both, in order (the page itself included, as
+    sitemaps list it); none for another body.
+
+    Raises:
+        ValueError: the body is not XML.
+    """
+    return _alternates(_root(body))
+
+
+def _alternates(root) -> list[tuple[str, str, str]]:
+    if etree.QName(root).localname != "urlset":
+        return []
+    out = []
+    for url in root.iter(f"{_NS}url", "url"):
+        loc = next((el.text or "" for el in url.iter(f"{_NS}loc", "loc")), "").strip()
+        if not loc:
+            continue
+        for link in url.iter(f"{_XHTML}link"):
+            rel = (link.get("rel") or "").lower().split()
+            lang, href = (link.get("hreflang") or "").strip(), (link.get("href") or "").strip()
+            if "alternate" in rel and lang and href:
+                out.append((loc, lang, href))
+    return out
+
+
+def _locs(root) -> tuple[list[str], list[str]]:
     tag = etree.QName(root).localname
     locs = [
         (el.text or "").strip() for el in root.iter(f"{_NS}loc", "loc") if (el.text or "").strip()
@@ -127,7 +169,9 @@ def sitemap_urls(
                 out.problems.append(f"{sm}: not fetched")
             continue
         try:
-            pages, nested = parse_sitemap(body)
+            root = _root(body)
+            pages, nested = _locs(root)
+            alternates = _alternates(root) if pages else []
         except (ValueError, OSError, EOFError) as exc:
             out.problems.append(f"{sm}: {exc}")
             continue
@@ -141,6 +185,10 @@ def sitemap_urls(
             if allowed(c) and c not in seen_urls:
                 seen_urls.add(c)
                 out.urls.append(c)
+        for loc, lang, href in alternates:
+            a, b = canonical(loc), canonical(href)
+            if a and b and allowed(normalize(a)) and allowed(normalize(b)):
+                out.alternates.append((normalize(a), lang, normalize(b)))
     for line in out.problems:
         log.warning("crawl: sitemap %s", to_canonical(line))
     return out

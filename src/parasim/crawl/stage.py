@@ -231,7 +231,7 @@ def crawl_site(
     starts, served, fp_info, site_map = _setup(site, settings)
     fp = fingerprint(fp_info)
     stored, next_part = open_state(state_dir, fp, fp_info, log)
-    listed = _sitemap_starts(site, settings, served, site_map, state_dir, fp, log)
+    listed, alternates = _sitemap_starts(site, settings, served, site_map, state_dir, fp, log)
     frontier = Frontier(
         starts + [u for u in listed if u not in starts],
         list(site.allowed_domains),
@@ -275,11 +275,14 @@ def crawl_site(
     if not any(state_dir.glob(PART_GLOB)):  # nothing requested at all: still a valid dataset
         write_table(PAGES_SCHEMA.empty_table(), state_dir / "part-000000.parquet")
     publish(state_dir, out_dir)
+    if site.sitemaps:  # the sitemaps' hreflang alternates: the pair stage's sitemap evidence
+        _write_alternates(out_dir, alternates)
     ok, skipped = _record_rows(rec, state_dir, frontier)
     elapsed = time.perf_counter() - t0
     rec.count("requests", requests)
     if site.sitemaps:
         rec.count("sitemap_urls", len(listed))
+        rec.count("sitemap_alternates", len(alternates))
     rec.count("fetched_pages", fetched)
     rec.count("resumed_pages", resumed)
     rec.seconds("crawl", round(crawl_s, 3))
@@ -376,22 +379,23 @@ def _sitemap_starts(
     state_dir: Path,
     fp: str,
     log: logging.Logger,
-) -> list[str]:
-    """With ``site.sitemaps``: the page URLs the sitemaps of the site's hosts list, fetched once
-    per crawl state (``sitemap.json`` beside the parts, so a resumed crawl starts from the same
-    URLs); else none."""
+) -> tuple[list[str], list[list[str]]]:
+    """With ``site.sitemaps``: the page URLs the sitemaps of the site's hosts list and their
+    hreflang alternates (``[page URL, hreflang, URL]``), fetched once per crawl state
+    (``sitemap.json`` beside the parts, so a resumed crawl starts from the same URLs); else
+    none."""
     import json
 
     from parasim.crawl.sitemap import sitemap_urls
 
     if not site.sitemaps:
-        return []
+        return [], []
     kept = state_dir / "sitemap.json"
     if kept.is_file():
-        with contextlib.suppress(OSError, ValueError):
+        with contextlib.suppress(OSError, ValueError, KeyError):
             data = json.loads(kept.read_text(encoding="utf-8"))
             if data.get("fingerprint") == fp:
-                return list(data["urls"])
+                return list(data["urls"]), [list(a) for a in data["alternates"]]
     origins = list(dict.fromkeys(_origin(canonical(u) or u) for u in site.start_urls))
     origins += [origin for origin, _ in served if origin not in origins]
     known = {urlsplit(o).hostname for o in origins}
@@ -416,10 +420,27 @@ def _sitemap_starts(
         len(found.sitemaps_read),
         found.sitemaps_read,
     )
+    if found.alternates:
+        log.info("crawl %s: %d hreflang alternate(s) in the sitemaps", site.name,
+                 len(found.alternates))  # fmt: skip
     tmp = kept.with_name(f".{kept.name}.tmp")
-    tmp.write_text(json.dumps({"fingerprint": fp, "urls": found.urls}), encoding="utf-8")
+    alternates = [list(a) for a in found.alternates]
+    state = {"fingerprint": fp, "urls": found.urls, "alternates": alternates}
+    tmp.write_text(json.dumps(state), encoding="utf-8")
     tmp.replace(kept)
-    return found.urls
+    return found.urls, alternates
+
+
+def _write_alternates(out_dir: Path, alternates: list[list[str]]) -> None:
+    """The sitemaps' alternates beside the published pages (:data:`ALTERNATES_FILE`)."""
+    import json
+
+    from parasim.crawl.sitemap import ALTERNATES_FILE
+
+    path = out_dir / ALTERNATES_FILE
+    tmp = path.with_name(f".{path.name}.tmp")
+    tmp.write_text(json.dumps(alternates, indent=0) + "\n", encoding="utf-8")
+    tmp.replace(path)
 
 
 def _origin_map(served: list[tuple[str, str]], local: list[str] | None, site_map: dict):

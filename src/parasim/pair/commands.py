@@ -33,6 +33,7 @@ def cmd_pair(args: argparse.Namespace) -> None:
         else None
     )
     content = json.loads(args.content_json) if args.content_json else None
+    alternates = _sitemap_alternates(args.pages) if "sitemap" in site.evidence else []
     static = (json.loads(args.align_json) or {}).get("static") if args.align_json else None
     with stage_job("pair", args.stats, site=site.name) as rec:
         pairs = pair_pages(
@@ -44,10 +45,36 @@ def cmd_pair(args: argparse.Namespace) -> None:
             untranslated=untranslated,
             content=content,
             static=static,
+            alternates=alternates,
         )
         for i, out in enumerate(args.out):  # no pair at all: every shard is a valid empty table
             write_table(pairs.filter(pc.equal(pairs.column("shard"), i)), out)
         rec.seconds("total", round(time.perf_counter() - t0, 3))
+
+
+def _sitemap_alternates(pages: str) -> list[list[str]]:
+    """The crawl's sitemap alternates beside its pages (``sitemap`` evidence).
+
+    Raises:
+        UsageError: the file is missing (a crawl without ``sitemaps: true``) or unreadable.
+    """
+    from pathlib import Path
+
+    from parasim.crawl.sitemap import ALTERNATES_FILE
+
+    path = Path(pages) / ALTERNATES_FILE
+    try:
+        rows = json.loads(path.read_text(encoding="utf-8"))
+    except FileNotFoundError:
+        raise UsageError(
+            f"{path}: not found: the site's pairing.evidence holds sitemap, and the crawl "
+            "writes the sitemaps' alternates only with sitemaps: true (crawl it again)"
+        ) from None
+    except (OSError, ValueError) as exc:
+        raise UsageError(f"{path}: not the sitemaps' alternates ({exc})") from None
+    if not isinstance(rows, list) or not all(isinstance(r, list) and len(r) == 3 for r in rows):
+        raise UsageError(f"{path}: not the sitemaps' alternates (a list of [page, hreflang, URL])")
+    return rows
 
 
 def register(add: Callable[..., argparse.ArgumentParser], site_opts: Callable) -> None:

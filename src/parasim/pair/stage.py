@@ -78,7 +78,12 @@ log = logging.getLogger(__name__)
 
 #: The kinds read from a page's links and URL; the probe measures these.
 LINK_KINDS = ("hreflang", "toggle", "rewrite")
-EVIDENCE_KINDS = (*LINK_KINDS, "content")
+#: ``sitemap``: the sitemaps' hreflang alternates (the crawl's, ``sitemaps: true``), read as the
+#: listed page's own hreflang links.
+EVIDENCE_KINDS = (*LINK_KINDS, "sitemap", "content")
+#: The kinds that are links between the two pages themselves (content_disagrees: drop keeps a
+#: pair whose pages name each other so).
+_MUTUAL_KINDS = ("hreflang", "toggle", "sitemap")
 
 #: Reasons an English page ends up without a counterpart in a language, most informative first.
 UNPAIRED_REASONS = (
@@ -475,8 +480,12 @@ def _same_page_representatives(
     return rep
 
 
-def collect_evidence(pg: _Pages, site: SiteConfig) -> _Evidence:
-    """Step 2: every document's links (hreflang, toggle) and URL rewrites, as candidate edges.
+def collect_evidence(
+    pg: _Pages, site: SiteConfig, alternates: Sequence[Sequence[str]] = ()
+) -> _Evidence:
+    """Step 2: every document's links (hreflang, toggle), sitemap alternates (``alternates``:
+    ``(page URL, hreflang, URL)``, read as the listed page's links of kind ``sitemap``) and URL
+    rewrites, as candidate edges.
 
     An edge (English page, other page) records the evidence kinds and directions: forward (the
     English page names its counterpart) and back (the counterpart names the English page). A
@@ -486,6 +495,7 @@ def collect_evidence(pg: _Pages, site: SiteConfig) -> _Evidence:
     ev = _Evidence()
     read_html = bool(evidence & {"hreflang", "toggle"})
     t0 = time.perf_counter()
+    listed = _sitemap_links(pg, alternates) if "sitemap" in evidence else {}
     for i in pg.docs:
         found = (
             extract_links(pg.htmls[i], pg.cf[i] or "", site.language_attributes)
@@ -501,6 +511,7 @@ def collect_evidence(pg: _Pages, site: SiteConfig) -> _Evidence:
             if k in evidence
         ]
         links = [link for link in links if link[1] is not None]
+        links += listed.get(i, [])
         if site.drop_query_params:
             links = [(k, lg, without_params(u, site.drop_query_params)) for k, lg, u in links]
         if "rewrite" in evidence:
@@ -536,6 +547,20 @@ def collect_evidence(pg: _Pages, site: SiteConfig) -> _Evidence:
                 ev.hints[j].add(lang)
     ev.parse_s = time.perf_counter() - t0
     return ev
+
+
+def _sitemap_links(
+    pg: _Pages, alternates: Sequence[Sequence[str]]
+) -> dict[int, list[tuple[str, str, str]]]:
+    """Document -> its ``("sitemap", language, URL)`` links: the alternates listed for any URL
+    of it (a URL listed that was not fetched names no document and is passed over)."""
+    out: dict[int, list[tuple[str, str, str]]] = defaultdict(list)
+    for url, hreflang, href in alternates:
+        lang = norm_lang(hreflang)
+        i, _ = pg.target(clean_url(url) or url)
+        if lang is not None and i is not None:
+            out[i].append(("sitemap", lang, clean_url(href) or href))
+    return out
 
 
 def _other_side(pg: _Pages, i: int, site: SiteConfig) -> str | None:
@@ -712,13 +737,14 @@ def _drop_contradicted(res: _Resolution, lang: str, r: Any) -> int:
 
 
 def _linked_forward(edge: _Edge) -> bool:
-    """Whether the English page itself links the pair's other page (hreflang or toggle)."""
-    return any(d == "fwd" and k in ("hreflang", "toggle") for k, d in edge.records)
+    """Whether the English page itself names the pair's other page (hreflang, toggle or its
+    sitemap alternates)."""
+    return any(d == "fwd" and k in _MUTUAL_KINDS for k, d in edge.records)
 
 
 def _linked_both_ways(edge: _Edge) -> bool:
-    """Whether the two pages link each other (hreflang or toggle, each way)."""
-    links = {d for k, d in edge.records if k in ("hreflang", "toggle")}
+    """Whether the two pages name each other (hreflang, toggle or sitemap, each way)."""
+    links = {d for k, d in edge.records if k in _MUTUAL_KINDS}
     return links == {"fwd", "back"}
 
 
@@ -870,6 +896,7 @@ def pair_pages(
     content: Mapping[str, Any] | Any | None = None,
     encoder: Any = None,
     static: Mapping[str, Any] | None = None,
+    alternates: Sequence[Sequence[str]] = (),
 ) -> pa.Table:
     """Pair each English page of ``site`` with its counterpart in each other language.
 
@@ -895,6 +922,8 @@ def pair_pages(
             (:func:`pair_by_content`; None: the schema's defaults).
         encoder: texts -> vectors for content pairing; None: the one ``content.encoder`` names.
         static: the ``align.static`` section, for the ``e5-static`` encoder.
+        alternates: the sitemaps' hreflang alternates, ``(page URL, hreflang, URL)`` (the
+            crawl's :data:`parasim.crawl.sitemap.ALTERNATES_FILE`), for ``sitemap`` evidence.
 
     Returns:
         The pairs (:data:`parasim.io.PAIRS_SCHEMA`, sorted by ``(other_lang, en_url)``).
@@ -905,7 +934,7 @@ def pair_pages(
     _check_input(pages, site, n_shards)
     others = set(site.other_languages)
     pg = index_pages(pages, site.index_files)
-    ev = collect_evidence(pg, site)
+    ev = collect_evidence(pg, site, alternates)
     valid = score_candidates(pg, ev, others)
     if len(others) > 1:  # a list that names some languages and not another needs two others
         valid, listed_out = heed_language_lists(valid)

@@ -25,7 +25,7 @@ import pyarrow as pa
 
 from parasim.clean.langid import LanguageId
 from parasim.crawl.content import parse_html
-from parasim.pair import LINK_KINDS, norm_lang
+from parasim.pair import EVIDENCE_KINDS, LINK_KINDS, norm_lang
 from parasim.probe.evidence import (
     choose_evidence,
     evidence_counts,
@@ -280,6 +280,7 @@ def suggest_site(
     allowed_domains: tuple[str, ...] = (),
     serve: dict[str, str] | None = None,
     sitemap_urls: list[str] | tuple[str, ...] = (),
+    sitemap_alternates: list | tuple = (),
 ) -> Suggestion:
     """Suggest a ``sites:`` entry from a crawl sample of one site.
 
@@ -294,6 +295,7 @@ def suggest_site(
         serve: the local folders the site's hosts were served from ({host: folder}), if any.
         sitemap_urls: the page URLs the sitemaps of the site's hosts list
             (:func:`find_sitemap_urls`), if any.
+        sitemap_alternates: their hreflang alternates, ``(page URL, hreflang, URL)``.
 
     Returns:
         The entry, the counts behind each of its keys and the notes that explain them.
@@ -339,7 +341,7 @@ def suggest_site(
     if domain == "general":
         notes["domain"].append("a label of your choice: government, insurance, ...")
     suggestion = Suggestion(entry, counts, dict(notes))
-    suggest_sitemaps(suggestion, list(sitemap_urls), pages, table)
+    suggest_sitemaps(suggestion, list(sitemap_urls), pages, table, list(sitemap_alternates))
     suggest_content(suggestion)
     return suggestion
 
@@ -569,6 +571,7 @@ def probe_site(
         raise ProbeError(
             f"no page of {url} could be fetched (not fetched: {_fmt(reasons)}): {hint}"
         )
+    sitemap_urls, sitemap_alternates = find_sitemap_urls(entry, settings, work / "sitemaps")
     suggestion = suggest_site(
         table,
         url,
@@ -578,7 +581,8 @@ def probe_site(
         serve_dir=serve_dir,
         allowed_domains=allowed_domains,
         serve=serve,
-        sitemap_urls=find_sitemap_urls(entry, settings, work / "sitemaps"),
+        sitemap_urls=sitemap_urls,
+        sitemap_alternates=sitemap_alternates,
     )
     suggest_limits(suggestion, crawl)
     return suggestion, crawl
@@ -605,8 +609,9 @@ def suggest_content(s: Suggestion) -> None:
     ]
 
 
-def find_sitemap_urls(entry: dict, settings: dict, work: Path) -> list[str]:
-    """The page URLs the sitemaps of a site entry's hosts list (its local folders served)."""
+def find_sitemap_urls(entry: dict, settings: dict, work: Path) -> tuple[list[str], list]:
+    """The page URLs the sitemaps of a site entry's hosts list (its local folders served), and
+    their hreflang alternates (``[page URL, hreflang, URL]``)."""
     import logging
 
     from parasim.config import SiteConfig, validate_config
@@ -621,9 +626,17 @@ def find_sitemap_urls(entry: dict, settings: dict, work: Path) -> list[str]:
     return _sitemap_starts(site, crawl_settings, served, site_map, work, "probe", log)
 
 
-def suggest_sitemaps(s: Suggestion, listed: list[str], pages: list[Page], table: pa.Table) -> None:
+def suggest_sitemaps(
+    s: Suggestion,
+    listed: list[str],
+    pages: list[Page],
+    table: pa.Table,
+    alternates: list | tuple = (),
+) -> None:
     """``sitemaps: true`` when the site's hosts have sitemaps that list page URLs; counted, the
-    ones no page of the sample (``pages``, read from ``table``) links or was fetched at."""
+    ones no page of the sample (``pages``, read from ``table``) links or was fetched at. And
+    ``sitemap`` evidence when the sitemaps name translations (hreflang alternates in another of
+    the site's languages)."""
     from parasim.crawl.content import extract_links
 
     if not listed:
@@ -637,6 +650,24 @@ def suggest_sitemaps(s: Suggestion, listed: list[str], pages: list[Page], table:
         f"the sitemaps list {len(listed)} page URL(s), {unlinked} of them not linked from the "
         "sample: the crawl starts from them too"
     ]
+    langs = set(s.entry["languages"])
+    named = {
+        (page, norm_lang(lang))
+        for page, lang, url in alternates
+        if norm_lang(lang) in langs and url != page
+    }
+    if not named:
+        return
+    evidence = s.entry["pairing"]["evidence"]
+    if "sitemap" not in evidence:
+        kinds = [*evidence, "sitemap"]
+        s.entry["pairing"]["evidence"] = [k for k in EVIDENCE_KINDS if k in kinds]
+    pages_named = len({page for page, _ in named})
+    s.counts["sitemap_alternates"] = {"pages": pages_named, "links": len(named)}
+    s.notes.setdefault("evidence", []).append(
+        f"sitemap: the sitemaps name the translations of {pages_named} page(s) "
+        f"({len(named)} hreflang alternate(s) in the site's languages)"
+    )
 
 
 #: ``limits.max_pages`` the probe suggests for a site larger than its sample: a bound against

@@ -610,7 +610,9 @@ def merge_weights(
         share: the fine-tuned model's share, in [0, 1].
         out_dir: the merged model's folder (written whole or not at all), loading with
             ``SentenceTransformer(out_dir)``; its :data:`MERGE_FILE` says what was merged.
-        max_length, prefix: :func:`build_model`'s, as in the fine-tuning.
+        max_length: :func:`build_model`'s, as in the fine-tuning.
+        prefix: :func:`build_model`'s, as in the fine-tuning.
+        name: the merged model's card title.
 
     Raises:
         ValueError: ``share`` outside [0, 1], or two models whose weights do not line up (not

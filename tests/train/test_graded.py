@@ -109,6 +109,30 @@ def test_the_command_trains_measures_and_writes_a_verdict_and_a_card(inputs, tmp
     assert "MultipleNegativesRankingLoss" in (out / "README.md").read_text()
 
 
+def test_a_merge_share_ships_the_weights_between_the_start_and_the_run(inputs, tmp_path):
+    import torch
+    from sentence_transformers import SentenceTransformer
+
+    from parasim.train.core.contrastive import MERGE_FILE, build_model
+
+    out = tmp_path / "graded-encoder"
+    m = _run(inputs, out, _section(inputs["model"], merge_share=0.25), sts=False)
+    assert m["settings"]["merge_share"] == 0.25
+    tuned = SentenceTransformer(str(out / "run" / "model"), device="cpu").state_dict()
+    start = build_model(str(inputs["model"]), max_length=32).state_dict()
+    shipped = SentenceTransformer(str(out / "model"), device="cpu").state_dict()
+    moved = [k for k, v in tuned.items() if v.is_floating_point() and not torch.equal(v, start[k])]
+    assert moved
+    for k in moved:
+        assert torch.allclose(shipped[k], 0.75 * start[k] + 0.25 * tuned[k], atol=1e-6), k
+    assert json.loads((out / "model" / MERGE_FILE).read_text())["share"] == 0.25
+    assert "0.25 of the fine-tuned ones" in (out / "README.md").read_text()
+    # the verdict is the shipped (merged) model's
+    plain = _run(inputs, tmp_path / "plain", _section(inputs["model"]), sts=False)
+    assert plain["train"]["train_loss"] == m["train"]["train_loss"]  # the same run
+    assert not (tmp_path / "plain" / "model" / MERGE_FILE).exists()
+
+
 def test_without_refresd_it_trains_and_the_verdict_says_why(inputs, tmp_path):
     out = tmp_path / "graded-encoder"
     m = _run(inputs, out, _section(inputs["model"]), refresd=False)

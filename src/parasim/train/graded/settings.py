@@ -32,6 +32,9 @@ class GradedConfig(PartialSettings, section="train.graded"):
         loss: ``graded_ranking`` (:class:`parasim.train.core.losses.GradedRankingLoss`: the
             batch's pairs ranked by grade) or ``mnrl`` (multiple-negatives ranking with the hard
             negative); :data:`parasim.train.core.contrastive.LOSSES`.
+        merge_share: the shipped model's share of the fine-tuned weights, the rest the
+            untrained start's (WiSE-FT, :func:`parasim.train.core.contrastive.merge_weights`);
+            1: the fine-tuned model.
     """
 
     model: str
@@ -43,6 +46,7 @@ class GradedConfig(PartialSettings, section="train.graded"):
     eval_batch_size: int
     sts_max_pairs: int | None
     loss: str
+    merge_share: float
 
 
 def graded_settings(section: Mapping[str, Any] | None) -> tuple[TrainingArguments, GradedConfig]:

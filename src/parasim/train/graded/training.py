@@ -10,7 +10,8 @@ The folder (``results/models/graded-encoder``):
   Snakemake's removal of an interrupted job's outputs.
 * ``model/``: the trained ``SentenceTransformer`` folder (hard links to ``run/model/``'s files;
   the weights sharded into the shared store ``results/models/.weights``,
-  :mod:`parasim.train.core.storage`) with the model card.
+  :mod:`parasim.train.core.storage`) with the model card; with ``train.graded.merge_share``
+  below 1, the fine-tuned weights merged with the untrained start's (WiSE-FT).
 * ``metrics.json`` (the verdict the models table reads), ``README.md`` (the card),
   ``training_curve.png`` and ``history.json`` (the logged losses).
 """
@@ -229,7 +230,8 @@ def train(run: _GradedRun) -> None:
 
 def link_model(run: _GradedRun) -> None:
     """``model/``: the finished run's folder, each file a hard link to ``run/model/``'s (a copy
-    where links are not possible)."""
+    where links are not possible); with ``merge_share`` below 1, the run's weights merged with
+    the untrained start's (:func:`parasim.train.core.contrastive.merge_weights`)."""
     from parasim.train.core.card import write_dir
     from parasim.train.core.contrastive import MODEL_DIR
 
@@ -240,6 +242,17 @@ def link_model(run: _GradedRun) -> None:
             shutil.copy2(src, dst)
 
     src = run.run_dir / MODEL_DIR
+    cfg = run.cfg
+    if cfg.merge_share < 1.0:
+        from parasim.train.core.contrastive import merge_weights
+        from parasim.train.core.storage import share_weights
+
+        merge_weights(
+            cfg.model, src, cfg.merge_share, run.out / "model", max_length=cfg.max_length,
+            prefix=cfg.prefix, name=f"{MODEL_NAME} ({cfg.model}), merged with its start",
+        )  # fmt: skip
+        share_weights(run.out / "model", run.out.parent / ".weights")
+        return
     write_dir(run.out / "model", lambda tmp: shutil.copytree(src, tmp, copy_function=link))
 
 
@@ -289,7 +302,14 @@ def write_outputs(run: _GradedRun, evaluation: Mapping[str, Any], wall_s: float)
         "mined line; its unrelated row when it has none). Measured beside its untrained start "
         "on REFreSD dev (the cosine's weighted F1, each encoder at its threshold picked on dev) "
         "and STSb-multi-mt dev across languages (Spearman). Load `model/` with "
-        f"`SentenceTransformer(path)`; `encode` prepends the training prefix {cfg.prefix!r}.",
+        f"`SentenceTransformer(path)`; `encode` prepends the training prefix {cfg.prefix!r}."
+        + (
+            f" Its weights are {cfg.merge_share:g} of the fine-tuned ones and "
+            f"{1 - cfg.merge_share:g} of the untrained start's (WiSE-FT, "
+            "`train.graded.merge_share`)."
+            if cfg.merge_share < 1.0
+            else ""
+        ),
         counts,
         metrics["settings"],
         summary,

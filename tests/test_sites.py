@@ -614,6 +614,40 @@ def test_tracking_parameters_are_left_out_everywhere():
     assert s.entry["drop_query_params"] == ["utm_*"]
 
 
+def test_the_probe_suggests_the_default_document_the_server_answers_with():
+    """/en/ redirected to /en/default.aspx, and /fr/ fetched with the same bytes as
+    /fr/default.aspx: the probe suggests index_files with default.aspx; with it the pair stage
+    reads the toggle to /fr/ as the page at /fr/default.aspx."""
+    from parasim.probe.stage import suggest_site
+
+    fr_body = '<a lang="en" href="/en/">en</a>'
+    rows = [
+        _row("/en/", "en", '<a lang="fr" href="/fr/">fr</a>', final="/en/default.aspx"),
+        _row("/fr/", "fr", fr_body),
+        _row("/fr/default.aspx", "fr", fr_body),
+        _row("/fr/page.aspx", "fr", "other page"),
+    ]
+    rows[2]["html"] = rows[1]["html"]  # the same bytes under both URLs
+    table = rows_to_table(rows, PAGES_SCHEMA)
+    s = suggest_site(table, ORIGIN + "/en/", languages=("en", "fr"))
+    assert s.entry["index_files"] == ["index.html", "index.htm", "default.aspx"]
+    assert s.counts["index_files"] == {"default.aspx": 2}
+    assert "X/default.aspx (2 URL(s))" in s.notes["index_files"][0]
+    site = _site(languages=("en", "fr"), evidence=("toggle",),
+                 index_files=tuple(s.entry["index_files"]))  # fmt: skip
+    pairs = pair_pages(table, site, 1, rec=Recorder("pair", site="s"))
+    assert [(r["en_url"], r["other_url"]) for r in pairs.to_pylist()] == [
+        (f"{ORIGIN}/en/default.aspx", f"{ORIGIN}/fr/default.aspx")
+    ]
+    redirect = suggest_site(rows_to_table(rows[:2], PAGES_SCHEMA), ORIGIN + "/en/",
+                            languages=("en", "fr"))  # fmt: skip
+    assert redirect.counts["index_files"] == {"default.aspx": 1}  # the redirect alone shows it
+    rows[0]["final_url"] = rows[0]["url"]
+    plain = suggest_site(rows_to_table(rows[:2], PAGES_SCHEMA), ORIGIN + "/en/",
+                         languages=("en", "fr"))  # fmt: skip
+    assert "index_files" not in plain.entry and "index_files" not in plain.counts
+
+
 def test_a_pairs_first_crawl_replays_to_the_same_frontier(tmp_path: Path):
     """A pairs-first crawl killed after a level resumes to the very frontier it had."""
     from parasim.crawl.frontier import followed_links

@@ -42,6 +42,7 @@ from parasim.probe.structure import (
     alias_counts,
     choose_aliases,
     choose_main_selector,
+    index_file_counts,
     is_language_attribute,
     link_attribute_counts,
     main_selector_counts,
@@ -265,6 +266,18 @@ def suggest_structure(
         keys["drop_query_params"] = list(tracking)
         notes["drop_query_params"].append(
             f"links carry tracking parameters ({_fmt(tracking)}): left out, one page per URL"
+        )
+    from parasim.config import SiteConfig
+
+    known = SiteConfig.index_files
+    index_files = index_file_counts(pages, known)
+    if index_files:
+        counts["index_files"] = index_files
+        keys["index_files"] = [*known, *index_files]
+        notes["index_files"].append(
+            "the server answers a directory URL X/ with "
+            + ", ".join(f"X/{n} ({k} URL(s))" for n, k in index_files.items())
+            + ": one page under both"
         )
     return keys, counts, notes
 

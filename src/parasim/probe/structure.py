@@ -311,3 +311,23 @@ def tracking_param_counts(pages: list[Page]) -> dict[str, int]:
                 if any(fnmatch.fnmatchcase(n, pattern) for n in names):
                     out[pattern] = out.get(pattern, 0) + 1
     return dict(sorted(out.items()))
+
+
+def index_file_counts(pages: list[Page], known: tuple[str, ...]) -> dict[str, int]:
+    """Default documents the sample shows besides ``known`` (``index.html``, ...): per file
+    name, the directory URLs ``X/`` whose page is the page at ``X/<name>`` (redirected there,
+    or the same bytes fetched under both URLs)."""
+    by_html: dict[str, set[str]] = {}
+    pairs: set[tuple[str, str]] = set()
+    for p in pages:
+        urls = {p.url.split("#", 1)[0], p.base.split("#", 1)[0]}
+        by_html.setdefault(p.html, set()).update(urls)
+    for urls in by_html.values():
+        for u in urls:
+            head, sep, name = u.rpartition("/")
+            if sep and "?" not in u and "." in name and name not in known and head + "/" in urls:
+                pairs.add((head + "/", name))
+    out: dict[str, int] = {}
+    for _, name in sorted(pairs):
+        out[name] = out.get(name, 0) + 1
+    return dict(sorted(out.items(), key=lambda kv: (-kv[1], kv[0])))

@@ -350,7 +350,8 @@ def markdown(result: Mapping[str, Any]) -> str:
         f"{result['settings']['model']} fine-tuned {result['settings']['steps']} steps of "
         f"{result['settings']['batch_size']} triples (lr {result['settings']['learning_rate']}, "
         f"seed {result['settings']['seed']}) on the graded or the binary triples (loss: "
-        "multiple-negatives ranking, or `-ranking`: the ranking over the grades), or untrained. "
+        "multiple-negatives ranking, or `-ranking`: the ranking over the grades; `-merged`: "
+        "that model's weights merged with the untrained start's, WiSE-FT), or untrained. "
         "Differences with paired bootstrap 95 % intervals (the same resamples for every "
         "comparison) and verdicts (`parasim.train.core.verdict`).",
         "",

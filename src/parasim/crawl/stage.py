@@ -423,23 +423,25 @@ def _sitemap_starts(
     if found.alternates:
         log.info("crawl %s: %d hreflang alternate(s) in the sitemaps", site.name,
                  len(found.alternates))  # fmt: skip
-    tmp = kept.with_name(f".{kept.name}.tmp")
     alternates = [list(a) for a in found.alternates]
-    state = {"fingerprint": fp, "urls": found.urls, "alternates": alternates}
-    tmp.write_text(json.dumps(state), encoding="utf-8")
-    tmp.replace(kept)
+    _write_json(kept, {"fingerprint": fp, "urls": found.urls, "alternates": alternates})
     return found.urls, alternates
 
 
 def _write_alternates(out_dir: Path, alternates: list[list[str]]) -> None:
     """The sitemaps' alternates beside the published pages (:data:`ALTERNATES_FILE`)."""
-    import json
-
     from parasim.crawl.sitemap import ALTERNATES_FILE
 
-    path = out_dir / ALTERNATES_FILE
+    _write_json(out_dir / ALTERNATES_FILE, alternates, indent=0)
+
+
+def _write_json(path: Path, obj: Any, indent: int | None = None) -> None:
+    """``obj`` as JSON at ``path``, atomically (a temporary sibling, then renamed)."""
+    import json
+
     tmp = path.with_name(f".{path.name}.tmp")
-    tmp.write_text(json.dumps(alternates, indent=0) + "\n", encoding="utf-8")
+    text = json.dumps(obj, indent=indent) + ("\n" if indent is not None else "")
+    tmp.write_text(text, encoding="utf-8")
     tmp.replace(path)
 
 

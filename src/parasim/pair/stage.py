@@ -254,6 +254,11 @@ def _score(edge: _Edge) -> tuple[int, int, int, int]:
     return (len(edge.kinds), int(len(edge.dirs) == 2), int("fwd" in edge.dirs), len(edge.records))
 
 
+#: File names a web server serves for a directory URL (``X/`` is ``X/index.html``): the default
+#: of a site's ``index_files`` (``default.aspx``, ``index.php`` ... on other servers).
+INDEX_FILES = SiteConfig.index_files
+
+
 @dataclass
 class _Pages:
     """The pages table, indexed: URL lookup and the documents (one fetched page per final URL)."""
@@ -275,7 +280,7 @@ class _Pages:
     #: document -> the URLs linked that redirected to it (``en_alias:`` ... in the pairs)
     redirect_alias: dict[int, list[str]] = field(default_factory=dict)
     #: the file names a directory URL serves (the site's ``index_files``)
-    index_files: tuple[str, ...] = ("index.html", "index.htm")
+    index_files: tuple[str, ...] = INDEX_FILES
 
     def target(self, url: str) -> tuple[int | None, str | None]:
         """The document ``url`` leads to, or None and why not.
@@ -347,12 +352,12 @@ def _check_input(pages: pa.Table, site: SiteConfig, n_shards: int) -> None:
         )
 
 
-def index_pages(pages: pa.Table, index_files: Sequence[str] | None = None) -> _Pages:
+def index_pages(pages: pa.Table, index_files: Sequence[str] = INDEX_FILES) -> _Pages:
     """Step 1: clean URLs, a URL -> page lookup, one representative per content, the documents.
 
     ``index_files``: the file names a directory URL ``X/`` serves (the site's default
-    documents; default :data:`INDEX_FILES`)."""
-    index_files = INDEX_FILES if index_files is None else tuple(index_files)
+    documents)."""
+    index_files = tuple(index_files)
     urls = pages.column("url").to_pylist()
     finals = pages.column("final_url").to_pylist()
     declared = [norm_lang(v) for v in pages.column("declared_lang").to_pylist()]
@@ -402,11 +407,6 @@ def index_pages(pages: pa.Table, index_files: Sequence[str] | None = None) -> _P
     pages.redirect_alias = {j: sorted(v) for j, v in redirected.items()}
     pages.index_files = index_files
     return pages
-
-
-#: File names a web server serves for a directory URL (``X/`` is ``X/index.html``): the default
-#: of a site's ``index_files`` (``default.aspx``, ``index.php`` ... on other servers).
-INDEX_FILES = ("index.html", "index.htm")
 
 
 def index_dir(url: str, index_files: Sequence[str] = INDEX_FILES) -> str | None:

@@ -335,3 +335,29 @@ def test_hardness_of_the_whole_corpus_is_drawn_from_the_partitions_samples():
         hardness([r for r in rows if r["partition"] == part], encoder, 15, 3, picked)
     assert hardness(picked, encoder, 15, 3) == direct
     assert len(picked) < len(rows)
+
+
+def test_the_input_tables_are_let_go_before_the_hardness_encoder_runs(tmp_path):
+    """Issue 51: at the real sites' size the inputs' Arrow tables and the encoder did not fit
+    4 GB together; build_corpus drops each table once its rows are read, so a caller that
+    keeps no name for them (the command) has their memory back before the encoder loads."""
+    import weakref
+
+    pos = make_positives(20)
+    ccfg = {"test_fraction": 0.3, "folds": 2, "hardness": {"sample": 50}}
+    neg, _ = negatives_for(pos, ccfg)
+    inputs = {"positives": pos, "negatives": neg, "mined": mined_for(pos)}
+    n_positives = pos.num_rows
+    alive = {k: weakref.ref(t) for k, t in inputs.items()}
+    del pos, neg
+    seen = {}
+
+    def encoder(texts):
+        seen.update({k: r() is not None for k, r in alive.items()})
+        return np.random.default_rng(0).normal(size=(len(texts), 8))
+
+    rec = Recorder("corpus")
+    build_corpus(inputs.pop("positives"), inputs.pop("negatives"), ccfg, tmp_path, rec,
+                 mined=inputs.pop("mined"), encoder=encoder)  # fmt: skip
+    assert seen == {"positives": False, "negatives": False, "mined": False}
+    assert rec.stats().counts["positives_in"] == n_positives  # counted without the tables

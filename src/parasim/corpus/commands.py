@@ -10,11 +10,12 @@ from __future__ import annotations
 import argparse
 import json
 import logging
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from pathlib import Path
 
 import pyarrow as pa
 
+from parasim.corpus.graded import MINED_COLUMNS, SYNTHETIC_COLUMNS
 from parasim.corpus.stage import build_corpus, corpus_meta
 from parasim.io import DIVERGENCES_SCHEMA, MINED_SCHEMA, NEGATIVES_SCHEMA
 from parasim.negatives.inputs import common_options, config_sections, read_positives
@@ -28,41 +29,52 @@ log = logging.getLogger("parasim.corpus")
 def cmd_build_corpus(args: argparse.Namespace) -> None:
     """Label, split, balance; Parquet shards and the dataset card."""
     neg, corpus = config_sections(args.negatives_json, args.corpus_json)
-    positives = read_positives(args.positives)
+    # The tables go into the call without a name here, so that build_corpus can let each one
+    # go once its rows are read (its memory back before the hardness encoder loads).
+    inputs = {"positives": read_positives(args.positives)}
     negatives = read_input(args.negatives, "negatives file", schema=NEGATIVES_SCHEMA)
     raw = (negatives.schema.metadata or {}).get(SELECTION_KEY)
     selection = json.loads(raw) if raw else {}
     if not selection:
         log.warning("%s carries no selection summary: encoder/band from the config", args.negatives)
+    inputs["negatives"] = negatives.select(NEGATIVES_SCHEMA.names)
+    del negatives
     topics_dir = need(args.topics, "topics folder")
     need(str(topics_dir / "topics.json"), "topics summary")
     topics = load_topics(topics_dir)
     cleaning = zip(args.clean_stats, read_stats(args.clean_stats), strict=True)
     meta = corpus_meta(selection, topics, neg, {Path(p).stem: s for p, s in cleaning})
-    divergences = _tables(args.divergences, "divergences shard", DIVERGENCES_SCHEMA)
-    mined = _tables(args.mined, "mined divergences file", MINED_SCHEMA)
+    inputs["divergences"] = _tables(
+        args.divergences, "divergences shard", DIVERGENCES_SCHEMA, SYNTHETIC_COLUMNS
+    )
+    inputs["mined"] = _tables(args.mined, "mined divergences file", MINED_SCHEMA, MINED_COLUMNS)
+    n_positives, n_negatives = inputs["positives"].num_rows, inputs["negatives"].num_rows
     with stage_job("corpus", args.stats, rounding=3) as rec, rec.time("total"):
         build_corpus(
-            positives,
-            negatives.select(NEGATIVES_SCHEMA.names),
+            inputs.pop("positives"),
+            inputs.pop("negatives"),
             corpus,
             args.out,
             rec,
             meta,
-            divergences=divergences,
-            mined=mined,
+            divergences=inputs.pop("divergences"),
+            mined=inputs.pop("mined"),
         )
     if rec.rows_out == 0 and not args.allow_empty:  # its stats written: they say which is empty
         empty = rec.stats().figures["empty_partitions"]
-        raise UsageError(corpus_empty_reason(positives.num_rows, negatives.num_rows, empty))
+        raise UsageError(corpus_empty_reason(n_positives, n_negatives, empty))
 
 
-def _tables(paths: list[str] | None, what: str, schema: pa.Schema) -> pa.Table | None:
-    """The files at ``paths`` as one table of ``schema`` (None when none is given)."""
+def _tables(
+    paths: list[str] | None, what: str, schema: pa.Schema, columns: Sequence[str]
+) -> pa.Table | None:
+    """The ``columns`` of the files at ``paths``, typed as ``schema`` has them, as one table
+    (None when no file is given); a file without one of them is named."""
     if not paths:
         return None
-    tables = [read_input(p, what, schema=schema).select(schema.names) for p in paths]
-    return pa.concat_tables([t.cast(schema) for t in tables])
+    typed = pa.schema([schema.field(c) for c in columns])
+    tables = [read_input(p, what, columns=columns, schema=typed) for p in paths]
+    return pa.concat_tables([t.select(list(columns)).cast(typed) for t in tables])
 
 
 def corpus_empty_reason(n_positives: int, n_negatives: int, empty: list[str]) -> str:

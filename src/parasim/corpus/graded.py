@@ -22,7 +22,7 @@ from __future__ import annotations
 
 import logging
 from collections import Counter, defaultdict
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from typing import Any
 
 import numpy as np
@@ -38,6 +38,13 @@ GRADES = (EQUIVALENT, DIVERGENT, UNRELATED)
 #: The tiers :func:`hardness` measures against the positives: each grade of negative, and the
 #: divergent grade's two sources alone.
 TIERS = ("unrelated", "divergent", "synthetic", "mined")
+#: The divergences stage's columns the divergent tier reads (the command reads no others).
+SYNTHETIC_COLUMNS = ("id", "seed_id", "type", "side", "en_text", "other_text", "checks_failed")
+#: The mine stage's columns the divergent tier reads.
+MINED_COLUMNS = (
+    "id", "positive_id", "pair_id", "cand_pair_id", "en_text", "other_text", "en_url",
+    "other_url", "en_idx", "other_idx", "rank", "similarity", "kind", "spans",
+)  # fmt: skip
 
 
 def _base(parent: Mapping[str, Any], row_id: str, source: str, kind: str) -> dict:
@@ -56,18 +63,17 @@ def _base(parent: Mapping[str, Any], row_id: str, source: str, kind: str) -> dic
     }
 
 
-def synthetic_rows(divergences: pa.Table | None) -> list[dict]:
+def synthetic_rows(divergences: pa.Table | None) -> Iterator[dict]:
     """The divergences stage's valid variants (its equivalent rows left out), as candidate
-    rows: their texts, their parent's id and what differs."""
+    rows: their texts, their parent's id and what differs; in table order, a record batch at
+    a time (the whole table's rows are never Python objects at once)."""
     if divergences is None or not divergences.num_rows:
-        return []
-    cols = ["id", "seed_id", "type", "side", "en_text", "other_text", "checks_failed"]
-    out = []
-    for r in divergences.select(cols).to_pylist():
-        if r["type"] == "equivalent" or r["checks_failed"]:
-            continue
-        out.append(r)
-    return out
+        return
+    for batch in divergences.select(list(SYNTHETIC_COLUMNS)).to_batches(max_chunksize=50_000):
+        for r in batch.to_pylist():
+            if r["type"] == "equivalent" or r["checks_failed"]:
+                continue
+            yield r
 
 
 def mined_rows(mined: pa.Table | None) -> dict[str, list[dict]]:
@@ -75,7 +81,7 @@ def mined_rows(mined: pa.Table | None) -> dict[str, list[dict]]:
     by_positive: dict[str, list[dict]] = defaultdict(list)
     if mined is None:
         return by_positive
-    for r in mined.to_pylist():
+    for r in mined.select(list(MINED_COLUMNS)).to_pylist():
         by_positive[r["positive_id"]].append(r)
     for rows in by_positive.values():
         rows.sort(key=lambda r: r["rank"])
@@ -108,14 +114,13 @@ def divergent_rows(
     for r in parents.values():
         english_splits[normalize(r["sentence1"])].add(r["split"])
     out: list[dict] = []
-    synthetic = synthetic_rows(divergences) if cfg.synthetic else []
-    by_positive = mined_rows(mined) if cfg.mined else {}
-    n_in = len(synthetic) + sum(map(len, by_positive.values()))
+    n_in = 0
 
     def other_split(sentence1: str, split: str) -> bool:
         return bool(english_splits.get(normalize(sentence1), {split}) - {split})
 
-    for d in synthetic:
+    for d in synthetic_rows(divergences) if cfg.synthetic else ():
+        n_in += 1
         parent = parents.get(d["seed_id"])
         if parent is None:
             dropped["divergent_parent_not_in_corpus"] += 1
@@ -138,6 +143,8 @@ def divergent_rows(
             mined_similarity=None,
         )
         out.append(row)
+    by_positive = mined_rows(mined) if cfg.mined else {}
+    n_in += sum(map(len, by_positive.values()))
     for pid, cands in by_positive.items():
         parent = parents.get(pid)
         if parent is None:
@@ -211,25 +218,14 @@ def _sample(rows: Sequence[dict], n: int, seed: int, tag: str) -> list[dict]:
     return sorted(rows, key=lambda r: seeded_key(seed, "hardness", tag, r["id"]))[:n]
 
 
-def hardness(
-    rows: Sequence[dict],
-    encoder: Callable[[list[str]], np.ndarray],
-    sample: int,
-    seed: int,
-    picked_out: list[dict] | None = None,
-) -> dict[str, dict[str, Any]]:
-    """How well the untrained ``encoder``'s cosine tells the positives from each tier.
-
-    For each tier of :data:`TIERS` with rows: up to ``sample`` of its rows and as many
-    positives (seeded), the ROC AUC of the cosine of the two sentences and the accuracy of its
-    best threshold on that balanced sample (1.0: the tier teaches the encoder nothing; 0.5:
-    it cannot tell them apart).
-
-    The sample of a tier is its first ``sample`` rows in a seeded order of their ids, so the
-    sample of a union of row sets is drawn from the union of their samples: ``picked_out``
-    (when given) receives the rows drawn, for the caller to measure several partitions
-    together without encoding any text twice.
-    """
+def hardness_sample(
+    rows: Sequence[dict], sample: int, seed: int, picked_out: list[dict] | None = None
+) -> dict[str, list[dict]]:
+    """The rows :func:`hardness` measures: per tier (and the positives, ``equivalent``) up to
+    ``sample`` rows, the first in a seeded order of their ids, so the sample of a union of
+    row sets is drawn from the union of their samples: ``picked_out`` (when given) receives
+    the rows drawn, for the caller to measure several partitions together without encoding
+    any text twice."""
     tiers = {
         "equivalent": [r for r in rows if r["grade"] == EQUIVALENT],
         "unrelated": [r for r in rows if r["grade"] == UNRELATED],
@@ -244,6 +240,30 @@ def hardness(
             if id(r) not in seen:
                 seen.add(id(r))
                 picked_out.append(r)
+    return picked
+
+
+def hardness(
+    rows: Sequence[dict],
+    encoder: Callable[[list[str]], np.ndarray],
+    sample: int,
+    seed: int,
+    picked_out: list[dict] | None = None,
+) -> dict[str, dict[str, Any]]:
+    """How well the untrained ``encoder``'s cosine tells the positives from each tier.
+
+    For each tier of :data:`TIERS` with rows: up to ``sample`` of its rows and as many
+    positives (seeded, :func:`hardness_sample`), the ROC AUC of the cosine of the two
+    sentences and the accuracy of its best threshold on that balanced sample (1.0: the tier
+    teaches the encoder nothing; 0.5: it cannot tell them apart).
+    """
+    return hardness_of(hardness_sample(rows, sample, seed, picked_out), encoder)
+
+
+def hardness_of(
+    picked: Mapping[str, Sequence[dict]], encoder: Callable[[list[str]], np.ndarray]
+) -> dict[str, dict[str, Any]]:
+    """:func:`hardness` of the rows :func:`hardness_sample` drew."""
     texts = sorted({r[k] for rs in picked.values() for r in rs for k in ("sentence1", "sentence2")})
     if not texts:
         return {}

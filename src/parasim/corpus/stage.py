@@ -20,6 +20,9 @@ Every shard loads as is with ``pandas.read_parquet`` and
 
 from __future__ import annotations
 
+import contextlib
+import ctypes
+import gc
 import json
 import logging
 import math
@@ -37,8 +40,9 @@ from parasim.corpus.graded import (
     EQUIVALENT,
     UNRELATED,
     divergent_rows,
-    hardness,
     hardness_groups,
+    hardness_of,
+    hardness_sample,
 )
 from parasim.io import (
     CORPUS_SCHEMA,
@@ -224,11 +228,11 @@ def _write_shards(
 
 
 def _empty_partitions(
-    parts: list[str], negatives: pa.Table, counts: Mapping[str, Any]
+    parts: list[str], neg_parts: list[str], counts: Mapping[str, Any]
 ) -> list[str]:
-    """The partitions of the positives without a corpus row, each logged with its inputs."""
+    """The partitions of the positives without a corpus row, each logged with its inputs
+    (``parts``: the positives' partitions, ``neg_parts``: the negatives')."""
     empty = sorted(p for p in set(parts) if not counts.get(p))
-    neg_parts = negatives.column("partition").to_pylist()
     for p in empty:
         log.warning(
             "partition %s: nothing to build (%d positives, %d negatives; a class missing in "
@@ -253,14 +257,32 @@ def _merge_cells(final: list[dict], divergent: list[dict]) -> list[dict]:
     return rows
 
 
+def _hardness_samples(final: list[dict], cfg: CorpusConfig) -> dict[str, Any]:
+    """The rows the hardness is measured on (:func:`parasim.corpus.graded.hardness_sample`):
+    ``all`` (tier -> rows) and, with several partitions, ``partitions`` (each one's; ``all``
+    then drawn from their union), so that the corpus's rows can go before the encoder loads."""
+    by_part: dict[str, list[dict]] = defaultdict(list)
+    for r in final:
+        by_part[r["partition"]].append(r)
+    n, seed = cfg.hardness.sample, cfg.seed
+    if len(by_part) == 1:
+        return {"all": hardness_sample(final, n, seed)}
+    picked: list[dict] = []  # the partitions' samples hold the whole corpus's
+    parts = {p: hardness_sample(rs, n, seed, picked) for p, rs in sorted(by_part.items())}
+    return {"partitions": parts, "all": hardness_sample(picked, n, seed)}
+
+
 def _hardness(
-    final: list[dict], cfg: CorpusConfig, encoder: Callable[[list[str]], Any] | None
+    samples: Mapping[str, Any] | None,
+    cfg: CorpusConfig,
+    encoder: Callable[[list[str]], Any] | None,
 ) -> dict[str, Any]:
     """Each tier's hardness for the untrained encoder (:func:`parasim.corpus.graded.hardness`)
-    overall and per partition; empty when ``corpus.hardness.encoder`` is null."""
+    overall and per partition, on :func:`_hardness_samples`' rows; empty when
+    ``corpus.hardness.encoder`` is null (and no encoder is given) or ``samples`` is None."""
+    if samples is None:
+        return {}
     if encoder is None:
-        if not cfg.hardness.encoder or not final:
-            return {}
         from parasim.align.scoring import cached_encoder
 
         encoder = cached_encoder(cfg.hardness.encoder)
@@ -268,19 +290,20 @@ def _hardness(
         "encoder": getattr(encoder, "name", cfg.hardness.encoder),
         "sample": cfg.hardness.sample,
     }
-    by_part: dict[str, list[dict]] = defaultdict(list)
-    for r in final:
-        by_part[r["partition"]].append(r)
-    if len(by_part) == 1:
-        out["all"] = hardness(final, encoder, cfg.hardness.sample, cfg.seed)
-        return out
-    picked: list[dict] = []  # the partitions' samples hold the whole corpus's
-    out["partitions"] = {
-        p: hardness(rs, encoder, cfg.hardness.sample, cfg.seed, picked)
-        for p, rs in sorted(by_part.items())
-    }
-    out["all"] = hardness(picked, encoder, cfg.hardness.sample, cfg.seed)
+    if "partitions" in samples:
+        out["partitions"] = {p: hardness_of(s, encoder) for p, s in samples["partitions"].items()}
+    out["all"] = hardness_of(samples["all"], encoder)
     return out
+
+
+def _release_memory() -> None:
+    """Hand freed memory back to the system: Arrow's buffers (its allocator keeps them a
+    while) and, with glibc, the C heap's free pages (``malloc_trim``), so that what comes
+    next (the hardness encoder) does not add to what was let go."""
+    pa.default_memory_pool().release_unused()
+    gc.collect()
+    with contextlib.suppress(OSError, AttributeError):  # not glibc: nothing to trim
+        ctypes.CDLL("libc.so.6").malloc_trim(0)
 
 
 def build_corpus(
@@ -326,22 +349,37 @@ def build_corpus(
     out_dir = Path(out_dir)
     splits = assign_splits(positives, cfg)
     parts = partition_column(positives, cfg.partitions)
+    n_positives, n_negatives = positives.num_rows, negatives.num_rows
+    neg_parts = negatives.column("partition").to_pylist()
     dropped: Counter = Counter()
     rows = _positive_rows(positives, parts, dropped) + _negative_rows(negatives)
+    # Each input table is let go once its rows are read (with a caller that keeps no name
+    # for it, its memory goes back before the hardness encoder loads: issue 51's 4 GB).
+    del positives, negatives
     kept, cross_fold = _split(rows, splits, dropped)
+    del rows
     final, unbalanced = _balance(kept, cfg, dropped)
+    del kept
     # the divergent grade beside the balanced positives and negatives (not balanced against)
     divergent, n_divergent_in = divergent_rows(
         final, divergences, mined, splits, cfg.divergent, dropped
     )
+    del divergences, mined
     final = _merge_cells(final, divergent)
     shards, counts = _write_shards(final, out_dir, cfg)
-    hard = _hardness(final, cfg, encoder)
+    n_rows = len(final)
+    by_grade = dict(Counter(r["grade"] for r in final))
+    by_kind = dict(Counter(r["negative_kind"] for r in divergent))
+    measured = final and (encoder is not None or cfg.hardness.encoder)
+    samples = _hardness_samples(final, cfg) if measured else None
+    del final, divergent  # the rows are written: only the hardness samples stay
+    _release_memory()
+    hard = _hardness(samples, cfg, encoder)
     stats: dict[str, Any] = {
         "schema_version": CORPUS_SCHEMA_VERSION,
-        "rows": len(final),
-        "positives_in": positives.num_rows,
-        "negatives_in": negatives.num_rows,
+        "rows": n_rows,
+        "positives_in": n_positives,
+        "negatives_in": n_negatives,
         "divergent_in": n_divergent_in,
         "counts": counts,
         "hardness": hard,
@@ -363,21 +401,21 @@ def build_corpus(
     tmp.write_text(json.dumps(stats, indent=2, sort_keys=True, default=str), encoding="utf-8")
     os.replace(tmp, out_dir / "corpus_stats.json")
     write_card(out_dir, stats)
-    log.info("corpus: %d rows in %d shard(s); dropped %s", len(final), len(shards), dict(dropped))
-    rec.rows_in += positives.num_rows + negatives.num_rows + n_divergent_in
-    rec.rows_out += len(final)
+    log.info("corpus: %d rows in %d shard(s); dropped %s", n_rows, len(shards), dict(dropped))
+    rec.rows_in += n_positives + n_negatives + n_divergent_in
+    rec.rows_out += n_rows
     for reason, n in dropped.items():
         rec.drop(reason, n)
-    rec.count("positives_in", positives.num_rows)
-    rec.count("negatives_in", negatives.num_rows)
+    rec.count("positives_in", n_positives)
+    rec.count("negatives_in", n_negatives)
     rec.count("divergent_in", n_divergent_in)
     rec.count("rows_by_partition", counts)
-    rec.count("rows_by_grade", dict(Counter(r["grade"] for r in final)))
-    rec.count("divergent_by_kind", dict(Counter(r["negative_kind"] for r in divergent)))
+    rec.count("rows_by_grade", by_grade)
+    rec.count("divergent_by_kind", by_kind)
     rec.count("negatives_across_folds", cross_fold)
     for k in ("schema_version", "single_class_cells", "shards", "config", "hardness"):
         rec.figure(k, stats[k])
-    rec.figure("empty_partitions", _empty_partitions(parts, negatives, counts))
+    rec.figure("empty_partitions", _empty_partitions(parts, neg_parts, counts))
     return [out_dir / s for s in shards]
 
 

@@ -97,6 +97,30 @@ def test_allocation_and_draw_are_stratified_and_seeded(tmp_path):
     assert [r["key"] for r in rows] != [r["key"] for r in cl.draw(units, 6, 3, 34)[0]]
 
 
+def test_a_fixed_number_of_kept_units_and_the_rest_dropped(tmp_path):
+    units = cl.pool(_run(tmp_path / "run", KEPT, DROPPED), ["s"])
+    rows, strata = cl.draw(units, n=3, floor=1, seed=51, kept=7)
+    drawn = {s["stratum"]: s["drawn"] for s in strata}
+    # the kept stratum gets its 7; the dropped strata share 3 (4:1 by size, floor 1)
+    assert drawn == {"kept": 7, "identical": 3, "duplicate": 1}
+    assert sum(r["stratum"] == "kept" for r in rows) == 7
+    # the command writes the sample and its own strata file beside it, not strata.tsv
+    out = tmp_path / "sample.tsv"
+    cl.main(["draw", "--results", str(tmp_path / "run"), "--sites", "s", "--n", "3",
+             "--floor", "1", "--kept", "7", "--seed", "51", "--out", str(out)])  # fmt: skip
+    assert not (tmp_path / "strata.tsv").exists()
+    assert cl.strata_path(out) == tmp_path / "sample-strata.tsv"
+    assert "--kept 7" in out.read_text(encoding="utf-8").splitlines()[0]
+    strata_sizes = {r["stratum"]: int(r["pool"]) for r in cl.read_tsv(cl.strata_path(out))}
+    assert strata_sizes == {"kept": 10, "identical": 4, "duplicate": 1}
+    # labelled, the sample is scored against its own strata
+    labelled_rows = [{**r, "label": "translation", "sub_reason": "full"} for r in
+                     cl.read_tsv(out)]  # fmt: skip
+    cl.write_tsv(out, labelled_rows, cl.COLUMNS)
+    rows_, sizes = cl.load_labels(out)
+    assert len(rows_) == 11 and sizes[("s", "kept")] == 10
+
+
 def test_weighted_precision_and_recall(labelled):
     res = cl.score(labelled / "main", labelled / "labels.tsv", reps=200)
     # kept: 2 labelled of 10 (weight 5), one real -> precision 5 / 10

@@ -15,7 +15,9 @@ the reason of most of its rows.
 allocated in proportion to the strata's sizes, at least ``--floor`` from each stratum (all of it
 when smaller), drawn with ``random.Random(seed)`` from the stratum's keys in sorted order. It
 writes the sample as a TSV to label by hand (``eval/clean_labels/RULES.md``) and, beside it,
-``strata.tsv``: each stratum's size in the pool and the number drawn (the weights).
+``strata.tsv`` (``<stem>-strata.tsv`` for another name than ``labels.tsv``): each stratum's size
+in the pool and the number drawn (the weights). ``--kept K`` draws ``K`` kept units and
+``--n`` dropped ones (a fixed kept / dropped split, as issue 51's 200 / 100).
 
 ``score`` joins a run's decisions to the labels by key (the run may be another code version's:
 the labels keep their strata and weights from the run they were drawn from) and prints, as JSON:
@@ -147,12 +149,26 @@ def allocate(sizes: dict, n: int, floor: int) -> dict:
     }
 
 
-def draw(units: dict[str, dict], n: int, floor: int, seed: int) -> tuple[list[dict], list[dict]]:
-    """A stratified random sample of ``units``: the drawn rows and the strata (sizes, drawn)."""
+def draw(
+    units: dict[str, dict], n: int, floor: int, seed: int, kept: int | None = None
+) -> tuple[list[dict], list[dict]]:
+    """A stratified random sample of ``units``: the drawn rows and the strata (sizes, drawn).
+
+    With ``kept``, the kept strata get ``kept`` units between them (in proportion to their
+    sizes, no floor) and the dropped strata share ``n`` (with the floor); without it all strata
+    share ``n``.
+    """
     by_stratum: dict[tuple[str, str], list[str]] = defaultdict(list)
     for k, u in units.items():
         by_stratum[(u["site"], u["decision"])].append(k)
-    alloc = allocate({h: len(ks) for h, ks in by_stratum.items()}, n, floor)
+    sizes = {h: len(ks) for h, ks in by_stratum.items()}
+    if kept is None:
+        alloc = allocate(sizes, n, floor)
+    else:
+        kept_sizes = {h: s for h, s in sizes.items() if h[1] == "kept"}
+        other = {h: s for h, s in sizes.items() if h[1] != "kept"}
+        alloc = {**(allocate(other, n, floor) if other else {}),
+                 **(allocate(kept_sizes, kept, 0) if kept_sizes else {})}  # fmt: skip
     rng = random.Random(seed)
     rows, strata = [], []
     for h in sorted(by_stratum):
@@ -201,13 +217,23 @@ def read_tsv(path: Path) -> list[dict]:
         )
 
 
+def strata_path(labels: Path, drawing: bool = False) -> Path:
+    """The strata file of a sample: ``strata.tsv`` beside ``labels.tsv``, else
+    ``<stem>-strata.tsv`` (so that several samples share a folder). Reading, a sample without
+    its own file falls back to ``strata.tsv`` (an older draw wrote that name for any stem)."""
+    own = labels.with_name(labels.stem + "-strata.tsv")
+    if labels.stem != "labels" and (drawing or own.exists()):
+        return own
+    return labels.with_name("strata.tsv")
+
+
 def load_labels(labels: Path, strata: Path | None = None) -> tuple[list[dict], dict]:
     """The labelled rows and the strata sizes ((site, stratum) -> pool size)."""
     rows = read_tsv(labels)
     bad = [r["key"] for r in rows if r["label"] not in LABELS]
     if bad:
         raise SystemExit(f"{labels}: {len(bad)} row(s) without a label in {LABELS}: {bad[:3]}")
-    strata = Path(strata) if strata else Path(labels).with_name("strata.tsv")
+    strata = Path(strata) if strata else strata_path(Path(labels))
     sizes = {(s["site"], s["stratum"]): int(s["pool"]) for s in read_tsv(strata)}
     missing = {(r["site"], r["stratum"]) for r in rows} - set(sizes)
     if missing:
@@ -528,11 +554,18 @@ def main(argv: list[str] | None = None) -> None:
     d.add_argument("--n", type=int, default=400, help="units in all (before the floors)")
     d.add_argument("--floor", type=int, default=15, help="at least this many units a stratum")
     d.add_argument("--seed", type=int, default=33)
-    d.add_argument("--out", required=True, help="the TSV to label (strata.tsv goes beside it)")
+    d.add_argument(
+        "--kept", type=int, help="units of the kept strata (then --n is the dropped strata's)"
+    )
+    d.add_argument(
+        "--out",
+        required=True,
+        help="the TSV to label (its strata beside it: strata.tsv or <stem>-strata.tsv)",
+    )
     s = sub.add_parser("score", help="a run's clean decisions against the labels")
     s.add_argument("--results", default="results")
     s.add_argument("--labels", required=True)
-    s.add_argument("--strata", help="strata sizes (default: strata.tsv beside the labels)")
+    s.add_argument("--strata", help="strata sizes (default: the draw's, beside the labels)")
     s.add_argument("--exclude", nargs="*", default=[], help="sub-reasons to leave out")
     s.add_argument("--reps", type=int, default=2000, help="bootstrap resamples")
     s.add_argument("--seed", type=int, default=0)
@@ -561,11 +594,12 @@ def main(argv: list[str] | None = None) -> None:
         print(json.dumps(score_changes(Path(args.labels), args.strata), indent=1))
     elif args.cmd == "draw":
         units = pool(Path(args.results), args.sites)
-        rows, strata = draw(units, args.n, args.floor, args.seed)
+        rows, strata = draw(units, args.n, args.floor, args.seed, args.kept)
         out = Path(args.out)
-        _write_draw(out, out.with_name("strata.tsv"), rows, strata,
+        kept = f" --kept {args.kept}" if args.kept is not None else ""
+        _write_draw(out, strata_path(out, drawing=True), rows, strata,
                     f"draw --sites {' '.join(args.sites)} --n {args.n} --floor {args.floor} "
-                    f"--seed {args.seed}", units=len(units))  # fmt: skip
+                    f"--seed {args.seed}{kept}", units=len(units))  # fmt: skip
     else:
         res = score(
             Path(args.results), Path(args.labels), args.strata, args.exclude, args.reps, args.seed

@@ -416,6 +416,11 @@ class TableWriter:
             self._tmp.unlink(missing_ok=True)
 
 
+def sub_schema(schema: pa.Schema, columns: Iterable[str]) -> pa.Schema:
+    """The fields of ``schema`` named by ``columns``, in that order (a reader's projection)."""
+    return pa.schema([schema.field(c) for c in columns])
+
+
 def rows_to_table(rows: Iterable[dict], schema: pa.Schema) -> pa.Table:
     """Build a table of ``schema`` from dict rows (missing keys become null)."""
     rows = list(rows)

@@ -17,7 +17,7 @@ import pyarrow as pa
 
 from parasim.corpus.graded import MINED_COLUMNS, SYNTHETIC_COLUMNS
 from parasim.corpus.stage import build_corpus, corpus_meta
-from parasim.io import DIVERGENCES_SCHEMA, MINED_SCHEMA, NEGATIVES_SCHEMA
+from parasim.io import DIVERGENCES_SCHEMA, MINED_SCHEMA, NEGATIVES_SCHEMA, sub_schema
 from parasim.negatives.inputs import common_options, config_sections, read_positives
 from parasim.negatives.stage import SELECTION_KEY
 from parasim.negatives.topics import load_topics
@@ -72,8 +72,8 @@ def _tables(
     (None when no file is given); a file without one of them is named."""
     if not paths:
         return None
-    typed = pa.schema([schema.field(c) for c in columns])
-    tables = [read_input(p, what, columns=columns, schema=typed) for p in paths]
+    typed = sub_schema(schema, columns)
+    tables = [read_input(p, what, columns=columns, schema=schema) for p in paths]
     return pa.concat_tables([t.select(list(columns)).cast(typed) for t in tables])
 
 

@@ -167,8 +167,7 @@ def draw(
     else:
         kept_sizes = {h: s for h, s in sizes.items() if h[1] == "kept"}
         other = {h: s for h, s in sizes.items() if h[1] != "kept"}
-        alloc = {**(allocate(other, n, floor) if other else {}),
-                 **(allocate(kept_sizes, kept, 0) if kept_sizes else {})}  # fmt: skip
+        alloc = {**allocate(other, n, floor), **allocate(kept_sizes, kept, 0)}
     rng = random.Random(seed)
     rows, strata = [], []
     for h in sorted(by_stratum):

@@ -113,13 +113,15 @@ def test_the_variants_are_trained_scored_and_compared(inputs, tmp_path, capsys):
     res = json.loads((out / "teach.json").read_text())
     assert set(res["variants"]) == {
         "untrained", "binary", "graded", "binary-ranking", "graded-ranking",
-        "graded-ranking-merged",
+        "graded-ranking-merged", "graded-ranking-retained",
     }  # fmt: skip
     assert set(res["comparisons"]) == {
         "binary - untrained", "graded - untrained", "graded - binary",
         "binary-ranking - untrained", "graded-ranking - untrained", "graded-ranking - binary",
         "graded-ranking - binary-ranking", "graded-ranking-merged - untrained",
         "graded-ranking-merged - binary", "graded-ranking-merged - graded-ranking",
+        "graded-ranking-retained - untrained", "graded-ranking-retained - binary",
+        "graded-ranking-retained - graded-ranking",
     }  # fmt: skip
     merged = res["variants"]["graded-ranking-merged"]
     assert merged["merge"]["of"] == "graded-ranking" and merged["merge"]["share"] == 0.5
@@ -134,15 +136,19 @@ def test_the_variants_are_trained_scored_and_compared(inputs, tmp_path, capsys):
     assert res["triples"]["graded"]["triples"] == 10 and res["triples"]["binary"]["triples"] == 7
     assert res["triples"]["graded-ranking"] == res["triples"]["graded"]  # the same triples
     assert res["triples"]["binary-ranking"] == res["triples"]["binary"]
-    for v in ("binary", "graded", "binary-ranking", "graded-ranking"):
+    assert res["triples"]["graded-ranking-retained"] == res["triples"]["graded"]
+    retained = res["variants"]["graded-ranking-retained"]
+    assert retained["retain"] == 1.0 and "retain" not in res["variants"]["graded-ranking"]
+    for v in ("binary", "graded", "binary-ranking", "graded-ranking", "graded-ranking-retained"):
         train = res["variants"][v]["train"]
         assert train["global_step"] == 2 and train["steps_run"] == 2 and train["device"] == "cpu"
         assert (out / v / "done.json").is_file() and (out / v / "run" / "model").is_dir()
         assert not (out / v / "run" / "checkpoints").exists()  # removed once done
         run_file = json.loads((out / v / "run" / "model" / "parasim_contrastive.json").read_text())
         assert run_file["settings"]["loss"] == (
-            "GradedRankingLoss" if v.endswith("-ranking") else "MultipleNegativesRankingLoss"
+            "GradedRankingLoss" if "-ranking" in v else "MultipleNegativesRankingLoss"
         )
+        assert run_file["settings"]["retain"] == (1.0 if v == "graded-ranking-retained" else 0)
     assert res["machine"]["torch_device"] == "cpu" and res["machine"]["cpu"]
     assert res["majority"]["refresd_binary_weighted_f1"] == pytest.approx(
         2 * (6 / 9) * 1 / (6 / 9 + 1) * 6 / 9  # all divergent: F1 of divergent, weight 6/9
@@ -180,6 +186,12 @@ def test_the_variants_are_trained_scored_and_compared(inputs, tmp_path, capsys):
     third = json.loads((out / "teach.json").read_text())
     assert third["variants"]["graded"]["train"]["global_step"] == 3
     assert "binary" not in third["variants"]  # trained under other settings: left out
+    # another retention weight: the retained variant is another model, the others stay
+    assert main(_argv(inputs, out, "--only", "graded-ranking-retained", "--retain", "2")) == 0
+    fourth = json.loads((out / "teach.json").read_text())
+    assert fourth["variants"]["graded-ranking-retained"]["trained_now"]
+    assert fourth["variants"]["graded-ranking-retained"]["retain"] == 2.0
+    assert not fourth["variants"]["graded-ranking"]["trained_now"]
 
 
 def test_thresholds_separate_what_the_cosine_separates():

@@ -410,3 +410,80 @@ def test_merged_weights_lie_between_the_start_and_the_fine_tuned_model(corpus, c
     with pytest.raises(ValueError, match="cannot merge"):
         merge_weights(other, res.model_dir, 0.5, tmp_path / "bad", max_length=32)
     assert not (tmp_path / "bad").exists()
+
+
+def test_the_retention_is_the_mean_cosine_distance_to_the_start_scaled():
+    import torch
+
+    from parasim.train.core.losses import retention_loss
+
+    torch.manual_seed(0)
+    x, start = torch.randn(6, 5), torch.randn(6, 5)
+    cos = torch.nn.functional.cosine_similarity(x, start, dim=-1)
+    assert float(retention_loss(x, start, 0.5, 20.0)) == pytest.approx(
+        0.5 * 20.0 * float((1 - cos).mean()), rel=1e-6
+    )
+    assert float(retention_loss(start * 3.0, start, 1.0, 20.0)) == pytest.approx(0.0, abs=1e-5)
+
+
+def test_the_retained_loss_pulls_the_model_back_to_its_start(char_bert):
+    """At its start (no dropout) the retained loss is the ranking loss alone; once the weights
+    move it is more, its gradient reaches the model being trained only, and the start is no
+    submodule (the optimizer and save_pretrained do not see it)."""
+    import torch
+
+    from parasim.train.core.contrastive import build_model
+    from parasim.train.core.losses import GradedRankingLoss, RetainedLoss
+
+    st = build_model(char_bert, max_length=16, prefix="")
+    st.eval()
+    base = GradedRankingLoss(st)
+    loss = RetainedLoss(st, base, weight=1.0)
+    assert not any(n.startswith("start") for n, _ in loss.named_parameters())
+    texts = [["ab cd", "ef gh"], ["ab ce", "eg hf"], ["xy zz", "qq rr"]]
+    features = [st.tokenize(t) for t in texts]
+    labels = torch.tensor([1.0, 0.0])
+    with torch.no_grad():
+        assert float(loss(features, labels)) == pytest.approx(
+            float(base(features, labels)), abs=1e-4
+        )
+    with torch.no_grad():
+        for p in st.parameters():
+            if p.dim() == 2:
+                p.add_(0.05 * torch.randn_like(p))
+    moved = loss(features, labels)
+    assert float(moved.detach()) > float(base(features, labels).detach()) + 1e-4
+    moved.backward()
+    assert any(p.grad is not None for p in st.parameters())
+    assert all(p.grad is None for p in loss.start.parameters())
+    with pytest.raises(ValueError, match="weight above 0"):
+        RetainedLoss(st, base, weight=0.0)
+
+
+def test_training_with_retention_stays_nearer_the_start(corpus, char_bert, tmp_path):
+    import torch
+    from sentence_transformers import SentenceTransformer
+
+    from parasim.train.core.contrastive import RUN_FILE, build_model, fit_contrastive, triples
+
+    data = triples(corpus, [FR])
+    texts = sorted({*data.anchor, *data.positive, *data.negative})
+    start = build_model(char_bert, max_length=32, prefix="").encode(texts, convert_to_tensor=True)
+
+    def drift(retain: float) -> float:
+        res = fit_contrastive(
+            char_bert, data, tmp_path / f"run-{retain}", steps=6, batch_size=4,
+            learning_rate=3e-3, seed=0, max_length=32, prefix="", save_steps=100,
+            device="cpu", dtype="float32", loss="graded_ranking", retain=retain,
+        )  # fmt: skip
+        record = json.loads((res.model_dir / RUN_FILE).read_text())
+        assert record["settings"]["retain"] == retain
+        card = (res.model_dir / "README.md").read_text()
+        assert ("RetainedLoss" in card) == (retain > 0)
+        got = SentenceTransformer(str(res.model_dir)).encode(texts, convert_to_tensor=True)
+        return float((1 - torch.nn.functional.cosine_similarity(got, start)).mean())
+
+    free, held = drift(0.0), drift(5.0)
+    assert held < free
+    with pytest.raises(ValueError, match="retain at least 0"):
+        fit_contrastive(char_bert, data, tmp_path / "bad", steps=1, batch_size=2, retain=-1.0)

@@ -11,7 +11,10 @@ grades, :class:`parasim.train.core.losses.GradedRankingLoss` (``graded-ranking``
 translations above the rest only); it is kept **untrained** as the baseline; and
 ``graded-ranking-merged`` is the ``graded-ranking`` model's weights moved back towards the
 untrained start (:func:`parasim.train.core.contrastive.merge_weights`, WiSE-FT: ``--merge-share``
-of the fine-tuned weights, 0.5 by default, WiSE-FT's; no training of its own). Each is then
+of the fine-tuned weights, 0.5 by default, WiSE-FT's; no training of its own);
+``graded-ranking-retained`` trains as ``graded-ranking`` with every sentence of the batch pulled
+back to where the untrained start puts it (:class:`parasim.train.core.losses.RetainedLoss`,
+weight ``--retain``, 1 by default). Each is then
 measured on public sets the corpus was not built from:
 
 * REFreSD dev: the cosine of the English and French sides (with the training prefix). Binary
@@ -43,7 +46,7 @@ Run::
 
     parasim bench teach --corpus results/corpus --out teach --steps 1000 --batch-size 16 \\
         --seed 0 [--partitions EN-FR-G ...] [--model e5-torch] [--data ../shared/data] \\
-        [--only graded-ranking graded binary untrained ...] [--merge-share 0.5]
+        [--only graded-ranking graded binary untrained ...] [--merge-share 0.5] [--retain 1]
 """
 
 from __future__ import annotations
@@ -79,6 +82,7 @@ log = logging.getLogger("parasim.bench.teach")
 #: The variants, in the table's order: the baseline first.
 VARIANTS = (
     "untrained", "binary", "graded", "binary-ranking", "graded-ranking", "graded-ranking-merged",
+    "graded-ranking-retained",
 )  # fmt: skip
 #: Each trained variant's triples (``grades`` of :func:`~parasim.train.core.contrastive.triples`)
 #: and loss (:data:`~parasim.train.core.contrastive.LOSSES`).
@@ -87,7 +91,10 @@ RECIPES = {
     "graded": ("graded", "mnrl"),
     "binary-ranking": ("binary", "graded_ranking"),
     "graded-ranking": ("graded", "graded_ranking"),
+    "graded-ranking-retained": ("graded", "graded_ranking"),
 }
+#: The trained variants with the pull back to the start (``--retain``: its weight).
+RETAINED = ("graded-ranking-retained",)
 #: The merged variants: the trained variant whose weights are merged with the untrained start.
 MERGED = {"graded-ranking-merged": "graded-ranking"}
 #: The comparisons: (model, baseline) variants.
@@ -102,6 +109,9 @@ COMPARISONS = (
     ("graded-ranking-merged", "untrained"),
     ("graded-ranking-merged", "binary"),
     ("graded-ranking-merged", "graded-ranking"),
+    ("graded-ranking-retained", "untrained"),
+    ("graded-ranking-retained", "binary"),
+    ("graded-ranking-retained", "graded-ranking"),
 )
 DONE, SCORES = "done.json", "scores.json"
 
@@ -162,9 +172,12 @@ def train_variant(variant: str, args: argparse.Namespace, out: Path) -> dict:
 
     vdir = out / variant
     grades, loss = RECIPES[variant]
+    retain = _retain(variant, args)
     data = triples(args.corpus, args.partitions, "train", grades, args.seed)
     settings = _train_settings(args)
-    fp = _fingerprint([settings, variant, data.fingerprint()])
+    fp = _fingerprint(
+        [settings, variant, data.fingerprint(), *([{"retain": retain}] * bool(retain))]
+    )
     done = _read_json(vdir / DONE)
     if done and done.get("fingerprint") == fp and (vdir / "run" / MODEL_DIR).is_dir():
         log.info("%s: done (%s), not retrained", variant, vdir / DONE)
@@ -175,12 +188,14 @@ def train_variant(variant: str, args: argparse.Namespace, out: Path) -> dict:
         learning_rate=args.learning_rate, freeze_embeddings=not args.train_embeddings,
         seed=args.seed, max_length=args.max_length, prefix=args.prefix,
         warmup_ratio=args.warmup_ratio, save_steps=args.save_steps, device=args.device,
-        dtype=args.dtype, loss=loss,
-        name=f"e5 fine-tuned on the {grades} triples, loss {loss} (parasim bench teach)",
+        dtype=args.dtype, loss=loss, retain=retain,
+        name=f"e5 fine-tuned on the {grades} triples, loss {loss}"
+        + (f", retained to its start at {retain}" if retain else "") + " (parasim bench teach)",
     )  # fmt: skip
     record = {
         "fingerprint": fp,
         "settings": settings,
+        "retain": retain,
         "model_dir": str(res.model_dir),
         "triples": data.counts,
         "train": {
@@ -238,6 +253,11 @@ def merge_variant(
     }
     write_metrics(vdir / DONE, record)
     return {**record, "trained_now": True}
+
+
+def _retain(variant: str, args: argparse.Namespace) -> float:
+    """The retention weight ``variant`` trains with: ``--retain`` for :data:`RETAINED`, else 0."""
+    return args.retain if variant in RETAINED else 0.0
 
 
 def _median(xs: Sequence[float]) -> float | None:
@@ -407,7 +427,11 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
     for v in RECIPES:  # the trained ones: those asked for, and those done before
         if v in asked:
             done[v] = train_variant(v, args, out)
-        elif (rec := _read_json(out / v / DONE)) and rec.get("settings") == settings:
+        elif (
+            (rec := _read_json(out / v / DONE))
+            and rec.get("settings") == settings
+            and rec.get("retain", 0.0) == _retain(v, args)
+        ):
             done[v] = {**rec, "trained_now": False}
     for v, of in MERGED.items():
         if of not in done:
@@ -436,7 +460,12 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
         "benchmark": "teach",
         "command": "parasim bench teach " + " ".join(args.argv),
         "settings": settings
-        | {"data": str(args.data), "n_boot": args.n_boot, "merge_share": args.merge_share},
+        | {
+            "data": str(args.data),
+            "n_boot": args.n_boot,
+            "merge_share": args.merge_share,
+            "retain": args.retain,
+        },
         "machine": machine(args),
         "eval_sets": {name: {"n": len(s["s1"])} for name, s in sets.items()},
         "missing_sets": missing,
@@ -461,6 +490,8 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
             entry |= {k: done[v][k] for k in ("model_dir", "train", "trained_now")}
             if "merge" in done[v]:
                 entry["merge"] = done[v]["merge"]
+            if done[v].get("retain"):
+                entry["retain"] = done[v]["retain"]
         result["variants"][v] = entry
     write_metrics(out / "teach.json", result)
     return result
@@ -492,6 +523,12 @@ def main(argv: Sequence[str] | None = None) -> int:
         default=0.5,
         help="graded-ranking-merged: the fine-tuned weights' share (WiSE-FT; default 0.5)",
     )
+    ap.add_argument(
+        "--retain",
+        type=float,
+        default=1.0,
+        help="graded-ranking-retained: the weight of the pull back to the start (default 1)",
+    )
     ap.add_argument("--learning-rate", type=float, default=2e-5)
     ap.add_argument("--max-length", type=int, default=128)
     ap.add_argument("--prefix", default="query: ", help="e5's prefix, on both sides")
@@ -511,6 +548,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = ap.parse_args(argv)
     if not 0.0 <= args.merge_share <= 1.0:
         ap.error(f"--merge-share {args.merge_share}: must lie in [0, 1]")
+    if not args.retain > 0:
+        ap.error(f"--retain {args.retain}: must be above 0")
     args.argv = argv
     logging.basicConfig(level=logging.INFO, stream=sys.stderr, format="%(name)s: %(message)s")
     result = run(args)

@@ -379,15 +379,21 @@ def _progress_callback():
     return Progress()
 
 
-def _loss(name: str, st):
-    """The loss module ``name`` (:data:`LOSSES`) for the model ``st``."""
+def _loss(name: str, st, retain: float = 0.0):
+    """The loss module ``name`` (:data:`LOSSES`) for the model ``st``, with
+    :class:`~parasim.train.core.losses.RetainedLoss`'s pull back to the start when ``retain``
+    is above 0."""
+    from parasim.train.core.losses import GradedRankingLoss, RetainedLoss
+
     if name == "graded_ranking":
-        from parasim.train.core.losses import GradedRankingLoss
+        base = GradedRankingLoss(st)
+    else:
+        from sentence_transformers.sentence_transformer.losses import (
+            MultipleNegativesRankingLoss,
+        )
 
-        return GradedRankingLoss(st)
-    from sentence_transformers.sentence_transformer.losses import MultipleNegativesRankingLoss
-
-    return MultipleNegativesRankingLoss(st)
+        base = MultipleNegativesRankingLoss(st)
+    return RetainedLoss(st, base, retain) if retain > 0 else base
 
 
 def fit_contrastive(
@@ -410,6 +416,7 @@ def fit_contrastive(
     dtype: str = "auto",
     name: str = "contrastive encoder",
     loss: str = "mnrl",
+    retain: float = 0.0,
 ) -> ContrastiveResult:
     """Fine-tune ``model`` on ``data`` with ``loss`` for ``steps`` steps.
 
@@ -452,13 +459,16 @@ def fit_contrastive(
             ``"graded_ranking"``, :class:`parasim.train.core.losses.GradedRankingLoss` (CoSENT's
             ranking over the batch's pairs: translations above divergent rows above the rest;
             the negatives' grades from ``data.source``).
+        retain: the weight of the pull of every sentence back to where the untrained start
+            puts it (:class:`parasim.train.core.losses.RetainedLoss`: ``retain x 20 x mean(1 -
+            cos)``, one more forward pass a step); 0: none.
 
     Returns:
         :class:`ContrastiveResult`.
 
     Raises:
         ValueError: no triples, ``steps`` or ``batch_size`` below 1, a ``warmup_ratio`` outside
-            [0, 1), an unknown ``loss``.
+            [0, 1), an unknown ``loss``, a ``retain`` below 0.
     """
     from sentence_transformers import (
         SentenceTransformerTrainer,
@@ -479,6 +489,8 @@ def fit_contrastive(
         raise ValueError(f"fit_contrastive: warmup_ratio in [0, 1), not {warmup_ratio}")
     if loss not in LOSSES:
         raise ValueError(f"fit_contrastive: loss one of {sorted(LOSSES)}, not {loss!r}")
+    if not retain >= 0:
+        raise ValueError(f"fit_contrastive: retain at least 0, not {retain}")
     out_dir = Path(out_dir)
     dev = resolve_device(device, "device")
     precision = _precision(dev, dtype)
@@ -486,7 +498,7 @@ def fit_contrastive(
         "model": model, "steps": steps, "batch_size": batch_size,
         "learning_rate": learning_rate, "freeze_embeddings": freeze_embeddings, "seed": seed,
         "max_length": max_length, "prefix": prefix, "warmup_ratio": warmup_ratio,
-        "loss": LOSSES[loss], "batch_sampler": "no_duplicates",
+        "loss": LOSSES[loss], "retain": retain, "batch_sampler": "no_duplicates",
         "device": dev, "precision": precision,
     }  # fmt: skip
     fp = fingerprint([settings, data.fingerprint()])
@@ -526,7 +538,7 @@ def fit_contrastive(
         model=st,
         args=args,
         train_dataset=data.dataset(with_grades=loss == "graded_ranking"),
-        loss=_loss(loss, st),
+        loss=_loss(loss, st, retain),
         callbacks=[progress],
     )
     trainer.remove_callback(PrinterCallback)  # the logs go to parasim's log (_progress_callback)
@@ -566,7 +578,14 @@ def fit_contrastive(
             tmp / "README.md",
             name,
             "A sentence encoder fine-tuned by `parasim.train.core.contrastive` with "
-            f"{LOSS_WORDS[loss]} on (anchor, positive, hard "
+            f"{LOSS_WORDS[loss]}"
+            + (
+                f" plus a pull of every sentence back to the untrained start's embedding "
+                f"(RetainedLoss, weight {retain})"
+                if retain
+                else ""
+            )
+            + " on (anchor, positive, hard "
             f"negative) triples of the corpus ({data.grades} negatives), mean-pooled. Load it "
             "with `SentenceTransformer(path)`; `encode` prepends the training prefix "
             f"{prefix!r} (its default prompt).",

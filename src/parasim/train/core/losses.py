@@ -9,10 +9,17 @@ is above every unrelated pair (its unrelated hard negative, the other rows of th
 divergent row by as much as against an unrelated line, it asks only for the order, and for it
 across anchors too: one threshold on the cosine then tells the grades apart, which is what
 REFreSD's binary task (and a user thresholding the cosine) asks of the encoder.
+
+:class:`RetainedLoss` adds to either loss a pull of every sentence of the batch back to where the
+untrained start puts it (feature distillation to the start, as in Li & Hoiem's "Learning without
+Forgetting", 2017, on the sentences themselves): ``retain x scale x mean(1 - cos(model(x),
+start(x)))``, so that what the grades teach costs less of what the start knew of other text
+(general STS).
 """
 
 from __future__ import annotations
 
+import copy
 from typing import Any
 
 import torch
@@ -69,7 +76,12 @@ class GradedRankingLoss(nn.Module):
     def forward(self, sentence_features, labels: Tensor) -> Tensor:
         from sentence_transformers.base.losses.merged_forward import embed_columns
 
-        embeddings = embed_columns(self.model, sentence_features)
+        return self.compute_loss_from_embeddings(
+            embed_columns(self.model, sentence_features), labels
+        )
+
+    def compute_loss_from_embeddings(self, embeddings: list[Tensor], labels: Tensor) -> Tensor:
+        """The loss from the columns' embeddings (sentence-transformers' name for it)."""
         if len(embeddings) != 3:
             raise ValueError(
                 f"GradedRankingLoss: anchor, positive and negative columns, not {len(embeddings)}"
@@ -79,3 +91,60 @@ class GradedRankingLoss(nn.Module):
 
     def get_config_dict(self) -> dict[str, Any]:
         return {"scale": self.scale}
+
+
+def retention_loss(embeddings: Tensor, start: Tensor, weight: float, scale: float) -> Tensor:
+    """``weight x scale x mean(1 - cos)`` of each row of ``embeddings`` (``(N, d)``) and the
+    same row of ``start`` (the untrained start's embedding of the same sentence)."""
+    cos = F.cosine_similarity(embeddings.float(), start.float(), dim=-1)
+    return weight * scale * (1.0 - cos).mean()
+
+
+class RetainedLoss(nn.Module):
+    """A ranking loss plus :func:`retention_loss` of every sentence of the batch (every column)
+    against a frozen copy of the model as it was when the loss was made (its untrained start).
+
+    The retention's total gradient on the cosines is ``weight x scale``, the ranking loss's at
+    most twice its ``scale`` (its pairs' weights are a softmax): ``weight`` 1 gives the two the
+    same order of pull. The start runs in eval mode without gradients, one extra forward pass a
+    step.
+
+    Args:
+        model: the ``SentenceTransformer`` being trained, still at its start.
+        base: the ranking loss (:class:`GradedRankingLoss` or sentence-transformers'
+            ``MultipleNegativesRankingLoss``: anything with ``compute_loss_from_embeddings``).
+        weight: the retention's weight (> 0).
+        scale: the cosines' scale of the retention (the ranking losses' 20).
+
+    Raises:
+        ValueError: a ``weight`` not above 0, a ``base`` without ``compute_loss_from_embeddings``.
+    """
+
+    def __init__(self, model, base: nn.Module, weight: float, scale: float = 20.0) -> None:
+        super().__init__()
+        if not weight > 0:
+            raise ValueError(f"RetainedLoss: weight above 0, not {weight}")
+        if not hasattr(base, "compute_loss_from_embeddings"):
+            raise ValueError(f"RetainedLoss: {type(base).__name__} cannot score given embeddings")
+        self.model, self.base, self.weight, self.scale = model, base, weight, scale
+        start = copy.deepcopy(model)
+        start.eval()
+        start.requires_grad_(False)
+        # not a submodule: the trainer's optimizer, checkpoints and save_pretrained see only the
+        # model being trained
+        self.__dict__["start"] = start
+
+    def forward(self, sentence_features, labels: Tensor) -> Tensor:
+        from sentence_transformers.base.losses.merged_forward import embed_columns
+
+        features = list(sentence_features)
+        inputs = [dict(f) for f in features]  # the model writes its outputs into the dicts
+        embeddings = embed_columns(self.model, features)
+        with torch.no_grad():
+            start = embed_columns(self.start, inputs)
+        ranking = self.base.compute_loss_from_embeddings(embeddings, labels)
+        kept = retention_loss(torch.cat(embeddings), torch.cat(start), self.weight, self.scale)
+        return ranking + kept
+
+    def get_config_dict(self) -> dict[str, Any]:
+        return {"base": type(self.base).__name__, "weight": self.weight, "scale": self.scale}

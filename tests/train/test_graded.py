@@ -133,6 +133,19 @@ def test_a_merge_share_ships_the_weights_between_the_start_and_the_run(inputs, t
     assert not (tmp_path / "plain" / "model" / MERGE_FILE).exists()
 
 
+def test_a_retention_weight_trains_with_the_pull_back_to_the_start(inputs, tmp_path):
+    out = tmp_path / "graded-encoder"
+    m = _run(inputs, out, _section(inputs["model"], retain=0.5), refresd=False, sts=False)
+    assert m["settings"]["retain"] == 0.5
+    run_file = json.loads((out / "run" / "model" / "parasim_contrastive.json").read_text())
+    assert run_file["settings"]["retain"] == 0.5
+    assert "`train.graded.retain` 0.5" in (out / "README.md").read_text()
+    plain = _run(inputs, tmp_path / "plain", _section(inputs["model"]), refresd=False, sts=False)
+    assert plain["settings"]["retain"] == 0.0  # the default: none
+    assert "train.graded.retain" not in (tmp_path / "plain" / "README.md").read_text()
+    assert plain["train"]["train_loss"] != m["train"]["train_loss"]
+
+
 def test_without_refresd_it_trains_and_the_verdict_says_why(inputs, tmp_path):
     out = tmp_path / "graded-encoder"
     m = _run(inputs, out, _section(inputs["model"]), refresd=False)

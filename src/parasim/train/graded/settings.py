@@ -35,6 +35,8 @@ class GradedConfig(PartialSettings, section="train.graded"):
         merge_share: the shipped model's share of the fine-tuned weights, the rest the
             untrained start's (WiSE-FT, :func:`parasim.train.core.contrastive.merge_weights`);
             1: the fine-tuned model.
+        retain: the weight of the pull of every sentence of a batch back to where the
+            untrained start puts it (:class:`parasim.train.core.losses.RetainedLoss`); 0: none.
     """
 
     model: str
@@ -47,6 +49,7 @@ class GradedConfig(PartialSettings, section="train.graded"):
     sts_max_pairs: int | None
     loss: str
     merge_share: float
+    retain: float
 
 
 def graded_settings(section: Mapping[str, Any] | None) -> tuple[TrainingArguments, GradedConfig]:

@@ -157,6 +157,7 @@ def _train_settings(run: _GradedRun) -> dict[str, Any]:
         "learning_rate": a.learning_rate, "freeze_embeddings": c.freeze_embeddings,
         "seed": a.seed, "max_length": c.max_length, "prefix": c.prefix,
         "warmup_ratio": c.warmup_ratio, "device": a.device, "dtype": a.dtype, "loss": c.loss,
+        "retain": c.retain,
     }  # fmt: skip
 
 
@@ -202,6 +203,7 @@ def train(run: _GradedRun) -> None:
         save_steps=args.checkpoint_every or run.steps,  # 0: only the end's (always written)
         save_total_limit=args.keep_checkpoints, logging_steps=args.log_every,
         device=args.device, dtype=args.dtype, name=f"{MODEL_NAME} ({cfg.model})", loss=cfg.loss,
+        retain=cfg.retain,
     )  # fmt: skip
     # one copy on disk of what the model shares with the other e5 folders (its frozen rows)
     share_weights(res.model_dir, run.out.parent / ".weights")
@@ -296,7 +298,14 @@ def write_outputs(run: _GradedRun, evaluation: Mapping[str, Any], wall_s: float)
         out / "README.md",
         MODEL_NAME,
         f"{cfg.model} (mean pooling) fine-tuned by `parasim train-graded-encoder` with "
-        f"{LOSS_WORDS[cfg.loss]} on the graded triples of the "
+        f"{LOSS_WORDS[cfg.loss]}"
+        + (
+            f" plus a pull of every sentence back to the untrained start's embedding "
+            f"(`train.graded.retain` {cfg.retain:g})"
+            if cfg.retain
+            else ""
+        )
+        + " on the graded triples of the "
         f"corpus's train split ({', '.join(data.partitions)}): each aligned pair (anchor, "
         "positive) with one of its divergent rows as the hard negative (a synthetic edit or a "
         "mined line; its unrelated row when it has none). Measured beside its untrained start "

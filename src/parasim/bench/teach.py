@@ -175,9 +175,7 @@ def train_variant(variant: str, args: argparse.Namespace, out: Path) -> dict:
     retain = _retain(variant, args)
     data = triples(args.corpus, args.partitions, "train", grades, args.seed)
     settings = _train_settings(args)
-    fp = _fingerprint(
-        [settings, variant, data.fingerprint(), *([{"retain": retain}] * bool(retain))]
-    )
+    fp = _fingerprint([settings, variant, data.fingerprint(), {"retain": retain}])
     done = _read_json(vdir / DONE)
     if done and done.get("fingerprint") == fp and (vdir / "run" / MODEL_DIR).is_dir():
         log.info("%s: done (%s), not retrained", variant, vdir / DONE)

@@ -49,6 +49,19 @@ LOSS_WORDS = {
     "mnrl": "sentence-transformers' MultipleNegativesRankingLoss",
     "graded_ranking": "parasim's GradedRankingLoss (CoSENT's ranking over three grades)",
 }
+
+
+def loss_words(loss: str, retain: float, named: str) -> str:
+    """``loss`` in words (:data:`LOSS_WORDS`), with the pull back to the start when ``retain``
+    is above 0 (``named``: how the card names its weight)."""
+    if not retain:
+        return LOSS_WORDS[loss]
+    return (
+        f"{LOSS_WORDS[loss]} plus a pull of every sentence back to the untrained start's "
+        f"embedding ({named} {retain:g})"
+    )
+
+
 #: Where a triple's negative came from: a divergent row whose other-language side (or, flipped,
 #: whose English side) was edited or mined, or an unrelated row.
 NEGATIVE_SOURCES = ("divergent_other", "divergent_en", "unrelated")
@@ -578,14 +591,7 @@ def fit_contrastive(
             tmp / "README.md",
             name,
             "A sentence encoder fine-tuned by `parasim.train.core.contrastive` with "
-            f"{LOSS_WORDS[loss]}"
-            + (
-                f" plus a pull of every sentence back to the untrained start's embedding "
-                f"(RetainedLoss, weight {retain})"
-                if retain
-                else ""
-            )
-            + " on (anchor, positive, hard "
+            f"{loss_words(loss, retain, 'RetainedLoss, weight')} on (anchor, positive, hard "
             f"negative) triples of the corpus ({data.grades} negatives), mean-pooled. Load it "
             "with `SentenceTransformer(path)`; `encode` prepends the training prefix "
             f"{prefix!r} (its default prompt).",

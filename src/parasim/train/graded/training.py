@@ -262,7 +262,7 @@ def write_outputs(run: _GradedRun, evaluation: Mapping[str, Any], wall_s: float)
     """``metrics.json``, ``training_curve.png`` and ``history.json``, and the model card
     (``README.md``, also in ``model/``); returns the metrics."""
     from parasim.train.core.card import write_model_card, write_run
-    from parasim.train.core.contrastive import LOSS_WORDS, LOSSES
+    from parasim.train.core.contrastive import LOSSES, loss_words
     from parasim.train.core.loop import peak_gpu_mb, peak_rss_mb
     from parasim.train.core.verdict import fmt
 
@@ -298,14 +298,7 @@ def write_outputs(run: _GradedRun, evaluation: Mapping[str, Any], wall_s: float)
         out / "README.md",
         MODEL_NAME,
         f"{cfg.model} (mean pooling) fine-tuned by `parasim train-graded-encoder` with "
-        f"{LOSS_WORDS[cfg.loss]}"
-        + (
-            f" plus a pull of every sentence back to the untrained start's embedding "
-            f"(`train.graded.retain` {cfg.retain:g})"
-            if cfg.retain
-            else ""
-        )
-        + " on the graded triples of the "
+        f"{loss_words(cfg.loss, cfg.retain, '`train.graded.retain`')} on the graded triples of the "
         f"corpus's train split ({', '.join(data.partitions)}): each aligned pair (anchor, "
         "positive) with one of its divergent rows as the hard negative (a synthetic edit or a "
         "mined line; its unrelated row when it has none). Measured beside its untrained start "

@@ -22,6 +22,7 @@ pytest.importorskip("sentence_transformers")
 sys.path.insert(0, str(Path(__file__).resolve().parent / "train"))
 from conftest import make_tiny_bert  # noqa: E402
 from test_contrastive import write_corpus  # noqa: E402
+from test_select import write_flores  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -70,6 +71,7 @@ def write_eval_data(d: Path) -> Path:
     for k, lang in enumerate(("en", "fr", "es")):
         with open(sts / f"stsb-{lang}-dev.csv", "w", newline="", encoding="utf-8") as fh:
             csv.writer(fh).writerows((r[2 * k], r[2 * k + 1], r[6]) for r in STS)
+    write_flores(d / "parallel" / "flores200-devtest")  # the selection split of --merge-share auto
     return d
 
 
@@ -192,6 +194,40 @@ def test_the_variants_are_trained_scored_and_compared(inputs, tmp_path, capsys):
     assert fourth["variants"]["graded-ranking-retained"]["trained_now"]
     assert fourth["variants"]["graded-ranking-retained"]["retain"] == 2.0
     assert not fourth["variants"]["graded-ranking"]["trained_now"]
+
+
+def test_merge_share_auto_is_picked_on_the_selection_split(inputs, tmp_path, capsys):
+    import shutil
+
+    from parasim.bench.teach import main
+
+    out = tmp_path / "teach"
+    auto = ("--only", "graded-ranking-merged", "--merge-share", "auto", "--select-grid", "0.5", "1")
+    assert main(_argv(inputs, out, *auto)) == 0
+    table = capsys.readouterr().out
+    res = json.loads((out / "teach.json").read_text())
+    sel = res["selection"]
+    assert sel["share"] in (0.5, 1.0) and set(sel["shares"]) == {"0.5", "1"}
+    assert res["variants"]["graded-ranking-merged"]["merge"]["share"] == sel["share"]
+    assert res["settings"]["merge_share"] == sel["share"]
+    # 6 sentences: the 10 nearest capped at the 5 others, so no random ones
+    assert sel["counts"]["flores_sentences"] == 6 and sel["counts"]["silver_pairs"] == 6 * 5
+    assert "merge share picked on the selection split" in table and "| untrained |" in table
+    assert (out / "select.json").is_file() and not (out / "select-merged").exists()
+    # a rerun measures nothing again
+    mark = (out / "select.json").stat().st_mtime_ns
+    assert main(_argv(inputs, out, *auto)) == 0
+    assert (out / "select.json").stat().st_mtime_ns == mark
+    # no Flores-200 under --data: named, before anything is merged
+    data = tmp_path / "data"
+    shutil.copytree(inputs["data"], data)
+    shutil.rmtree(data / "parallel")
+    bad = _argv({**inputs, "data": str(data)}, tmp_path / "teach2", *auto)
+    with pytest.raises(SystemExit, match="Flores-200"):
+        main(bad)
+    for wrong in (["--merge-share", "half"], ["--select-grid", "1.5"]):
+        with pytest.raises(SystemExit):
+            main(_argv(inputs, tmp_path / "teach3", *wrong))
 
 
 def test_thresholds_separate_what_the_cosine_separates():

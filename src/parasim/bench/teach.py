@@ -11,7 +11,10 @@ grades, :class:`parasim.train.core.losses.GradedRankingLoss` (``graded-ranking``
 translations above the rest only); it is kept **untrained** as the baseline; and
 ``graded-ranking-merged`` is the ``graded-ranking`` model's weights moved back towards the
 untrained start (:func:`parasim.train.core.contrastive.merge_weights`, WiSE-FT: ``--merge-share``
-of the fine-tuned weights, 0.5 by default, WiSE-FT's; no training of its own);
+of the fine-tuned weights, 0.5 by default, WiSE-FT's; no training of its own; ``--merge-share
+auto`` picks it from ``--select-grid`` on the selection split, :mod:`parasim.train.eval.select`:
+Flores-200 silver cross-lingual STS and the corpus's test rows, never REFreSD or STSb, its
+figures in ``DIR/select.json``);
 ``graded-ranking-retained`` trains as ``graded-ranking`` with every sentence of the batch pulled
 back to where the untrained start puts it (:class:`parasim.train.core.losses.RetainedLoss`,
 weight ``--retain``, 1 by default). Each is then
@@ -46,7 +49,7 @@ Run::
 
     parasim bench teach --corpus results/corpus --out teach --steps 1000 --batch-size 16 \\
         --seed 0 [--partitions EN-FR-G ...] [--model e5-torch] [--data ../shared/data] \\
-        [--only graded-ranking graded binary untrained ...] [--merge-share 0.5] [--retain 1]
+        [--only graded-ranking graded binary untrained ...] [--merge-share 0.5|auto] [--retain 1]
 """
 
 from __future__ import annotations
@@ -113,7 +116,9 @@ COMPARISONS = (
     ("graded-ranking-retained", "binary"),
     ("graded-ranking-retained", "graded-ranking"),
 )
-DONE, SCORES = "done.json", "scores.json"
+DONE, SCORES, SELECT = "done.json", "scores.json", "select.json"
+#: ``--merge-share auto``'s grid: the fine-tuned model's shares tried on the selection split.
+SELECT_GRID = (0.5, 0.6, 0.7, 0.8, 0.9, 1.0)
 
 
 # --- the evaluation sets and measures: parasim.train.eval.cosine --------------------------
@@ -251,6 +256,72 @@ def merge_variant(
     }
     write_metrics(vdir / DONE, record)
     return {**record, "trained_now": True}
+
+
+def select_merge_share(tuned: Mapping[str, Any], args: argparse.Namespace, out: Path) -> dict:
+    """``--merge-share auto``: merge the model of ``tuned`` (its trained variant's done
+    marker) with the untrained start at each share of ``--select-grid``, measure each on the
+    selection split (:mod:`parasim.train.eval.select`: Flores-200 under ``--data``, the
+    corpus's test rows) and pick the share by :func:`~parasim.train.eval.select.pick_share`.
+    The record (``DIR/select.json``), reused when written for the same model and split.
+
+    Raises:
+        SystemExit: the Flores-200 devtest missing under ``--data``, or the corpus without a
+            test split, naming it.
+    """
+    from sentence_transformers import SentenceTransformer
+
+    from parasim.accel import resolve_device
+    from parasim.flores import flores_file
+    from parasim.train.core.card import write_metrics
+    from parasim.train.core.contrastive import build_model, merge_weights, split_rows
+    from parasim.train.eval import select
+
+    folder = Path(args.data) / "parallel" / "flores200-devtest"
+    digest = hashlib.sha1()
+    for lang in ("en", *select.SILVER_LANGS):
+        try:
+            digest.update(flores_file(lang, folder).read_bytes())
+        except OSError as exc:
+            raise SystemExit(f"bench teach: --merge-share auto needs Flores-200: {exc}") from None
+    try:
+        rows = split_rows(args.corpus, args.partitions, "test")
+    except ValueError as exc:
+        raise SystemExit(f"bench teach: --merge-share auto needs a test split: {exc}") from None
+    grid = sorted(set(args.select_grid))
+    fp = _fingerprint([
+        tuned["fingerprint"], grid, args.select_near, args.select_far, args.select_sample,
+        args.seed, args.model, args.max_length, args.prefix, digest.hexdigest(),
+        _text_hash({"ids": [sorted(r["id"] for r in rows)]}), select.ALLOWANCE,
+    ])  # fmt: skip
+    path = out / SELECT
+    kept = _read_json(path)
+    if kept and kept.get("fingerprint") == fp:
+        log.info("merge share: %s (%s, not measured again)", kept["share"], path)
+        return kept
+    device = resolve_device(args.device, "--device")
+    t0 = time.perf_counter()
+    start = build_model(args.model, max_length=args.max_length, prefix=args.prefix, device=device)
+    split = select.selection_split(
+        start, folder, rows, near=args.select_near, far=args.select_far,
+        sample=args.select_sample, seed=args.seed, batch_size=args.eval_batch_size,
+    )  # fmt: skip
+    tmp = out / "select-merged"
+
+    def merged(share: float):
+        shutil.rmtree(tmp, ignore_errors=True)
+        merge_weights(args.model, tuned["model_dir"], share, tmp, max_length=args.max_length,
+                      prefix=args.prefix)  # fmt: skip
+        log.info("selection split: share %g", share)
+        return SentenceTransformer(str(tmp), device=device)
+
+    record = select.select_share(lambda: start, merged, split, grid, args.eval_batch_size)
+    shutil.rmtree(tmp, ignore_errors=True)
+    record = {"fingerprint": fp, "of": tuned["model_dir"], **record,
+              "seconds": round(time.perf_counter() - t0, 1)}  # fmt: skip
+    write_metrics(path, record)
+    log.info("merge share: %s", record["why"])
+    return record
 
 
 def _retain(variant: str, args: argparse.Namespace) -> float:
@@ -401,6 +472,21 @@ def markdown(result: Mapping[str, Any]) -> str:
                 f"- {v}: the {merge['of']} model's weights, {merge['share']:g} of them merged "
                 f"with {1 - merge['share']:g} of the untrained start's (WiSE-FT)"
             )
+    if sel := result.get("selection"):
+        lines += [
+            f"- merge share picked on the selection split (Flores-200 silver cross-lingual STS, "
+            f"not REFreSD or STSb): {sel['why']}",
+            "",
+            "| share | silver EN-FR | silver EN-ES | test AUC divergent | test AUC mined |",
+            "|---|---:|---:|---:|---:|",
+        ]
+        for share, f in [("untrained", sel["untrained"]), *sel["shares"].items()]:
+            auc = {t: (f["hardness"].get(t) or {}).get("roc_auc") for t in ("divergent", "mined")}
+            lines.append(
+                f"| {share} | {_fmt(f['silver_en_fr'])} | {_fmt(f['silver_en_es'])} | "
+                f"{_fmt(auc['divergent'])} | {_fmt(auc['mined'])} |"
+            )
+        lines.append("")
     m = result["machine"]
     lines.append(f"- machine: {m['cpu']} ({m['cpu_count']} CPUs), GPU {m['gpu'] or 'none'}, "
                  f"torch device {m['torch_device']}")  # fmt: skip
@@ -431,9 +517,13 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
             and rec.get("retain", 0.0) == _retain(v, args)
         ):
             done[v] = {**rec, "trained_now": False}
+    selection = None
     for v, of in MERGED.items():
         if of not in done:
             continue
+        if args.merge_share == "auto":
+            selection = select_merge_share(done[of], args, out)
+            args.merge_share = selection["share"]
         if v in asked:
             done[v] = merge_variant(v, done[of], args, out)
         elif (
@@ -472,6 +562,8 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
         "variants": {},
         "comparisons": comparisons(measured, sets, args.seed, args.n_boot),
     }
+    if selection is not None:
+        result["selection"] = {k: v for k, v in selection.items() if k != "fingerprint"}
     if "refresd" in sets:
         result["eval_sets"]["refresd"]["classes"] = {
             c: sets["refresd"]["label"].count(c) for c in THREE_CLASSES
@@ -493,6 +585,16 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
         result["variants"][v] = entry
     write_metrics(out / "teach.json", result)
     return result
+
+
+def _share(text: str) -> float | str:
+    """``--merge-share``: a number, or ``auto``."""
+    if text == "auto":
+        return text
+    try:
+        return float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r}: a number in [0, 1] or auto") from None
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -517,10 +619,21 @@ def main(argv: Sequence[str] | None = None) -> int:
     )
     ap.add_argument(
         "--merge-share",
-        type=float,
+        type=_share,
         default=0.5,
-        help="graded-ranking-merged: the fine-tuned weights' share (WiSE-FT; default 0.5)",
+        help="graded-ranking-merged: the fine-tuned weights' share (WiSE-FT; default 0.5), or "
+        "auto: picked from --select-grid on the selection split (Flores-200 silver STS)",
     )
+    ap.add_argument(
+        "--select-grid", type=float, nargs="+", default=list(SELECT_GRID),
+        help=f"--merge-share auto: the shares tried (default {' '.join(map(str, SELECT_GRID))})",
+    )  # fmt: skip
+    ap.add_argument("--select-near", type=int, default=10,
+                    help="silver pairs: nearest English neighbours per sentence")  # fmt: skip
+    ap.add_argument("--select-far", type=int, default=10,
+                    help="silver pairs: random others per sentence")  # fmt: skip
+    ap.add_argument("--select-sample", type=int, default=1000,
+                    help="test rows per tier measured on the selection split")  # fmt: skip
     ap.add_argument(
         "--retain",
         type=float,
@@ -544,8 +657,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     ap.add_argument("--json", action="store_true", help="print teach.json instead of the table")
     argv = list(sys.argv[1:] if argv is None else argv)
     args = ap.parse_args(argv)
-    if not 0.0 <= args.merge_share <= 1.0:
-        ap.error(f"--merge-share {args.merge_share}: must lie in [0, 1]")
+    for share in ([] if args.merge_share == "auto" else [args.merge_share]) + args.select_grid:
+        if not 0.0 <= share <= 1.0:
+            ap.error(f"--merge-share / --select-grid {share}: must lie in [0, 1]")
     if not args.retain > 0:
         ap.error(f"--retain {args.retain}: must be above 0")
     args.argv = argv

@@ -137,13 +137,37 @@ def _shards(corpus_dir: Path, partitions: Sequence[str], split: str) -> list[Pat
     return out
 
 
-def _read_rows(files: Sequence[Path]) -> list[dict]:
+def _read_rows(files: Sequence[Path], columns: Sequence[str] = _COLUMNS) -> list[dict]:
     import pyarrow.parquet as pq
 
     rows: list[dict] = []
     for f in files:
-        rows += pq.read_table(f, columns=_COLUMNS).to_pylist()
+        rows += pq.read_table(f, columns=list(columns)).to_pylist()
     return rows
+
+
+def split_rows(
+    corpus_dir: str | os.PathLike,
+    partitions: Sequence[str] | None = None,
+    split: str = "test",
+    columns: Sequence[str] = (*_COLUMNS, "negative_kind"),
+) -> list[dict]:
+    """The ``columns`` of every row of one split of a corpus (``<corpus>/data/<partition>/
+    <split>-*``), every partition when ``partitions`` is None.
+
+    Raises:
+        ValueError: no shard of ``split`` in those partitions.
+    """
+    from parasim.train.core.data import corpus_partitions
+
+    corpus_dir = Path(corpus_dir)
+    parts = list(partitions) if partitions else corpus_partitions(corpus_dir)
+    files = _shards(corpus_dir, parts, split)
+    if not files:
+        raise ValueError(
+            f"{corpus_dir}: no {split} shard in data/<partition>/ for partitions {parts}"
+        )
+    return _read_rows(files, columns)
 
 
 def _unrelated_key(row: dict) -> tuple[str, tuple[int, ...]]:
@@ -194,14 +218,8 @@ def triples(
 
     if grades not in GRADES:
         raise ValueError(f"grades: one of {list(GRADES)}, not {grades!r}")
-    corpus_dir = Path(corpus_dir)
-    parts = list(partitions) if partitions else corpus_partitions(corpus_dir)
-    files = _shards(corpus_dir, parts, split)
-    if not files:
-        raise ValueError(
-            f"{corpus_dir}: no {split} shard in data/<partition>/ for partitions {parts}"
-        )
-    rows = _read_rows(files)
+    parts = list(partitions) if partitions else corpus_partitions(Path(corpus_dir))
+    rows = split_rows(corpus_dir, parts, split, _COLUMNS)
     positives = [r for r in rows if r["grade"] == "equivalent"]
     by_id = {r["id"]: r for r in positives}
     by_line = {_unrelated_key(r): r["id"] for r in positives}
